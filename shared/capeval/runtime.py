@@ -1,0 +1,117 @@
+"""Device/dtype resolution, content-keyed embedding cache and batched encoding with progress."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Callable, Dict, Hashable, List, Optional, Sequence
+
+import torch
+from PIL import Image
+from tqdm.auto import tqdm
+
+_DTYPES = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.float16, "fp16": torch.float16,
+           "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
+
+
+def resolve_device(device: Optional[str] = "auto") -> torch.device:
+    """``"auto"`` (or None) picks CUDA when available, else CPU."""
+    if device in (None, "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def resolve_dtype(dtype) -> torch.dtype:
+    """float32 unless asked otherwise: the official implementations score in fp32 on CPU."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype in (None, "auto"):
+        return torch.float32
+    if dtype not in _DTYPES:
+        raise ValueError(f"unsupported dtype {dtype!r}; use one of {sorted(_DTYPES)}")
+    return _DTYPES[dtype]
+
+
+def image_key(image: Image.Image) -> str:
+    """Content hash of a decoded image (mode, size and pixels)."""
+    digest = hashlib.sha256(f"{image.mode}{image.size}".encode())
+    digest.update(image.tobytes())
+    return digest.hexdigest()
+
+
+def text_key(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class EmbeddingCache:
+    """Embeddings by content key, in memory and optionally persisted one file per key.
+
+    Persisted files are written to a temporary name and renamed, so concurrent writers are safe.
+    ``namespace`` must identify the model, its revision and dtype so different models never mix.
+    """
+
+    def __init__(self, namespace: str, persist_dir: Optional[os.PathLike] = None):
+        self.namespace = namespace
+        self._memory: Dict[Hashable, torch.Tensor] = {}
+        self._dir = Path(persist_dir) / _safe(namespace) if persist_dir else None
+
+    def get(self, key: str) -> Optional[torch.Tensor]:
+        if key in self._memory:
+            return self._memory[key]
+        if self._dir is not None:
+            path = self._dir / f"{key}.safetensors"
+            if path.exists():
+                from safetensors.torch import load_file
+
+                value = load_file(str(path))["embedding"]
+                self._memory[key] = value
+                return value
+        return None
+
+    def put(self, key: str, value: torch.Tensor) -> None:
+        value = value.detach().cpu()
+        self._memory[key] = value
+        if self._dir is not None:
+            from safetensors.torch import save_file
+
+            self._dir.mkdir(parents=True, exist_ok=True)
+            path = self._dir / f"{key}.safetensors"
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            save_file({"embedding": value.contiguous()}, str(tmp))
+            os.replace(tmp, path)
+
+    def __len__(self) -> int:
+        return len(self._memory)
+
+
+def _safe(namespace: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in namespace)
+
+
+def encode_cached(
+    items: Sequence,
+    keys: Sequence[str],
+    encode_batch: Callable[[List], torch.Tensor],
+    cache: EmbeddingCache,
+    *,
+    batch_size: int,
+    desc: str,
+    show_progress: Optional[bool] = None,
+) -> torch.Tensor:
+    """Encode each distinct item once (by key), in batches, and return embeddings in input order."""
+    todo: Dict[str, object] = {}
+    for item, key in zip(items, keys):
+        if key not in todo and cache.get(key) is None:
+            todo[key] = item
+    pending = list(todo.items())
+    if show_progress is None:
+        show_progress = len(pending) > batch_size
+    with tqdm(total=len(pending), desc=desc, unit="item", disable=not show_progress) as bar:
+        for start in range(0, len(pending), batch_size):
+            chunk = pending[start:start + batch_size]
+            embeddings = encode_batch([item for _, item in chunk])
+            for (key, _), embedding in zip(chunk, embeddings):
+                cache.put(key, embedding)
+            bar.update(len(chunk))
+    return torch.stack([cache.get(key) for key in keys])
