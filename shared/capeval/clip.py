@@ -14,7 +14,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import torch
 from PIL import Image
 
-from capeval.hub import resolve
+from capeval.hub import registered_weights, resolve
 from capeval.runtime import EmbeddingCache, encode_cached, image_key, resolve_device, resolve_dtype, text_key
 
 CONFIG_FILE = "open_clip_config.json"
@@ -85,7 +85,10 @@ def load_open_clip(ref: str, *, cache_dir=None) -> Tuple[torch.nn.Module, Dict, 
 
     directory = resolve(ref, [CONFIG_FILE, WEIGHTS_FILE], cache_dir=cache_dir)
     config = json.loads((directory / CONFIG_FILE).read_text())
-    model = build_clip(config["model_cfg"])
+    model_cfg = dict(config["model_cfg"])
+    if ref in registered_weights():  # e.g. OpenAI weights need QuickGELU, which hub configs do not record
+        model_cfg.update(registered_weights()[ref].options.get("model_cfg", {}))
+    model = build_clip(model_cfg)
     state_dict = load_file(str(directory / WEIGHTS_FILE))
     state_dict = {k: v for k, v in state_dict.items() if k != "attn_mask"}
     missing, unexpected = model.load_state_dict(state_dict, strict=False)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
 from capeval.errors import ModelNotAvailableError
 
@@ -29,6 +29,7 @@ class WeightSpec:
     license: str
     source_url: str
     description: str = ""
+    options: Mapping[str, Any] = field(default_factory=dict, compare=False)  # family-specific loading options
     tiny_factory: Optional[TinyFactory] = field(default=None, compare=False, repr=False)
 
 

@@ -40,7 +40,7 @@ def _clip_spec(name, repo_id, revision, license, source_url, description, prepro
                quick_gelu=True, image_size=224, patch_size=32, seed=0):
     return register(WeightSpec(
         name=name, repo_id=repo_id, revision=revision, files=CLIP_FILES, format="open_clip", license=license,
-        source_url=source_url, description=description,
+        source_url=source_url, description=description, options={"model_cfg": {"quick_gelu": quick_gelu}},
         tiny_factory=tiny_clip_factory(preprocess_cfg=preprocess, quick_gelu=quick_gelu, image_size=image_size,
                                        patch_size=patch_size, seed=seed),
     ))
@@ -48,9 +48,11 @@ def _clip_spec(name, repo_id, revision, license, source_url, description, prepro
 
 # Revisions: third-party repos are pinned to the commit capeval was checked against; capeval's own converted
 # artifacts are pinned when published (`capeval push` prints the commit to pin).
-_clip_spec("openai-clip-vit-b-32", "timm/vit_base_patch32_clip_224.openai", "main", "mit",
+_clip_spec("openai-clip-vit-b-32", "timm/vit_base_patch32_clip_224.openai",
+           "a6f597a30f7b82c51704746581f9a4e41421e878", "mit",
            "https://github.com/openai/CLIP", "OpenAI CLIP ViT-B/32 (CLIPScore's backbone)")
-_clip_spec("openai-clip-vit-l-14", "timm/vit_large_patch14_clip_224.openai", "main", "mit",
+_clip_spec("openai-clip-vit-l-14", "timm/vit_large_patch14_clip_224.openai",
+           "18d0535469bb561bf468d76c1d73aa35156c922b", "mit",
            "https://github.com/openai/CLIP", "OpenAI CLIP ViT-L/14", patch_size=14, seed=1)
 _clip_spec("pacs-clip-vit-b-32", "capeval/pacs-clip-vit-b-32", "main", "other",
            "https://github.com/aimagelab/pacscore (checkpoints/clip_ViT-B-32.pth)",
