@@ -123,10 +123,15 @@ class ClipBackbone:
         self.context_length = int(self.model.context_length)
         self.tokenizer = SimpleTokenizer()
         self._transform = self._build_transform()
-        namespace = f"{directory.resolve()}|{self.dtype}"  # the snapshot path pins the revision
-        self.image_cache = EmbeddingCache(f"clip-image|{namespace}", persist_dir)
-        self.text_cache = EmbeddingCache(f"clip-text|{namespace}", persist_dir)
+        self._namespace = f"{directory.resolve()}|{self.dtype}"  # the snapshot path pins the revision
+        self._persist_dir = persist_dir
+        self.reset_caches()
         self.truncated_texts = 0
+
+    def reset_caches(self) -> None:
+        """Start from empty in-memory embedding caches (persisted entries stay on disk)."""
+        self.image_cache = EmbeddingCache(f"clip-image|{self._namespace}", self._persist_dir)
+        self.text_cache = EmbeddingCache(f"clip-text|{self._namespace}", self._persist_dir)
 
     def _build_transform(self):
         from torchvision import transforms as T

@@ -1,0 +1,198 @@
+"""The ``capeval`` command line: score, convert, push, train, bench, install-modules."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from pathlib import Path
+from typing import Dict, Iterator, List, Optional
+
+from capeval.errors import InputError, ModelNotAvailableError
+
+
+def read_records(path: Path) -> Iterator[Dict]:
+    """JSONL (one object per line) or CSV (a ``references`` cell may hold a JSON list) records."""
+    if not path.exists():
+        raise InputError(f"input file not found: {path}")
+    if path.suffix.lower() == ".csv":
+        with path.open(newline="", encoding="utf-8") as f:
+            for row in csv.DictReader(f):
+                refs = row.get("references")
+                if refs:
+                    row["references"] = json.loads(refs) if refs.lstrip().startswith("[") else [refs]
+                yield row
+        return
+    with path.open(encoding="utf-8") as f:
+        for line_no, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise InputError(f"{path}:{line_no}: invalid JSON: {exc}") from exc
+
+
+def _columns(records: List[Dict], images_dir: Optional[Path]):
+    missing = [i for i, r in enumerate(records) if "caption" not in r]
+    if missing:
+        raise InputError(f"records {missing[:5]} have no 'caption' field")
+    captions = [r["caption"] for r in records]
+    images = None
+    if all("image" in r for r in records):
+        images = [str(images_dir / r["image"]) if images_dir else r["image"] for r in records]
+    references = None
+    if any("references" in r for r in records):
+        references = [r.get("references") or [] for r in records]
+    return captions, images, references
+
+
+def cmd_score(args) -> int:
+    from capeval.scoring import load_scorer, scorers
+
+    spec = scorers().get(args.metric)
+    if spec is None:
+        raise InputError(f"unknown metric {args.metric!r}; known: {sorted(scorers())}")
+    records = list(read_records(Path(args.input)))
+    if not records:
+        raise InputError(f"{args.input} holds no records")
+    captions, images, references = _columns(records, Path(args.images) if args.images else None)
+    if spec.needs_images and images is None:
+        raise InputError(f"{args.metric} needs an 'image' field in every record")
+    if spec.needs_references and references is None:
+        raise InputError(f"{args.metric} needs 'references' in every record")
+    options = {"device": args.device, "batch_size": args.batch_size}
+    if args.weights:
+        options["weights"] = args.weights
+    result = load_scorer(args.metric, **options).score(captions, images=images, references=references)
+    per_sample = {k[: -len("_per_sample")]: v for k, v in result.items() if k.endswith("_per_sample")}
+    out = open(args.output, "w", encoding="utf-8") if args.output else None
+    try:
+        for i, record in enumerate(records):
+            row = {**record, **{k: v[i] for k, v in per_sample.items()}}
+            if out:
+                out.write(json.dumps(row) + "\n")
+    finally:
+        if out:
+            out.close()
+    summary = {k: v for k, v in result.items() if not k.endswith("_per_sample")}
+    print(json.dumps({"metric": args.metric, "n": len(records), **summary}, indent=2))
+    return 0
+
+
+def cmd_convert(args) -> int:
+    from capeval.convert import convert
+
+    out = convert(args.artifact, args.official_file, args.out_dir)
+    print(f"wrote {out}")
+    return 0
+
+
+def cmd_push(args) -> int:
+    from huggingface_hub import HfApi
+
+    folder = Path(args.out_dir)
+    if not folder.is_dir():
+        raise InputError(f"not a directory: {folder}")
+    api = HfApi(library_name="capeval")
+    api.create_repo(args.repo_id, repo_type=args.repo_type, private=args.private, exist_ok=True)
+    info = api.upload_folder(folder_path=str(folder), repo_id=args.repo_id, repo_type=args.repo_type,
+                             commit_message=args.message)
+    print(f"pushed {folder} to {args.repo_id}; pin revision {info.oid}")
+    return 0
+
+
+def cmd_train(args) -> int:
+    from capeval.training import trainers
+
+    out = trainers()[args.name].run(args)
+    print(f"wrote {out}")
+    return 0
+
+
+def cmd_bench(args) -> int:
+    from capeval.bench import run_clip_bench
+
+    print(json.dumps(run_clip_bench(arch=args.arch, n_images=args.images, n_captions=args.captions,
+                                    device=args.device, batch_size=args.batch_size, dtype=args.dtype,
+                                    naive_samples=args.naive_samples), indent=2))
+    return 0
+
+
+def cmd_install_modules(args) -> int:
+    from capeval.modules import install_modules
+
+    for name, path in install_modules(args.modules_cache).items():
+        print(f"capeval/{name} -> {path}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from capeval.convert import converters
+    from capeval.scoring import scorers
+    from capeval.training import trainers
+
+    parser = argparse.ArgumentParser(prog="capeval", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    score = sub.add_parser("score", help="score captions from a JSONL/CSV file",
+                           description="Score records {image, caption, references?} and write per-sample scores.")
+    score.add_argument("metric", help=f"one of {sorted(scorers())}")
+    score.add_argument("--input", required=True, help="JSONL or CSV with 'caption', 'image', optional 'references'")
+    score.add_argument("--images", help="directory the 'image' paths are relative to")
+    score.add_argument("--output", help="JSONL file for per-sample scores")
+    score.add_argument("--weights", help="registry name, hub id or directory of the weights")
+    score.add_argument("--device", default="auto")
+    score.add_argument("--batch-size", type=int, default=64)
+    score.set_defaults(func=cmd_score)
+
+    conv = sub.add_parser("convert", help="convert an official checkpoint to capeval's safetensors/JSON layout")
+    conv.add_argument("artifact", choices=sorted(converters()),
+                      help="; ".join(f"{k}: {v.help}" for k, v in sorted(converters().items())))
+    conv.add_argument("official_file")
+    conv.add_argument("out_dir")
+    conv.set_defaults(func=cmd_convert)
+
+    push = sub.add_parser("push", help="upload a converted/trained artifact folder to the Hugging Face Hub")
+    push.add_argument("out_dir")
+    push.add_argument("repo_id")
+    push.add_argument("--repo-type", default="model", choices=["model", "dataset", "space"])
+    push.add_argument("--private", action="store_true")
+    push.add_argument("--message", default="Upload with capeval")
+    push.set_defaults(func=cmd_push)
+
+    train = sub.add_parser("train", help="train a learned metric")
+    train_sub = train.add_subparsers(dest="name", required=True)
+    for name, spec in sorted(trainers().items()):
+        p = train_sub.add_parser(name, help=spec.help, description=spec.help)
+        spec.configure(p)
+        p.set_defaults(func=cmd_train)
+
+    bench = sub.add_parser("bench", help="throughput of CLIP-S on a full-size random CLIP vs a naive per-sample loop")
+    bench.add_argument("--arch", default="ViT-B-32", help="open_clip architecture (random weights)")
+    bench.add_argument("--images", type=int, default=20, help="distinct images")
+    bench.add_argument("--captions", type=int, default=200, help="(image, caption) pairs")
+    bench.add_argument("--naive-samples", type=int, default=50, help="pairs timed in the naive loop")
+    bench.add_argument("--device", default="auto")
+    bench.add_argument("--batch-size", type=int, default=64)
+    bench.add_argument("--dtype", default="float32")
+    bench.set_defaults(func=cmd_bench)
+    install = sub.add_parser("install-modules",
+                             help='make evaluate.load("capeval/<name>") resolve offline from this installation')
+    install.add_argument("--modules-cache", help="evaluate's modules cache (default $HF_MODULES_CACHE)")
+    install.set_defaults(func=cmd_install_modules)
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (InputError, ModelNotAvailableError, FileNotFoundError, KeyError) as exc:
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"capeval {args.command}: error: {message}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
