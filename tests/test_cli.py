@@ -1,0 +1,89 @@
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from capeval.cli import build_parser, main
+
+
+def test_score_jsonl_writes_per_sample_scores(tiny_hub, tmp_path, capsys):
+    Image.new("RGB", (20, 10), "blue").save(tmp_path / "a.png")
+    Image.new("RGB", (10, 20), "red").save(tmp_path / "b.png")
+    records = [{"image": "a.png", "caption": "blue", "references": ["a blue image"]},
+               {"image": "b.png", "caption": "red", "references": ["red", "a red picture"]}]
+    (tmp_path / "in.jsonl").write_text("\n".join(json.dumps(r) for r in records))
+    code = main(["score", "clip_s", "--input", str(tmp_path / "in.jsonl"), "--images", str(tmp_path),
+                 "--output", str(tmp_path / "out.jsonl"), "--device", "cpu"])
+    assert code == 0
+    rows = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    summary = json.loads(capsys.readouterr().out)
+    assert [r["caption"] for r in rows] == ["blue", "red"]
+    assert summary["clip_s"] == pytest.approx(np.mean([r["clip_s"] for r in rows]))
+    assert summary["refclip_s"] == pytest.approx(np.mean([r["refclip_s"] for r in rows]))
+
+
+def test_score_csv_input(tiny_hub, tmp_path, capsys):
+    Image.new("RGB", (20, 10)).save(tmp_path / "a.png")
+    (tmp_path / "in.csv").write_text('image,caption,references\na.png,a dark image,"[""black"", ""dark""]"\n')
+    assert main(["score", "clip_s", "--input", str(tmp_path / "in.csv"), "--images", str(tmp_path), "--device", "cpu"]) == 0
+    assert "refclip_s" in json.loads(capsys.readouterr().out)
+
+
+def test_bad_input_exits_nonzero_with_message(tiny_hub, tmp_path, capsys):
+    (tmp_path / "in.jsonl").write_text(json.dumps({"image": "missing.png", "caption": "x"}) + "\n")
+    assert main(["score", "clip_s", "--input", str(tmp_path / "in.jsonl"), "--images", str(tmp_path)]) == 2
+    assert "image file not found" in capsys.readouterr().err
+    assert main(["score", "clip_s", "--input", str(tmp_path / "nope.jsonl")]) == 2
+    assert "input file not found" in capsys.readouterr().err
+
+
+def test_convert_pac_s_from_fabricated_official_checkpoint(tiny_hub, tmp_path):
+    from capeval.clip import ClipBackbone, build_clip
+    from capeval.models.clip import tiny_clip_factory
+
+    tiny_clip_factory(seed=7)(tmp_path / "src")
+    cfg = json.loads((tmp_path / "src" / "open_clip_config.json").read_text())["model_cfg"]
+    torch.manual_seed(7)
+    model = build_clip(cfg)
+    # the official file: {"state_dict": OpenAI-format CLIP}, partly fp16, with DataParallel "module." keys
+    state = {f"module.{k}": (v.half() if k.endswith("weight") and v.ndim == 2 else v) for k, v in model.state_dict().items()}
+    torch.save({"state_dict": state, "epoch": 3}, tmp_path / "clip_ViT-B-32.pth")
+    assert main(["convert", "pac-s", str(tmp_path / "clip_ViT-B-32.pth"), str(tmp_path / "out")]) == 0
+    assert (tmp_path / "out" / "README.md").exists()
+    converted = ClipBackbone(str(tmp_path / "out"), device="cpu")
+    expected = model.float()
+    with torch.no_grad():
+        for k, v in model.state_dict().items():
+            if k.endswith("weight") and v.ndim == 2:
+                v.copy_(v.half().float())  # the fabricated file stored these in fp16
+        tokens = converted.tokenize(["A photo depicts a dog"])
+        np.testing.assert_allclose(converted.encode_texts(["A photo depicts a dog"]).numpy(),
+                                   expected.encode_text(tokens).numpy(), atol=1e-5)
+
+
+def test_convert_refuses_pickled_objects(tmp_path):
+    import os
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, ("echo pwned",))
+
+    import pickle
+
+    with open(tmp_path / "evil.pth", "wb") as f:
+        pickle.dump({"state_dict": Evil()}, f)
+    with pytest.raises(Exception, match="(?i)weights_only|unsupported|global"):
+        main(["convert", "pac-s", str(tmp_path / "evil.pth"), str(tmp_path / "out")])
+
+
+def test_every_subcommand_has_help():
+    parser = build_parser()
+    commands = parser._subparsers._group_actions[0].choices
+    assert {"score", "convert", "push", "train", "bench", "install-modules"} <= set(commands)
+    for name in commands:
+        out = subprocess.run([sys.executable, "-m", "capeval.cli", name, "--help"], capture_output=True, text=True)
+        assert out.returncode == 0 and "usage: capeval" in out.stdout, name

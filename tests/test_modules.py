@@ -1,0 +1,90 @@
+"""Every evaluate module loads and scores offline: from the checkout, via `capeval install-modules`
+(`evaluate.load("capeval/<name>")`), and from a wheel installed in a clean environment."""
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from capeval.modules import available_modules
+
+REPO = Path(__file__).resolve().parents[1]
+OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_EVALUATE_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+MODULES = sorted(available_modules())
+
+LOAD_EVERY_MODULE = """
+import json, sys, evaluate
+loaded = {}
+for name in json.loads(sys.argv[1]):
+    module = evaluate.load(sys.argv[2].format(name=name), device="cpu")
+    loaded[name] = type(module).__name__
+print(json.dumps(loaded))
+"""
+
+
+def test_clip_modules_from_checkout_score_offline(tiny_hub):
+    import evaluate
+
+    image = Image.new("RGB", (30, 20), "green")
+    for name, key in (("clip_s", "clip_s"), ("pac_s", "pac_s")):
+        module = evaluate.load(str(REPO / "metrics" / name), device="cpu")
+        free = module.compute(predictions=["green"], images=[image])
+        with_refs = module.compute(predictions=["green", "a field"], images=[image, image],
+                                   references=[["a green image"], "grass"])
+        assert set(free) == {key, f"{key}_per_sample", "truncated_texts"}
+        assert with_refs[f"{key}_per_sample"][0] == pytest.approx(free[f"{key}_per_sample"][0], abs=1e-6)
+        assert len(with_refs[f"ref{key}_per_sample"]) == 2
+
+
+def test_module_validates_before_arrow(tiny_hub):
+    import evaluate
+
+    from capeval import InputError
+
+    module = evaluate.load(str(REPO / "metrics" / "clip_s"), device="cpu")
+    with pytest.raises(InputError, match="mismatched lengths"):
+        module.compute(predictions=["a", "b"], images=[Image.new("RGB", (4, 4))])
+    with pytest.raises(InputError, match="empty caption"):
+        module.compute(predictions=[""], images=[Image.new("RGB", (4, 4))])
+
+
+def _run(code_args, env, cwd):
+    out = subprocess.run(code_args, capture_output=True, text=True, env=env, cwd=cwd, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_install_modules_serves_evaluate_load_by_hub_name_offline(tiny_hub, tmp_path):
+    env = {**os.environ, **OFFLINE, "HF_HUB_CACHE": str(tiny_hub), "HF_MODULES_CACHE": str(tmp_path / "modules")}
+    subprocess.run([sys.executable, "-m", "capeval.cli", "install-modules"], check=True, env=env, capture_output=True)
+    loaded = _run([sys.executable, "-c", LOAD_EVERY_MODULE, json.dumps(MODULES), "capeval/{name}"], env, tmp_path)
+    assert sorted(loaded) == MODULES
+
+
+def test_wheel_in_clean_environment_serves_every_module(tiny_hub, tmp_path):
+    subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp_path / "dist"),
+                    str(REPO)], check=True, capture_output=True)
+    wheel = next((tmp_path / "dist").glob("capeval-*.whl"))
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = Path(subprocess.run([str(venv / "bin" / "python"), "-c", "import site; print(site.getsitepackages()[0])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    # dependencies come from the test environment, but not its editable capeval (.pth files there are not processed)
+    (site / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--target", str(site), str(wheel)],
+                   check=True, capture_output=True)
+    env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, **OFFLINE, "HF_HUB_CACHE": str(tiny_hub),
+           "HF_MODULES_CACHE": str(tmp_path / "modules")}
+    where = _run([str(venv / "bin" / "python"), "-c",
+                  "import capeval, json; print(json.dumps(capeval.__file__))"], env, tmp_path)
+    assert where.startswith(str(site)), where
+    load_installed = LOAD_EVERY_MODULE.replace("sys.argv[2].format(name=name)",
+                                               "str(__import__('capeval.modules').modules.module_dir(name))")
+    loaded = _run([str(venv / "bin" / "python"), "-c", load_installed, json.dumps(MODULES), ""], env, tmp_path)
+    assert sorted(loaded) == MODULES
+    assert set(MODULES) >= {"clip_s", "pac_s"}
