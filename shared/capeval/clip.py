@@ -7,7 +7,9 @@ Weights are stored as an ``open_clip_config.json`` (``{"model_cfg": ..., "prepro
 from __future__ import annotations
 
 import json
+import os
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -106,13 +108,15 @@ class ClipBackbone:
     """
 
     def __init__(self, weights: str, *, device: str = "auto", dtype=None, batch_size: int = 64,
-                 cache_dir=None, persist_dir=None):
+                 cache_dir=None, persist_dir=None, num_workers: Optional[int] = None):
         from open_clip.tokenizer import SimpleTokenizer
 
         self.weights = weights
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(dtype)
         self.batch_size = batch_size
+        # PIL resizing and hashing release the GIL: threads keep a GPU fed without changing any result
+        self._pool = ThreadPoolExecutor(max_workers=num_workers or min(8, os.cpu_count() or 1))
         model, preprocess_cfg, directory = load_open_clip(weights, cache_dir=cache_dir)
         self.model = model.to(self.device, self.dtype)
         vision = self.model.visual
@@ -165,7 +169,7 @@ class ClipBackbone:
 
     @torch.inference_mode()
     def _encode_image_batch(self, images: List[Image.Image]) -> torch.Tensor:
-        pixels = torch.stack([self.preprocess(image) for image in images]).to(self.device, self.dtype)
+        pixels = torch.stack(list(self._pool.map(self.preprocess, images))).to(self.device, self.dtype)
         return self.model.encode_image(pixels).float()
 
     @torch.inference_mode()
@@ -174,7 +178,7 @@ class ClipBackbone:
 
     def encode_images(self, images: Sequence[Image.Image], *, show_progress: Optional[bool] = None) -> torch.Tensor:
         """Raw image features (float32, CPU), one row per input; each distinct image is encoded once."""
-        keys = [image_key(image) for image in images]
+        keys = list(self._pool.map(image_key, images))
         return encode_cached(images, keys, self._encode_image_batch, self.image_cache,
                              batch_size=self.batch_size, desc="CLIP images", show_progress=show_progress)
 
