@@ -22,8 +22,46 @@ def test_score_jsonl_writes_per_sample_scores(tiny_hub, tmp_path, capsys):
     rows = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
     summary = json.loads(capsys.readouterr().out)
     assert [r["caption"] for r in rows] == ["blue", "red"]
-    assert summary["clip_s"] == pytest.approx(np.mean([r["clip_s"] for r in rows]))
-    assert summary["refclip_s"] == pytest.approx(np.mean([r["refclip_s"] for r in rows]))
+    assert [r["index"] for r in rows] == [0, 1]
+    assert summary["clip_s"] == pytest.approx(np.mean([r["scores"]["clip_s"] for r in rows]))
+    assert summary["refclip_s"] == pytest.approx(np.mean([r["scores"]["refclip_s"] for r in rows]))
+
+
+def _score_file(tmp_path, n):
+    rng = np.random.default_rng(0)
+    for i in range(4):
+        Image.fromarray(rng.integers(0, 256, (16, 16, 3), dtype=np.uint8)).save(tmp_path / f"{i}.png")
+    lines = [json.dumps({"image": f"{i % 4}.png", "caption": f"caption {i}", "references": [f"ref {i}", "ref"]})
+             for i in range(n)]
+    (tmp_path / "in.jsonl").write_text("\n".join(lines))
+    return ["score", "clip_s", "--input", str(tmp_path / "in.jsonl"), "--images", str(tmp_path), "--device", "cpu"]
+
+
+def test_shards_and_merge_equal_single_run_and_a_lost_shard_can_be_rerun(tiny_hub, tmp_path, capsys):
+    base = _score_file(tmp_path, 11)
+    assert main(base + ["--output", str(tmp_path / "single.jsonl")]) == 0
+    single_summary = json.loads(capsys.readouterr().out)
+    for i in range(3):
+        assert main(base + ["--shard", f"{i}/3", "--chunk-size", "2", "--output", str(tmp_path / f"s{i}.jsonl")]) == 0
+    capsys.readouterr()
+    (tmp_path / "s1.jsonl").write_text("")  # a killed shard ...
+    shards = [str(tmp_path / f"s{i}.jsonl") for i in range(3)]
+    assert main(["merge", *shards, "--output", str(tmp_path / "merged.jsonl")]) == 2
+    assert "missing" in capsys.readouterr().err
+    assert main(base + ["--shard", "1/3", "--output", shards[1]]) == 0  # ... is re-run alone
+    capsys.readouterr()
+    assert main(["merge", *shards, "--output", str(tmp_path / "merged.jsonl")]) == 0
+    merged_summary = json.loads(capsys.readouterr().out)
+    single = [json.loads(x) for x in (tmp_path / "single.jsonl").read_text().splitlines()]
+    merged = [json.loads(x) for x in (tmp_path / "merged.jsonl").read_text().splitlines()]
+    assert [r["index"] for r in merged] == list(range(11))
+    for a, b in zip(single, merged):
+        assert a["caption"] == b["caption"]
+        for key in ("clip_s", "refclip_s"):
+            assert b["scores"][key] == pytest.approx(a["scores"][key], abs=1e-5)
+    assert merged_summary["clip_s"] == pytest.approx(single_summary["clip_s"], abs=1e-6)
+    assert main(["merge", shards[0], shards[0], "--output", str(tmp_path / "m.jsonl")]) == 2
+    assert "more than one shard" in capsys.readouterr().err
 
 
 def test_score_csv_input(tiny_hub, tmp_path, capsys):
@@ -83,7 +121,7 @@ def test_convert_refuses_pickled_objects(tmp_path):
 def test_every_subcommand_has_help():
     parser = build_parser()
     commands = parser._subparsers._group_actions[0].choices
-    assert {"score", "convert", "push", "train", "bench", "install-modules"} <= set(commands)
+    assert {"score", "merge", "convert", "push", "train", "bench", "install-modules"} <= set(commands)
     for name in commands:
         out = subprocess.run([sys.executable, "-m", "capeval.cli", name, "--help"], capture_output=True, text=True)
         assert out.returncode == 0 and "usage: capeval" in out.stdout, name

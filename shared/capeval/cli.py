@@ -1,4 +1,4 @@
-"""The ``capeval`` command line: score, convert, push, train, bench, install-modules."""
+"""The ``capeval`` command line: score, merge, convert, push, train, bench, install-modules."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def read_records(path: Path) -> Iterator[Dict]:
 
 
 def _columns(records: List[Dict], images_dir: Optional[Path]):
-    missing = [i for i, r in enumerate(records) if "caption" not in r]
+    missing = [r["index"] for r in records if "caption" not in r]
     if missing:
         raise InputError(f"records {missing[:5]} have no 'caption' field")
     captions = [r["caption"] for r in records]
@@ -47,36 +47,122 @@ def _columns(records: List[Dict], images_dir: Optional[Path]):
     return captions, images, references
 
 
+def parse_shard(text: Optional[str]):
+    """``"i/n"`` → (i, n) with 0 ≤ i < n; records with ``index % n == i`` belong to shard i."""
+    if not text:
+        return 0, 1
+    try:
+        i, n = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise InputError(f"--shard must look like i/n (e.g. 0/4), got {text!r}") from None
+    if not 0 <= i < n:
+        raise InputError(f"--shard {text}: need 0 <= i < n")
+    return i, n
+
+
+def _batches(records: Iterator[Dict], size: Optional[int]) -> Iterator[List[Dict]]:
+    batch: List[Dict] = []
+    for record in records:
+        batch.append(record)
+        if size and len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+class RunningSummary:
+    """Means of per-sample scores over streamed chunks (and sums of counters such as ``truncated_texts``)."""
+
+    def __init__(self):
+        self.sums: Dict[str, float] = {}
+        self.counts: Dict[str, int] = {}
+        self.totals: Dict[str, float] = {}
+
+    def add_scores(self, scores: Dict[str, List[float]]) -> None:
+        for key, values in scores.items():
+            self.sums[key] = self.sums.get(key, 0.0) + float(sum(values))
+            self.counts[key] = self.counts.get(key, 0) + len(values)
+
+    def add_counter(self, key: str, value: float) -> None:
+        self.totals[key] = self.totals.get(key, 0) + value
+
+    def result(self) -> Dict[str, float]:
+        return {**{k: self.sums[k] / self.counts[k] for k in self.sums}, **self.totals}
+
+
 def cmd_score(args) -> int:
     from capeval.scoring import load_scorer, scorers
 
     spec = scorers().get(args.metric)
     if spec is None:
         raise InputError(f"unknown metric {args.metric!r}; known: {sorted(scorers())}")
-    records = list(read_records(Path(args.input)))
-    if not records:
-        raise InputError(f"{args.input} holds no records")
-    captions, images, references = _columns(records, Path(args.images) if args.images else None)
-    if spec.needs_images and images is None:
-        raise InputError(f"{args.metric} needs an 'image' field in every record")
-    if spec.needs_references and references is None:
-        raise InputError(f"{args.metric} needs 'references' in every record")
+    shard, num_shards = parse_shard(args.shard)
+    chunk_size = args.chunk_size
+    if spec.corpus_level and (num_shards > 1 or chunk_size):
+        raise InputError(f"{args.metric} is corpus-level (its per-sample values depend on the whole corpus): "
+                         f"score the whole input in one process, without --shard or --chunk-size")
     options = {"device": args.device, "batch_size": args.batch_size}
     if args.weights:
         options["weights"] = args.weights
-    result = load_scorer(args.metric, **options).score(captions, images=images, references=references)
-    per_sample = {k[: -len("_per_sample")]: v for k, v in result.items() if k.endswith("_per_sample")}
+    scorer = load_scorer(args.metric, **options)
+    images_dir = Path(args.images) if args.images else None
+    records = ({**record, "index": index} for index, record in enumerate(read_records(Path(args.input)))
+               if index % num_shards == shard)
+    summary, n, corpus_values = RunningSummary(), 0, {}
     out = open(args.output, "w", encoding="utf-8") if args.output else None
     try:
-        for i, record in enumerate(records):
-            row = {**record, **{k: v[i] for k, v in per_sample.items()}}
+        for batch in _batches(records, chunk_size):
+            captions, images, references = _columns(batch, images_dir)
+            if spec.needs_images and images is None:
+                raise InputError(f"{args.metric} needs an 'image' field in every record")
+            if spec.needs_references and references is None:
+                raise InputError(f"{args.metric} needs 'references' in every record")
+            result = scorer.score(captions, images=images, references=references)
+            per_sample = {k[: -len("_per_sample")]: v for k, v in result.items() if k.endswith("_per_sample")}
+            summary.add_scores(per_sample)
+            for key, value in result.items():
+                if key in per_sample:
+                    corpus_values[key] = value  # the scorer's own corpus value for this chunk
+                elif not key.endswith("_per_sample") and isinstance(value, (int, float)):
+                    summary.add_counter(key, value)
             if out:
-                out.write(json.dumps(row) + "\n")
+                for i, record in enumerate(batch):
+                    out.write(json.dumps({**record, "scores": {k: v[i] for k, v in per_sample.items()}}) + "\n")
+                out.flush()
+            n += len(batch)
     finally:
         if out:
             out.close()
-    summary = {k: v for k, v in result.items() if not k.endswith("_per_sample")}
-    print(json.dumps({"metric": args.metric, "n": len(records), **summary}, indent=2))
+    if n == 0:
+        raise InputError(f"{args.input} holds no records" + (f" for shard {args.shard}" if num_shards > 1 else ""))
+    means = summary.result()
+    if spec.corpus_level:
+        means.update(corpus_values)  # e.g. BLEU's corpus value is not the mean of its per-sample values
+    print(json.dumps({"metric": args.metric, "n": n, **({"shard": args.shard} if num_shards > 1 else {}), **means},
+                     indent=2))
+    return 0
+
+
+def cmd_merge(args) -> int:
+    """Join shard outputs in input order; fail on missing or duplicated records."""
+    rows: Dict[int, Dict] = {}
+    for path in args.shards:
+        for row in read_records(Path(path)):
+            if "index" not in row or "scores" not in row:
+                raise InputError(f"{path}: not a `capeval score` output (rows need 'index' and 'scores')")
+            if row["index"] in rows:
+                raise InputError(f"record {row['index']} appears in more than one shard ({path})")
+            rows[row["index"]] = row
+    missing = sorted(set(range(max(rows, default=-1) + 1)) - set(rows))
+    if missing:
+        raise InputError(f"{len(missing)} records are missing (first: {missing[:5]}); re-run the shard(s) holding them")
+    summary = RunningSummary()
+    with open(args.output, "w", encoding="utf-8") as out:
+        for index in sorted(rows):
+            out.write(json.dumps(rows[index]) + "\n")
+            summary.add_scores({k: [v] for k, v in rows[index]["scores"].items()})
+    print(json.dumps({"n": len(rows), **summary.result()}, indent=2))
     return 0
 
 
@@ -144,7 +230,15 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--weights", help="registry name, hub id or directory of the weights")
     score.add_argument("--device", default="auto")
     score.add_argument("--batch-size", type=int, default=64)
+    score.add_argument("--shard", help="i/n: score only records with index %% n == i (then `capeval merge`)")
+    score.add_argument("--chunk-size", type=int,
+                       help="stream the input in chunks of this many records (bounded memory)")
     score.set_defaults(func=cmd_score)
+
+    merge = sub.add_parser("merge", help="join `capeval score --shard` outputs in input order")
+    merge.add_argument("shards", nargs="+", help="per-shard JSONL outputs")
+    merge.add_argument("--output", required=True)
+    merge.set_defaults(func=cmd_merge)
 
     conv = sub.add_parser("convert", help="convert an official checkpoint to capeval's safetensors/JSON layout")
     conv.add_argument("artifact", choices=sorted(converters()),

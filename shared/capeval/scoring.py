@@ -19,16 +19,17 @@ class ScorerSpec:
     needs_images: bool
     needs_references: bool
     help: str
+    corpus_level: bool = False  # per-sample values depend on the whole scored corpus (e.g. CIDEr's IDF)
 
 
 _SCORERS: Dict[str, ScorerSpec] = {}
 
 
-def register_scorer(name: str, *, needs_images: bool, needs_references: bool, help: str):
+def register_scorer(name: str, *, needs_images: bool, needs_references: bool, help: str, corpus_level: bool = False):
     """Decorator registering a scorer factory under ``name``."""
 
     def wrap(factory: Callable) -> Callable:
-        _SCORERS[name] = ScorerSpec(name, factory, needs_images, needs_references, help)
+        _SCORERS[name] = ScorerSpec(name, factory, needs_images, needs_references, help, corpus_level)
         return factory
 
     return wrap
