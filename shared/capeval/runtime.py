@@ -16,9 +16,11 @@ _DTYPES = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.flo
 
 
 def resolve_device(device: Optional[str] = "auto") -> torch.device:
-    """``"auto"`` (or None) picks CUDA when available, else CPU."""
+    """``"auto"`` (or None) picks CUDA when available (this process's ``LOCAL_RANK`` GPU), else CPU."""
     if device in (None, "auto"):
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        if torch.cuda.is_available():
+            return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        return torch.device("cpu")
     return torch.device(device)
 
 
