@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import uuid
+from collections import OrderedDict
 from pathlib import Path
 from typing import Callable, Dict, Hashable, List, Optional, Sequence
 
@@ -53,13 +55,15 @@ class EmbeddingCache:
     ``namespace`` must identify the model, its revision and dtype so different models never mix.
     """
 
-    def __init__(self, namespace: str, persist_dir: Optional[os.PathLike] = None):
+    def __init__(self, namespace: str, persist_dir: Optional[os.PathLike] = None, max_items: int = 200_000):
         self.namespace = namespace
-        self._memory: Dict[Hashable, torch.Tensor] = {}
+        self.max_items = max_items  # least recently used entries leave memory first (bounded memory on streams)
+        self._memory: "OrderedDict[Hashable, torch.Tensor]" = OrderedDict()
         self._dir = Path(persist_dir) / _safe(namespace) if persist_dir else None
 
     def get(self, key: str) -> Optional[torch.Tensor]:
         if key in self._memory:
+            self._memory.move_to_end(key)
             return self._memory[key]
         if self._dir is not None:
             path = self._dir / f"{key}.safetensors"
@@ -67,21 +71,27 @@ class EmbeddingCache:
                 from safetensors.torch import load_file
 
                 value = load_file(str(path))["embedding"]
-                self._memory[key] = value
+                self._remember(key, value)
                 return value
         return None
 
     def put(self, key: str, value: torch.Tensor) -> None:
         value = value.detach().cpu()
-        self._memory[key] = value
+        self._remember(key, value)
         if self._dir is not None:
             from safetensors.torch import save_file
 
             self._dir.mkdir(parents=True, exist_ok=True)
             path = self._dir / f"{key}.safetensors"
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp = path.with_suffix(f".{uuid.uuid4().hex}.tmp")  # unique per writer (processes and threads)
             save_file({"embedding": value.contiguous()}, str(tmp))
             os.replace(tmp, path)
+
+    def _remember(self, key: str, value: torch.Tensor) -> None:
+        self._memory[key] = value
+        self._memory.move_to_end(key)
+        while len(self._memory) > self.max_items:
+            self._memory.popitem(last=False)
 
     def __len__(self) -> int:
         return len(self._memory)
@@ -102,10 +112,16 @@ def encode_cached(
     show_progress: Optional[bool] = None,
 ) -> torch.Tensor:
     """Encode each distinct item once (by key), in batches, and return embeddings in input order."""
+    found: Dict[str, torch.Tensor] = {}
     todo: Dict[str, object] = {}
     for item, key in zip(items, keys):
-        if key not in todo and cache.get(key) is None:
+        if key in found or key in todo:
+            continue
+        cached = cache.get(key)
+        if cached is None:
             todo[key] = item
+        else:
+            found[key] = cached
     pending = list(todo.items())
     if show_progress is None:
         show_progress = len(pending) > batch_size
@@ -115,5 +131,6 @@ def encode_cached(
             embeddings = encode_batch([item for _, item in chunk])
             for (key, _), embedding in zip(chunk, embeddings):
                 cache.put(key, embedding)
+                found[key] = cache.get(key)
             bar.update(len(chunk))
-    return torch.stack([cache.get(key) for key in keys])
+    return torch.stack([found[key] for key in keys])
