@@ -125,3 +125,27 @@ def test_every_subcommand_has_help():
     for name in commands:
         out = subprocess.run([sys.executable, "-m", "capeval.cli", name, "--help"], capture_output=True, text=True)
         assert out.returncode == 0 and "usage: capeval" in out.stdout, name
+
+
+def test_push_uploads_the_folder_and_prints_the_revision_to_pin(tmp_path, monkeypatch, capsys):
+    import huggingface_hub
+
+    calls = {}
+
+    class FakeApi:
+        def __init__(self, library_name=None, **_):
+            calls["library_name"] = library_name
+
+        def create_repo(self, repo_id, **kwargs):
+            calls["create"] = (repo_id, kwargs)
+
+        def upload_folder(self, folder_path, repo_id, **kwargs):
+            calls["upload"] = (folder_path, repo_id)
+            return type("CommitInfo", (), {"oid": "a" * 40})()
+
+    monkeypatch.setattr(huggingface_hub, "HfApi", FakeApi)
+    (tmp_path / "art").mkdir()
+    assert main(["push", str(tmp_path / "art"), "capeval/x"]) == 0
+    assert calls["library_name"] == "capeval" and calls["upload"] == (str(tmp_path / "art"), "capeval/x")
+    assert "pin revision " + "a" * 40 in capsys.readouterr().out
+    assert main(["push", str(tmp_path / "nope"), "capeval/x"]) == 2
