@@ -43,3 +43,15 @@ def test_persisted_cache_concurrent_writers(tmp_path):
     fresh = EmbeddingCache("model|rev", tmp_path)
     assert fresh.get("k7").tolist() == [7.0, 7.0, 7.0]
     assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_cached_rows_share_large_blocks_not_one_allocation_each():
+    cache = EmbeddingCache("t")
+    batch = torch.randn(10, 8)
+    for i, row in enumerate(batch):
+        cache.put(str(i), row)
+    pointers = {cache.get(str(i)).untyped_storage().data_ptr() for i in range(10)}
+    assert len(pointers) == 1  # one block holds them all
+    assert torch.equal(torch.stack([cache.get(str(i)) for i in range(10)]), batch)
+    batch.zero_()  # copies, not views of the caller's tensor
+    assert cache.get("3").abs().sum() > 0

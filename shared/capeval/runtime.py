@@ -59,6 +59,8 @@ class EmbeddingCache:
         self.namespace = namespace
         self.max_items = max_items  # least recently used entries leave memory first (bounded memory on streams)
         self._memory: "OrderedDict[Hashable, torch.Tensor]" = OrderedDict()
+        self._block: Optional[torch.Tensor] = None
+        self._block_used = 0
         self._dir = Path(persist_dir) / _safe(namespace) if persist_dir else None
 
     def get(self, key: str) -> Optional[torch.Tensor]:
@@ -76,7 +78,7 @@ class EmbeddingCache:
         return None
 
     def put(self, key: str, value: torch.Tensor) -> None:
-        value = value.detach().cpu()
+        value = self._store(value.detach().cpu())
         self._remember(key, value)
         if self._dir is not None:
             from safetensors.torch import save_file
@@ -86,6 +88,22 @@ class EmbeddingCache:
             tmp = path.with_suffix(f".{uuid.uuid4().hex}.tmp")  # unique per writer (processes and threads)
             save_file({"embedding": value.contiguous()}, str(tmp))
             os.replace(tmp, path)
+
+    _BLOCK_ROWS = 4096
+
+    def _store(self, value: torch.Tensor) -> torch.Tensor:
+        """Copy ``value`` into a row of a large block: millions of tiny long-lived tensors fragment the C heap
+        (RSS grew ~100 KB per cached embedding with glibc); a block is freed once all its rows are evicted."""
+        flat = value.reshape(-1)
+        block = self._block
+        if block is None or self._block_used == block.shape[0] or block.shape[1] != flat.numel() \
+                or block.dtype != flat.dtype:
+            self._block = block = torch.empty((self._BLOCK_ROWS, flat.numel()), dtype=flat.dtype)
+            self._block_used = 0
+        row = block[self._block_used]
+        row.copy_(flat)
+        self._block_used += 1
+        return row.view(value.shape)
 
     def _remember(self, key: str, value: torch.Tensor) -> None:
         self._memory[key] = value
