@@ -40,7 +40,8 @@ def write_tiny_blip2(out_dir: Path, seed: int = 0) -> None:
 
 
 register(WeightSpec(
-    name="blip2-itm-vit-g", repo_id="Salesforce/blip2-itm-vit-g", revision="main", files=BLIP2_FILES,
+    name="blip2-itm-vit-g", repo_id="Salesforce/blip2-itm-vit-g",
+    revision="520bf73fd0ef6ccce791cd3f06908040aef2d8cc", files=BLIP2_FILES,
     format="transformers", license="mit", source_url="https://github.com/salesforce/LAVIS",
     description="BLIP-2 first-stage (\"pretrain\") image-text matching model, EVA ViT-g + Q-Former",
     tiny_factory=write_tiny_blip2,

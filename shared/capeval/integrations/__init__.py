@@ -1,0 +1,1 @@
+"""Hooks that plug capeval metrics into other libraries' training and evaluation loops."""

@@ -1,0 +1,360 @@
+"""``compute_metrics`` for ``Seq2SeqTrainer(predict_with_generate=True)`` scoring generated captions with capeval.
+
+    compute_metrics = make_compute_metrics("clip_s", tokenizer, eval_dataset, references_column="captions")
+    trainer = Seq2SeqTrainer(model, args, eval_dataset=eval_dataset, compute_metrics=compute_metrics, ...)
+
+Every evaluated sample is matched to its ``eval_dataset`` row, and the match is verified, never assumed:
+
+* when the Trainer hands over the model inputs (``include_for_metrics=["inputs"]``, with or without
+  ``batch_eval_metrics=True``), by content: a sample goes to the row with the same pixel values (the
+  ``inputs_column``) and the same labels, so any evaluation order works (``group_by_length``, custom samplers);
+* otherwise by position (the Trainer's sequential order), checked row by row against the ``labels_column``.
+
+A failed match raises :class:`AlignmentError` instead of scoring a caption against another sample's image.
+Rows whose pixel values and labels are both identical are interchangeable and are taken in dataset order.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from capeval.errors import InputError
+from capeval.inputs import check_references
+from capeval.scoring import scorers
+
+FINGERPRINT_SIZE = 256
+_FINGERPRINT_ROWS = 64  # dataset rows read per chunk while fingerprinting
+_MATCH_CHUNK = 512  # evaluated samples compared against the whole dataset at once
+
+
+class AlignmentError(InputError):
+    """Evaluated samples could not be matched, with certainty, to rows of the evaluation dataset."""
+
+
+def make_compute_metrics(metric, tokenizer, eval_dataset, *, image_column: Optional[str] = "image",
+                         references_column: Optional[str] = None, labels_column: str = "labels",
+                         inputs_column: str = "pixel_values", metric_options: Optional[Dict[str, Any]] = None,
+                         empty_score: Optional[float] = None, match_atol: float = 1e-3):
+    """A ``compute_metrics(eval_pred, compute_result=True)`` for ``Seq2SeqTrainer(predict_with_generate=True)``.
+
+    Args:
+        metric: a capeval scorer name (``"clip_s"``), a scorer object (``score(predictions, images=,
+            references=)``) or an evaluate module loaded from capeval (``evaluate.load("capeval/clip_s")``).
+        tokenizer: decodes the generated ids (``-100`` and padding are dropped, special tokens skipped).
+        eval_dataset: the dataset given to the Trainer as ``eval_dataset``; it holds the raw images
+            (``image_column``), the references (``references_column``: a list of strings or one string per
+            row; ``None`` for reference-free scoring), and ``labels_column`` / ``inputs_column`` for the
+            alignment checks (see the module docstring).
+        metric_options: options for the scorer factory when ``metric`` is a name (``device``, ``batch_size``...).
+        empty_score: score given to a generated caption that decodes to an empty string (in the means of the
+            per-sample scores); ``None`` (default) raises :class:`capeval.InputError` instead. When set,
+            ``empty_predictions`` (their count) is logged too; when every caption is empty, only the main score
+            (the metric's name) is logged, equal to ``empty_score``.
+        match_atol: tolerance on pixel-value fingerprints (chunk means) when matching by content.
+
+    Returns a function returning the corpus-level scalars only (per-sample lists are dropped), as the
+    Trainer logs them (``eval_clip_s``...). With ``batch_eval_metrics=True`` it accumulates the batches and
+    scores everything at ``compute_result=True`` (corpus-level metrics stay exact), returning ``{}`` before.
+    """
+    adapter = _MetricAdapter(metric, metric_options or {})
+    if adapter.needs_references and references_column is None:
+        raise InputError(f"metric {adapter.name!r} needs references: pass references_column=")
+    if adapter.needs_images and image_column is None:
+        raise InputError(f"metric {adapter.name!r} needs images: pass image_column=")
+    if adapter.needs_images is False:
+        image_column = None  # a text-only metric: the images are not read
+    columns = getattr(eval_dataset, "column_names", None)
+    if columns is not None:
+        wanted = [c for c in (image_column, references_column) if c]
+        missing = [c for c in wanted if c not in columns]
+        if missing:
+            raise InputError(f"eval_dataset has no column(s) {missing}; it has {columns}")
+    matcher = _RowMatcher(eval_dataset, _pad_token_id(tokenizer), labels_column, inputs_column, match_atol)
+    pending_predictions: List[str] = []
+    pending_rows: List[int] = []
+
+    def reset() -> None:
+        pending_predictions.clear()
+        pending_rows.clear()
+        matcher.reset()
+
+    def compute_metrics(eval_pred, compute_result: bool = True) -> Dict[str, float]:
+        try:
+            predictions = _decode(tokenizer, eval_pred.predictions)
+            rows = matcher.match(len(predictions), _labels_of(eval_pred), _inputs_of(eval_pred, inputs_column))
+            pending_predictions.extend(predictions)
+            pending_rows.extend(rows)
+            if not compute_result:
+                return {}
+            matcher.finish()
+            return _score(adapter, pending_predictions, pending_rows, eval_dataset, image_column, references_column,
+                          empty_score)
+        except BaseException:
+            compute_result = True  # a failed pass is dropped whole
+            raise
+        finally:
+            if compute_result:
+                reset()
+
+    return compute_metrics
+
+
+class _MetricAdapter:
+    """One ``score(predictions, images, references) -> dict`` over scorer names, scorers and evaluate modules."""
+
+    def __init__(self, metric, options: Dict[str, Any]):
+        if isinstance(metric, str):
+            from capeval.scoring import load_scorer
+
+            self.scorer, self.module = load_scorer(metric, **options), None
+            spec, self.name = scorers()[metric], metric
+        elif hasattr(metric, "compute") and getattr(metric, "scorer_name", None):
+            if options:
+                raise InputError("metric_options apply to scorer names; pass options to evaluate.load instead")
+            spec, self.scorer, self.module = scorers()[metric.scorer_name], None, metric
+            self.name = metric.scorer_name
+        elif hasattr(metric, "score"):
+            if options:
+                raise InputError("metric_options apply to scorer names; configure the scorer object instead")
+            spec, self.scorer, self.module = None, metric, None
+            self.name = getattr(metric, "name", type(metric).__name__)
+        else:
+            raise TypeError("metric must be a capeval scorer name, a scorer object or a capeval evaluate module")
+        self.needs_images: Optional[bool] = spec.needs_images if spec else None  # None: unknown, pass if given
+        self.needs_references = bool(spec and spec.needs_references)
+
+    def score(self, predictions, images, references) -> Dict[str, Any]:
+        if self.module is not None:
+            inputs = {"predictions": predictions}
+            if images is not None:
+                inputs["images"] = images
+            if references is not None:
+                inputs["references"] = references
+            return self.module.compute(**inputs)
+        return self.scorer.score(predictions, images=images, references=references)
+
+
+def _pad_token_id(tokenizer) -> Optional[int]:
+    return getattr(tokenizer, "pad_token_id", None)
+
+
+def _to_numpy(x) -> np.ndarray:
+    if hasattr(x, "detach"):
+        x = x.detach().cpu()
+        if x.dtype.is_floating_point:
+            x = x.float()
+        x = x.numpy()
+    return np.asarray(x)
+
+
+def _token_rows(ids) -> List[List[int]]:
+    """Token-id rows without ``-100`` (the Trainer's cross-batch padding) or other negative ids."""
+    if isinstance(ids, tuple):
+        ids = ids[0]
+    array = _to_numpy(ids)
+    if array.ndim == 1:
+        array = array[None]
+    if array.ndim != 2 or not np.issubdtype(array.dtype, np.integer):
+        raise InputError(f"expected generated token ids of shape (n, length), got {array.dtype} {array.shape}: "
+                         "set predict_with_generate=True")
+    return [row[row >= 0].tolist() for row in array]
+
+
+def _decode(tokenizer, predictions) -> List[str]:
+    texts = tokenizer.batch_decode(_token_rows(predictions), skip_special_tokens=True,
+                                   clean_up_tokenization_spaces=True)
+    return [text.strip() for text in texts]
+
+
+def _labels_of(eval_pred) -> Optional[List[List[int]]]:
+    label_ids = getattr(eval_pred, "label_ids", None)
+    return None if label_ids is None else _token_rows(label_ids)
+
+
+def _inputs_of(eval_pred, inputs_column: str) -> Optional[np.ndarray]:
+    """The model inputs of the evaluated samples: the gathered array, or ``inputs_column`` of a batch dict."""
+    inputs = getattr(eval_pred, "inputs", None)
+    if inputs is None:
+        return None
+    if hasattr(inputs, "keys"):
+        if inputs_column not in inputs:
+            raise AlignmentError(f"the batch inputs have no {inputs_column!r} (have {list(inputs.keys())}); "
+                                 "set inputs_column= to the model input")
+        inputs = inputs[inputs_column]
+    return _to_numpy(inputs)
+
+
+def _strip_labels(labels: Sequence[int], pad_token_id: Optional[int]) -> List[int]:
+    return [int(t) for t in labels if t >= 0 and t != pad_token_id]
+
+
+def fingerprints(values: np.ndarray, size: int = FINGERPRINT_SIZE) -> np.ndarray:
+    """Per-row means of ``size`` contiguous chunks of the flattened values (float64): robust to dtype rounding."""
+    flat = np.asarray(values, dtype=np.float64).reshape(len(values), -1)
+    size = min(size, flat.shape[1])
+    starts = np.linspace(0, flat.shape[1], size + 1).astype(np.int64)
+    return np.add.reduceat(flat, starts[:-1], axis=1) / np.diff(starts)
+
+
+class _RowMatcher:
+    """Maps evaluated samples to dataset rows (by content when inputs come along, else by position), verified."""
+
+    def __init__(self, dataset, pad_token_id, labels_column: str, inputs_column: str, atol: float):
+        self.dataset = dataset
+        self.pad_token_id = pad_token_id
+        self.labels_column = labels_column
+        self.inputs_column = inputs_column
+        self.atol = atol
+        self._fingerprints: Optional[np.ndarray] = None
+        self._labels: Optional[List[List[int]]] = None
+        self.reset()
+
+    def reset(self) -> None:
+        self.position = 0
+        self.used = np.zeros(len(self.dataset), dtype=bool)
+        self.by_content: Optional[bool] = None
+
+    def match(self, n: int, labels: Optional[List[List[int]]], inputs: Optional[np.ndarray]) -> List[int]:
+        by_content = inputs is not None
+        if self.by_content is not None and by_content != self.by_content:
+            raise AlignmentError("some evaluation batches came with inputs and some without")
+        self.by_content = by_content
+        if labels is not None and len(labels) != n:
+            raise AlignmentError(f"{n} predictions but {len(labels)} label rows")
+        if by_content:
+            if len(inputs) != n:
+                raise AlignmentError(f"{n} predictions but {len(inputs)} input rows")
+            return self._match_content(inputs, labels)
+        return self._match_position(n, labels)
+
+    def finish(self) -> None:
+        if not self.by_content and self.position != len(self.dataset):
+            raise AlignmentError(f"evaluated {self.position} samples but eval_dataset has {len(self.dataset)} rows: "
+                                 "pass the Trainer's eval_dataset, or include_for_metrics=['inputs']")
+
+    def _match_position(self, n: int, labels) -> List[int]:
+        rows = list(range(self.position, self.position + n))
+        if rows and rows[-1] >= len(self.dataset):
+            raise AlignmentError(f"more evaluated samples than the {len(self.dataset)} rows of eval_dataset")
+        if labels is None or not self._has_labels():
+            raise AlignmentError(
+                "cannot verify which dataset row each prediction belongs to: keep the labels in eval_dataset "
+                f"(column {self.labels_column!r}) or pass include_for_metrics=['inputs'] to the training arguments")
+        for offset, row in enumerate(rows):
+            if _strip_labels(labels[offset], self.pad_token_id) != self.dataset_labels()[row]:
+                raise AlignmentError(
+                    f"evaluated sample {row} does not carry the labels of eval_dataset row {row}: the evaluation "
+                    "order is not the dataset order; pass include_for_metrics=['inputs'] to match by content")
+        self.position += n
+        return rows
+
+    def _match_content(self, inputs: np.ndarray, labels) -> List[int]:
+        table = self.dataset_fingerprints()
+        samples = fingerprints(inputs)
+        if samples.shape[1] != table.shape[1]:
+            raise AlignmentError(f"batch {self.inputs_column!r} rows have another size than eval_dataset's")
+        rows = []
+        for start in range(0, len(samples), _MATCH_CHUNK):
+            chunk = samples[start:start + _MATCH_CHUNK]
+            # squared distances in float64; candidates are then checked element-wise against the tolerance
+            dist = (chunk ** 2).sum(1)[:, None] + (table ** 2).sum(1)[None] - 2 * chunk @ table.T
+            limit = table.shape[1] * self.atol ** 2 * 4
+            for i, sample in enumerate(chunk):
+                near = np.flatnonzero(dist[i] <= limit)
+                near = near[np.abs(table[near] - sample).max(1) <= self.atol]
+                rows.append(self._pick(near, None if labels is None else labels[start + i], start + i))
+        return rows
+
+    def _pick(self, candidates: np.ndarray, labels, index: int) -> int:
+        if len(candidates) == 0:
+            raise AlignmentError(f"evaluated sample {index}: no eval_dataset row has the same {self.inputs_column!r} "
+                                 "(is eval_dataset the Trainer's, with a deterministic preprocessing?)")
+        if labels is not None and self._has_labels():
+            wanted = _strip_labels(labels, self.pad_token_id)
+            candidates = [row for row in candidates if self.dataset_labels()[row] == wanted]
+            if not candidates:
+                raise AlignmentError(f"evaluated sample {index}: the rows with its {self.inputs_column!r} "
+                                     "have other labels")
+        free = [row for row in candidates if not self.used[row]]
+        if not free:
+            raise AlignmentError(f"evaluated sample {index}: its eval_dataset row was already evaluated in this pass")
+        self.used[free[0]] = True
+        return int(free[0])
+
+    def _has_labels(self) -> bool:
+        columns = getattr(self.dataset, "column_names", None)
+        if columns is not None:
+            return self.labels_column in columns
+        return self.labels_column in self.dataset[0]
+
+    def dataset_labels(self) -> List[List[int]]:
+        if self._labels is None:
+            values = raw_column(self.dataset, self.labels_column, range(len(self.dataset)))
+            self._labels = [_strip_labels(v, self.pad_token_id) for v in values]
+        return self._labels
+
+    def dataset_fingerprints(self) -> np.ndarray:
+        if self._fingerprints is None:
+            source = _numpy_view(self.dataset, self.inputs_column)
+            parts = []
+            for start in range(0, len(source), _FINGERPRINT_ROWS):
+                stop = min(start + _FINGERPRINT_ROWS, len(source))
+                chunk = source[start:stop] if hasattr(source, "column_names") else [source[i] for i in range(start, stop)]
+                values = chunk[self.inputs_column] if hasattr(chunk, "keys") else [row[self.inputs_column] for row in chunk]
+                parts.append(fingerprints(np.stack([_to_numpy(v) for v in values])))
+            self._fingerprints = np.concatenate(parts)
+        return self._fingerprints
+
+
+def _is_hf_dataset(dataset) -> bool:
+    return hasattr(dataset, "with_format") and hasattr(dataset, "column_names")
+
+
+def _numpy_view(dataset, column: str):
+    """The dataset as the model sees it: a custom transform is kept; plain Arrow columns are read as numpy."""
+    if _is_hf_dataset(dataset) and dataset.format.get("type") != "custom":
+        return dataset.with_format("numpy", columns=[column])
+    return dataset
+
+
+def raw_column(dataset, column: str, rows: Sequence[int]) -> List[Any]:
+    """``column`` of ``rows`` as stored (an ``datasets`` transform or tensor format is bypassed)."""
+    rows = list(rows)
+    if _is_hf_dataset(dataset):
+        if column not in dataset.column_names:
+            raise InputError(f"eval_dataset has no column {column!r}; it has {dataset.column_names}")
+        return dataset.with_format(None).select_columns([column])[rows][column]
+    return [dataset[i][column] for i in rows]
+
+
+def _score(adapter: _MetricAdapter, predictions: List[str], rows: List[int], dataset, image_column,
+           references_column, empty_score) -> Dict[str, float]:
+    empty = [i for i, text in enumerate(predictions) if not text]
+    if empty and empty_score is None:
+        raise InputError(f"{len(empty)} of {len(predictions)} generated captions are empty (first: sample {empty[0]}); "
+                         "pass empty_score= to make_compute_metrics, or set min_new_tokens for generation")
+    keep = [i for i, text in enumerate(predictions) if text]
+    result: Dict[str, Any] = {}
+    if keep:
+        kept_rows = [rows[i] for i in keep]
+        images = raw_column(dataset, image_column, kept_rows) if image_column else None
+        references = None
+        if references_column:
+            references = check_references(raw_column(dataset, references_column, kept_rows), len(kept_rows))
+        result = adapter.score([predictions[i] for i in keep], images, references)
+    out = {}
+    for key, value in result.items():
+        if key.endswith("_per_sample"):
+            continue
+        per_sample = result.get(f"{key}_per_sample")
+        if per_sample is not None and empty:
+            value = float(np.mean(list(per_sample) + [empty_score] * len(empty)))
+        if isinstance(value, (int, float, np.number)) and not isinstance(value, bool):
+            out[key] = float(value)
+    if empty_score is not None:
+        out["empty_predictions"] = float(len(empty))
+        if not keep:  # nothing was scored: the metric's main score alone
+            out[adapter.name] = float(empty_score)
+    return out
