@@ -121,7 +121,7 @@ def test_convert_refuses_pickled_objects(tmp_path):
 def test_every_subcommand_has_help():
     parser = build_parser()
     commands = parser._subparsers._group_actions[0].choices
-    assert {"score", "merge", "convert", "push", "train", "bench", "install-modules"} <= set(commands)
+    assert {"score", "merge", "convert", "push", "publish-spaces", "train", "bench", "install-modules"} <= set(commands)
     for name in commands:
         out = subprocess.run([sys.executable, "-m", "capeval.cli", name, "--help"], capture_output=True, text=True)
         assert out.returncode == 0 and "usage: capeval" in out.stdout, name
@@ -149,3 +149,26 @@ def test_push_uploads_the_folder_and_prints_the_revision_to_pin(tmp_path, monkey
     assert calls["library_name"] == "capeval" and calls["upload"] == (str(tmp_path / "art"), "capeval/x")
     assert "pin revision " + "a" * 40 in capsys.readouterr().out
     assert main(["push", str(tmp_path / "nope"), "capeval/x"]) == 2
+
+
+def test_publish_spaces_pushes_each_module_folder_as_a_gradio_space(monkeypatch, capsys):
+    import huggingface_hub
+
+    pushed = []
+
+    class FakeApi:
+        def __init__(self, library_name=None, **_):
+            assert library_name == "capeval"
+
+        def create_repo(self, repo_id, repo_type=None, space_sdk=None, **_):
+            assert (repo_type, space_sdk) == ("space", "gradio")
+
+        def upload_folder(self, folder_path, repo_id, repo_type=None, **_):
+            pushed.append((repo_id, sorted(p.name for p in __import__("pathlib").Path(folder_path).iterdir())))
+            return type("CommitInfo", (), {"oid": "b" * 40})()
+
+    monkeypatch.setattr(huggingface_hub, "HfApi", FakeApi)
+    assert main(["publish-spaces", "--org", "me", "--modules", "clip_s", "pac_s"]) == 0
+    assert [repo for repo, _ in pushed] == ["me/clip_s", "me/pac_s"]
+    assert {"app.py", "README.md", "clip_s.py", "requirements.txt"} <= set(pushed[0][1])
+    assert main(["publish-spaces", "--modules", "nope"]) == 2

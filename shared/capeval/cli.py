@@ -1,4 +1,4 @@
-"""The ``capeval`` command line: score, merge, convert, push, train, bench, install-modules."""
+"""The ``capeval`` command line: score, merge, convert, push, publish-spaces, train, bench, install-modules."""
 
 from __future__ import annotations
 
@@ -205,6 +205,33 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def cmd_publish_spaces(args) -> int:
+    """Push every module folder (card, script, app.py, requirements.txt) as a Gradio Space ``<org>/<name>``."""
+    from huggingface_hub import HfApi
+
+    from capeval.modules import available_modules
+
+    modules = available_modules()
+    names = args.modules or sorted(modules)
+    unknown = [n for n in names if n not in modules]
+    if unknown:
+        raise InputError(f"unknown modules {unknown}; known: {sorted(modules)}")
+    without_app = [n for n in names if not (modules[n] / "app.py").exists()]
+    if without_app:
+        raise InputError(f"modules without app.py cannot be Spaces: {without_app}")
+    api = None if args.dry_run else HfApi(library_name="capeval")
+    for name in names:
+        repo_id = f"{args.org}/{name}"
+        if api is None:
+            print(f"would push {modules[name]} -> spaces/{repo_id}")
+            continue
+        api.create_repo(repo_id, repo_type="space", space_sdk="gradio", exist_ok=True)
+        info = api.upload_folder(folder_path=str(modules[name]), repo_id=repo_id, repo_type="space",
+                                 commit_message=f"capeval: publish {name}")
+        print(f"pushed spaces/{repo_id} at {info.oid}")
+    return 0
+
+
 def cmd_install_modules(args) -> int:
     from capeval.modules import install_modules
 
@@ -271,6 +298,12 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--batch-size", type=int, default=64)
     bench.add_argument("--dtype", default="float32")
     bench.set_defaults(func=cmd_bench)
+    publish = sub.add_parser("publish-spaces", help="push every module folder as a Hugging Face Space")
+    publish.add_argument("--org", default="capeval")
+    publish.add_argument("--modules", nargs="*", help="only these modules (default: all)")
+    publish.add_argument("--dry-run", action="store_true", help="list what would be pushed")
+    publish.set_defaults(func=cmd_publish_spaces)
+
     install = sub.add_parser("install-modules",
                              help='make evaluate.load("capeval/<name>") resolve offline from this installation')
     install.add_argument("--modules-cache", help="evaluate's modules cache (default $HF_MODULES_CACHE)")
