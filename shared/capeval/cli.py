@@ -91,12 +91,31 @@ class RunningSummary:
         return {**{k: self.sums[k] / self.counts[k] for k in self.sums}, **self.totals}
 
 
+def cmd_score_features(args) -> int:
+    """``capeval score vcrscore --from-features FILE [--model DIR]``: precomputed feature rows → scores."""
+    from capeval.models.vcrscore_regressor import score_feature_file
+
+    if args.metric != "vcrscore":
+        raise InputError("--from-features is supported for vcrscore only")
+    scores = score_feature_file(args.from_features, args.model)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as out:
+            for row, score in zip(read_records(Path(args.from_features)), scores):
+                out.write(json.dumps({**row, "scores": {"vcrscore": score}}) + "\n")
+    print(json.dumps({"metric": "vcrscore", "n": len(scores), "vcrscore": sum(scores) / len(scores)}, indent=2))
+    return 0
+
+
 def cmd_score(args) -> int:
     from capeval.scoring import load_scorer, scorers
 
+    if args.from_features:
+        return cmd_score_features(args)
     spec = scorers().get(args.metric)
     if spec is None:
         raise InputError(f"unknown metric {args.metric!r}; known: {sorted(scorers())}")
+    if not args.input:
+        raise InputError("--input is required (or --from-features for vcrscore)")
     shard, num_shards = parse_shard(args.shard)
     chunk_size = args.chunk_size
     if spec.corpus_level and (num_shards > 1 or chunk_size):
@@ -251,7 +270,9 @@ def build_parser() -> argparse.ArgumentParser:
     score = sub.add_parser("score", help="score captions from a JSONL/CSV file",
                            description="Score records {image, caption, references?} and write per-sample scores.")
     score.add_argument("metric", help=f"one of {sorted(scorers())}")
-    score.add_argument("--input", required=True, help="JSONL or CSV with 'caption', 'image', optional 'references'")
+    score.add_argument("--input", help="JSONL or CSV with 'caption', 'image', optional 'references'")
+    score.add_argument("--from-features", help='vcrscore: JSONL of {"features": [f1, f2, f3]} rows')
+    score.add_argument("--model", help="vcrscore --from-features: converted or retrained regressor (dir or hub id)")
     score.add_argument("--images", help="directory the 'image' paths are relative to")
     score.add_argument("--output", help="JSONL file for per-sample scores")
     score.add_argument("--weights", help="registry name, hub id or directory of the weights")
