@@ -8,6 +8,7 @@ from pathlib import Path
 from capeval.convert import load_torch_checkpoint, register_converter, write_model_card
 from capeval.hub import WeightSpec, register
 from capeval.scoring import register_scorer
+from capeval.training import register_trainer
 
 SIMCSE_FILES = ("config.json", "pytorch_model.bin", "vocab.json", "merges.txt", "tokenizer_config.json",
                 "special_tokens_map.json")
@@ -125,3 +126,38 @@ def polos(weights: str = "polos", **options):
     from capeval.scorers.polos import PolosScorer
 
     return PolosScorer(weights, **options)
+
+
+def _configure_training(parser) -> None:
+    from capeval.polos_training import Recipe
+
+    parser.add_argument("--train", required=True, help='JSONL/parquet rows {"image", "candidate", "references", "score"}')
+    parser.add_argument("--val", required=True, help="validation rows, same format")
+    parser.add_argument("--images", help="directory the 'image' paths are relative to")
+    parser.add_argument("--out", required=True, help="output directory (hub-ready head artifact + card)")
+    parser.add_argument("--init", default="polos", help="head to start from (registry name, hub id or directory)")
+    parser.add_argument("--lr", type=float, default=Recipe.lr, help="Adam learning rate (official 3e-5)")
+    parser.add_argument("--max-epochs", type=int, default=Recipe.max_epochs)
+    parser.add_argument("--device", default="auto")
+
+
+@register_trainer("polos", configure=_configure_training,
+                  help="M2LHF: train the Polos head on human judgments with frozen CLIP/SimCSE encoders")
+def train_polos(args) -> Path:
+    from capeval.polos_training import Recipe, read_judgments, train_head
+    from capeval.scorers.polos import PolosScorer
+
+    scorer = PolosScorer(args.init, device=args.device)
+    recipe = Recipe(lr=args.lr, max_epochs=args.max_epochs)
+    history = train_head(scorer, read_judgments(args.train, args.images), read_judgments(args.val, args.images), recipe)
+    out = Path(args.out)
+    config = scorer.config
+    write_head(out, scorer.head.state_dict(), text_dim=config["text_dim"], clip_dim=config["clip_dim"],
+               hidden=config["hidden"], clip_weights=config["clip_weights"], text_encoder=config["text_encoder"])
+    (out / "training.json").write_text(json.dumps({"recipe": vars(recipe), "history": history}, indent=2))
+    best = max(history, key=lambda h: h["pearson"])
+    write_model_card(out, title="Polos head (trained with capeval M2LHF)", source=f"{args.train} / {args.val}",
+                     license="bsd-3-clause-clear",
+                     body=f"Best validation Pearson {best['pearson']:.4f} (MSE {best['mse']:.5f}) at epoch "
+                          f"{best['epoch']}; recipe {vars(recipe)}.")
+    return out
