@@ -130,6 +130,12 @@ class PolosScorer:
 
 
 def _encoder_dir(name: str, cache_dir):
-    from capeval.hub import get_spec
+    """A registry name, a local directory, or a hub id holding the SimCSE-layout files."""
+    from pathlib import Path
 
-    return resolve(name, list(get_spec(name).files), cache_dir=cache_dir)
+    from capeval.hub import registered_weights
+    from capeval.models.polos import SIMCSE_FILES
+
+    weights = registered_weights()
+    files = list(weights[name].files) if name in weights else None if Path(name).is_dir() else list(SIMCSE_FILES)
+    return resolve(name, files, cache_dir=cache_dir)
