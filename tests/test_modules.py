@@ -19,9 +19,11 @@ MODULES = sorted(available_modules())
 
 LOAD_EVERY_MODULE = """
 import json, sys, evaluate
+from capeval.modules import module_dir
 loaded = {}
 for name in json.loads(sys.argv[1]):
-    module = evaluate.load(sys.argv[2].format(name=name), device="cpu")
+    options = {"device": "cpu"} if module_dir(name).parent.name == "metrics" else {}
+    module = evaluate.load(sys.argv[2].format(name=name), **options)
     loaded[name] = type(module).__name__
 print(json.dumps(loaded))
 """

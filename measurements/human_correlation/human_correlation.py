@@ -1,0 +1,55 @@
+"""Correlation of metric scores with human judgments (Kendall τ-b/τ-c, Pearson, Spearman + bootstrap CIs)."""
+
+import datasets
+import evaluate
+
+from capeval.functional import correlation
+
+_CITATION = """\
+@article{kendall1938new, title={A New Measure of Rank Correlation}, author={Kendall, M. G.},
+  journal={Biometrika}, volume={30}, pages={81--93}, year={1938}}
+"""
+
+_DESCRIPTION = """\
+How well a caption metric agrees with people: Kendall's τ-b and τ-c (the caption-evaluation literature reports
+τ-c on Flickr8k-Expert and Composite and τ-b on Flickr8k-CF), Pearson and Spearman correlation, each with a
+seeded percentile bootstrap confidence interval. Give one row per human judgment (several raters of one caption
+are several rows with the same metric score), as the literature does.
+"""
+
+_KWARGS_DESCRIPTION = """
+Args:
+    predictions (`list` of `float`): metric scores, one per human judgment.
+    references (`list` of `float`): the human scores.
+    resamples (`int`, default 1000): bootstrap resamples (0 disables intervals).
+    confidence (`float`, default 0.95); seed (`int`, default 0).
+Returns:
+    kendall_tau_b, kendall_tau_c, pearson, spearman (`float`), and `<statistic>_ci` = [low, high].
+Examples:
+    >>> import evaluate
+    >>> corr = evaluate.load("measurements/human_correlation")  # doctest: +SKIP
+    >>> corr.compute(predictions=[0.1, 0.4, 0.35, 0.8], references=[1, 2, 2, 4], resamples=0)  # doctest: +SKIP
+"""
+
+
+@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
+class HumanCorrelation(evaluate.Measurement):
+    def _info(self):
+        return evaluate.MeasurementInfo(
+            description=_DESCRIPTION,
+            citation=_CITATION,
+            inputs_description=_KWARGS_DESCRIPTION,
+            features=datasets.Features({"predictions": datasets.Value("float64"),
+                                        "references": datasets.Value("float64")}),
+        )
+
+    def _compute(self, predictions, references, resamples=1000, confidence=0.95, seed=0):
+        if len(predictions) < 3:
+            raise ValueError(f"need at least 3 judgments to correlate, got {len(predictions)}")
+        out = {}
+        for name, statistic in correlation.STATISTICS.items():
+            out[name] = statistic(predictions, references)
+            if resamples:
+                out[f"{name}_ci"] = list(correlation.bootstrap_interval(
+                    statistic, predictions, references, resamples=resamples, confidence=confidence, seed=seed))
+        return out
