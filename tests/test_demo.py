@@ -148,3 +148,19 @@ def test_headless_chromium_screenshot(quiet_gradio, tmp_path):
     # the labels exist only once the Svelte front end has rendered the Blocks
     for text in ("CLIP-S / RefCLIP-S", "References, one per line", "How the score is made"):
         assert text in dom.stdout
+
+
+@pytest.mark.parametrize("metric, key", [("polos", "polos"), ("ensembeval", "ensembeval")])
+def test_learned_metric_apps_served_and_called(tiny_hub, quiet_gradio, image_file, metric, key):
+    demo = app_demo(metric)
+    try:
+        client = gradio_client.Client(serve(demo), verbose=False)
+        scores, panel = client.predict(gradio_client.handle_file(str(image_file)), CAPTION, "\n".join(REFERENCES),
+                                       api_name="/score")
+    finally:
+        demo.close()
+    direct = load_scorer(metric, device="cpu").score([CAPTION], [Image.open(image_file)], [REFERENCES])
+    assert scores[key] == pytest.approx(direct[key], abs=1e-5)
+    if metric == "ensembeval":  # the breakdown's contributions add up to the ensemble score
+        rows = panel["data"] if isinstance(panel, dict) else panel
+        assert sum(float(value) for _, value in rows) == pytest.approx(direct[key], abs=1e-4)
