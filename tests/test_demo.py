@@ -45,6 +45,17 @@ def app_demo(name):
     return runpy.run_path(str(module_dir(name) / "app.py"))["demo"]
 
 
+def call_app(metric, image_file):
+    """Serve ``metrics/<metric>/app.py`` on localhost and score CAPTION/REFERENCES through gradio_client."""
+    demo = app_demo(metric)
+    try:
+        client = gradio_client.Client(serve(demo), verbose=False)
+        return client.predict(gradio_client.handle_file(str(image_file)), CAPTION, "\n".join(REFERENCES),
+                              api_name="/score")
+    finally:
+        demo.close()
+
+
 @pytest.fixture(scope="module")
 def image_file(tmp_path_factory):
     array = np.zeros((48, 64, 3), dtype=np.uint8)
@@ -67,13 +78,7 @@ def components_from_embeddings(scorer, image, caption, references):
 
 @pytest.mark.parametrize("metric", ["clip_s", "pac_s"])
 def test_app_served_and_called_with_gradio_client(tiny_hub, quiet_gradio, image_file, metric):
-    demo = app_demo(metric)
-    try:
-        client = gradio_client.Client(serve(demo), verbose=False)
-        scores, breakdown = client.predict(gradio_client.handle_file(str(image_file)), CAPTION, "\n".join(REFERENCES),
-                                           api_name="/score")
-    finally:
-        demo.close()
+    scores, breakdown = call_app(metric, image_file)
     scorer = load_scorer(metric)
     image = Image.open(image_file)
     expected = scorer.score([CAPTION], images=[image], references=[REFERENCES])
@@ -152,13 +157,7 @@ def test_headless_chromium_screenshot(quiet_gradio, tmp_path):
 
 @pytest.mark.parametrize("metric, key", [("polos", "polos"), ("ensembeval", "ensembeval")])
 def test_learned_metric_apps_served_and_called(tiny_hub, quiet_gradio, image_file, metric, key):
-    demo = app_demo(metric)
-    try:
-        client = gradio_client.Client(serve(demo), verbose=False)
-        scores, panel = client.predict(gradio_client.handle_file(str(image_file)), CAPTION, "\n".join(REFERENCES),
-                                       api_name="/score")
-    finally:
-        demo.close()
+    scores, panel = call_app(metric, image_file)
     direct = load_scorer(metric, device="cpu").score([CAPTION], [Image.open(image_file)], [REFERENCES])
     assert scores[key] == pytest.approx(direct[key], abs=1e-5)
     if metric == "ensembeval":  # the breakdown's contributions add up to the ensemble score
