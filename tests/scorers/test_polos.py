@@ -104,6 +104,10 @@ def test_official_checkpoint_converts(tiny_hub, tmp_path):
     assert config["feature_dim"] == 6144 and config["hidden"] == [2304, 1152]
     assert torch.equal(head.mlp[3].weight, state["ff.0.ff.linear_2.weight"])
     assert torch.equal(head.scalar_parameters, torch.cat([state[f"scalar_mix.scalar_parameters.{i}"] for i in range(13)]))
+    direct, direct_config = load_head(str(tmp_path / "reprod.ckpt"))  # the official file loads directly too
+    assert direct_config == config
+    for key, value in head.state_dict().items():
+        assert torch.equal(direct.state_dict()[key], value), key
     torch.save({"state_dict": {"unrelated": torch.zeros(1)}}, tmp_path / "other.ckpt")
     with pytest.raises(ValueError, match="not an official Polos checkpoint"):
         main(["convert", "polos", str(tmp_path / "other.ckpt"), str(tmp_path / "out2")])

@@ -105,16 +105,22 @@ def official_to_head_state(state_dict):
     return head
 
 
+def head_config(head_state) -> dict:
+    """The config of an official head (RoBERTa-base text features, CLIP ViT-B/32 encoders)."""
+    h1, feature_dim = head_state["mlp.0.weight"].shape
+    text_dim = 768
+    return {"feature_dim": int(feature_dim), "text_dim": text_dim, "clip_dim": int(feature_dim - 4 * text_dim) // 6,
+            "hidden": [int(h1), int(head_state["mlp.3.weight"].shape[0])], "num_layers": NUM_LAYERS,
+            "clip_weights": "openai-clip-vit-b-32", "text_encoder": "simcse-roberta-base"}
+
+
 @register_converter("polos", help="Polos reprod.ckpt (PyTorch-Lightning) -> polos_head.safetensors + config")
 def convert_polos(official: Path, out_dir: Path) -> None:
     checkpoint = load_torch_checkpoint(official)
     head = official_to_head_state(checkpoint.get("state_dict", checkpoint))
-    h1, feature_dim = head["mlp.0.weight"].shape
-    h2 = head["mlp.3.weight"].shape[0]
-    text_dim = 768
-    clip_dim = (feature_dim - 4 * text_dim) // 6
-    write_head(out_dir, head, text_dim=text_dim, clip_dim=clip_dim, hidden=(h1, h2),
-               clip_weights="openai-clip-vit-b-32", text_encoder="simcse-roberta-base")
+    config = head_config(head)
+    write_head(out_dir, head, text_dim=config["text_dim"], clip_dim=config["clip_dim"], hidden=config["hidden"],
+               clip_weights=config["clip_weights"], text_encoder=config["text_encoder"])
     write_model_card(out_dir, title="Polos head (capeval layout)", source=official.name, license="bsd-3-clause-clear",
                      body="The scalar mix (13 layers + gamma) and MLP of the official Polos checkpoint. Encoders: "
                           "CLIP ViT-B/32 (`openai-clip-vit-b-32`) and `princeton-nlp/sup-simcse-roberta-base`.")

@@ -39,12 +39,29 @@ class PolosHead(torch.nn.Module):
 
 
 def load_head(weights: str, cache_dir=None):
+    """Our head artifact (registry name, hub id or directory), or the official ``reprod.ckpt`` file itself."""
+    from pathlib import Path
+
     from safetensors.torch import load_file
 
+    if Path(weights).is_file():
+        return _head_from_official_checkpoint(Path(weights))
     directory = resolve(weights, [CONFIG_FILE, HEAD_FILE], cache_dir=cache_dir)
     config = json.loads((directory / CONFIG_FILE).read_text())
     head = PolosHead(config["feature_dim"], config["hidden"], config["num_layers"])
     head.load_state_dict(load_file(str(directory / HEAD_FILE)))
+    return head.eval(), config
+
+
+def _head_from_official_checkpoint(path):
+    from capeval.convert import load_torch_checkpoint
+    from capeval.models.polos import head_config, official_to_head_state
+
+    checkpoint = load_torch_checkpoint(path)
+    state = official_to_head_state(checkpoint.get("state_dict", checkpoint))
+    config = head_config(state)
+    head = PolosHead(config["feature_dim"], config["hidden"], config["num_layers"])
+    head.load_state_dict(state)
     return head.eval(), config
 
 
