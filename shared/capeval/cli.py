@@ -1,4 +1,4 @@
-"""The ``capeval`` command line: score, merge, convert, push, publish-spaces, train, bench, install-modules."""
+"""The ``capeval`` command line: score, merge, benchmark, convert, push, publish-spaces, train, bench, install-modules."""
 
 from __future__ import annotations
 
@@ -224,6 +224,13 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def cmd_benchmark(args) -> int:
+    from capeval.benchmarks.runner import run
+
+    print(json.dumps(run(args), indent=2))
+    return 0
+
+
 def cmd_publish_spaces(args) -> int:
     """Push every module folder (card, script, app.py, requirements.txt) as a Gradio Space ``<org>/<name>``."""
     from huggingface_hub import HfApi
@@ -319,6 +326,12 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--batch-size", type=int, default=64)
     bench.add_argument("--dtype", default="float32")
     bench.set_defaults(func=cmd_bench)
+    from capeval.benchmarks.runner import configure as configure_benchmark
+
+    benchmark = sub.add_parser("benchmark", help="correlate a metric with human judgments on a benchmark")
+    configure_benchmark(benchmark)
+    benchmark.set_defaults(func=cmd_benchmark)
+
     publish = sub.add_parser("publish-spaces", help="push every module folder as a Hugging Face Space")
     publish.add_argument("--org", default="capeval")
     publish.add_argument("--modules", nargs="*", help="only these modules (default: all)")

@@ -1,0 +1,65 @@
+"""Benchmark loaders follow the literature's protocol; `capeval benchmark` end to end on a small fixture."""
+
+import json
+
+import pytest
+from scipy import stats
+
+from capeval import InputError
+from capeval.benchmarks import load
+from capeval.benchmarks.runner import run_benchmark
+
+
+def test_protocol_counts_on_the_real_releases(shared_data):
+    root = shared_data / "benchmarks"
+    expert = load("flickr8k_expert", root)
+    assert len(expert.human) == 16992 and len(set(zip(expert.candidates, expert.images))) == 5664
+    assert all(len(r) == 5 for r in expert.references)
+    composite = load("composite", root)
+    assert 11976 <= len(composite.human) <= 11985
+    assert load("thumb", root).statistic == "pearson" and len(load("thumb", root).human) == 2500
+    cf = load("flickr8k_cf", root)
+    assert len(cf.human) == 47830
+    assert all(c not in refs for c, refs in zip(cf.candidates[:2000], cf.references[:2000]))  # candidate removed
+    assert all(0 <= h <= 1 for h in cf.human)
+
+
+def _fixture(tmp_path):
+    thumb = tmp_path / "thumb"
+    thumb.mkdir()
+    rows = [("1", "a dog runs on grass", 4.0), ("1", "a cat", 1.0), ("2", "a red car parked", 3.5),
+            ("2", "a blue boat", 1.5), ("3", "two people walk", 3.0), ("3", "a tree", 0.5)]
+    refs = {"1": ["a dog running on the grass"], "2": ["a red car parked on the street"], "3": ["two people walking"]}
+    (thumb / "THumB-1.0.jsonl").write_text("\n".join(
+        json.dumps({"seg_id": s, "hyp": h, "image": f"{s}.jpg", "human_score": y}) for s, h, y in rows))
+    (thumb / "references.json").write_text("\n".join(json.dumps({"seg_id": s, "refs": r}) for s, r in refs.items()))
+    return rows, refs
+
+
+def test_benchmark_end_to_end_with_cache(tmp_path, monkeypatch):
+    from capeval import scoring
+
+    rows, refs = _fixture(tmp_path)
+    calls = []
+    real = scoring.load_scorer
+    monkeypatch.setattr(scoring, "load_scorer", lambda *a, **k: calls.append(a) or real(*a, **k))
+    out = run_benchmark("rouge_l", "thumb", data_dir=tmp_path, resamples=100, cache_dir=tmp_path / "cache")
+    direct = real("rouge_l").score([h for _, h, _ in rows], references=[refs[s] for s, _, _ in rows])
+    expected = 100 * stats.pearsonr(direct["rouge_l_per_sample"], [y for _, _, y in rows]).statistic
+    assert out["value"] == pytest.approx(expected, abs=1e-9)
+    assert out["statistic"] == "pearson" and out["n"] == 6 and out["ci95"][0] <= out["ci95"][1]
+    again = run_benchmark("rouge_l", "thumb", data_dir=tmp_path, statistic="kendall_tau_b", resamples=0,
+                          cache_dir=tmp_path / "cache")
+    assert len(calls) == 1  # the second statistic came from the cached per-sample scores
+    expected_tau = 100 * stats.kendalltau(direct["rouge_l_per_sample"], [y for _, _, y in rows]).statistic
+    assert again["value"] == pytest.approx(expected_tau, abs=1e-9)
+
+
+def test_benchmark_errors_are_clear(tmp_path):
+    with pytest.raises(InputError, match="benchmark file not found"):
+        load("thumb", tmp_path)
+    with pytest.raises(InputError, match="unknown benchmark"):
+        load("nope", tmp_path)
+    _fixture(tmp_path)
+    with pytest.raises(InputError, match="needs the benchmark images"):
+        run_benchmark("clip_s", "thumb", data_dir=tmp_path, cache_dir=tmp_path / "cache")
