@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,14 +58,22 @@ def flickr8k_cf(data_dir: Path) -> Benchmark:
                               "image's 5 reference captions")
 
 
+def _words(text: str) -> List[str]:
+    return re.sub(r"[^a-z0-9 ]", " ", text.lower()).split()
+
+
 def composite(data_dir: Path) -> Benchmark:
     import pandas as pd
 
     table = pd.read_parquet(_file(data_dir, "composite", "composite_candidates_refs_ratings.parquet"))
     table = table[table.groupby("image_path", sort=False).cumcount() < 3]  # the first 3 candidates per image
-    return Benchmark("composite", table["candidate"].tolist(), [list(r) for r in table["references"]],
-                     table["image_path"].tolist(), [float(s["human_correctness"]) for s in table["scores"]],
-                     statistic="kendall_tau_c", protocol="first 3 candidates per image, correctness rating")
+    candidates = table["candidate"].tolist()
+    # one candidate per image is a human caption that also appears (re-cased) among its references: drop it there
+    references = [[r for r in refs if _words(r) != _words(c)] for c, refs in zip(candidates, table["references"])]
+    return Benchmark("composite", candidates, references, table["image_path"].tolist(),
+                     [float(s["human_correctness"]) for s in table["scores"]], statistic="kendall_tau_c",
+                     protocol="first 3 candidates per image, correctness rating; a candidate that is one of the "
+                              "references (same words, ignoring case and punctuation) is removed from them")
 
 
 def thumb(data_dir: Path) -> Benchmark:
