@@ -90,3 +90,14 @@ def test_wheel_in_clean_environment_serves_every_module(tiny_hub, tmp_path):
     loaded = _run([str(venv / "bin" / "python"), "-c", load_installed, json.dumps(MODULES), ""], env, tmp_path)
     assert sorted(loaded) == MODULES
     assert set(MODULES) >= {"clip_s", "pac_s"}
+
+
+def test_every_capeval_subpackage_is_listed_in_setup_cfg():
+    import configparser
+
+    config = configparser.ConfigParser()
+    config.read(REPO / "setup.cfg")
+    listed = set(config["options"]["packages"].split())
+    root = REPO / "shared"
+    found = {".".join(p.parent.relative_to(root).parts) for p in (root / "capeval").rglob("__init__.py")}
+    assert found <= listed, f"add to setup.cfg packages: {sorted(found - listed)}"
