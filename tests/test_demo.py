@@ -163,3 +163,15 @@ def test_learned_metric_apps_served_and_called(tiny_hub, quiet_gradio, image_fil
     if metric == "ensembeval":  # the breakdown's contributions add up to the ensemble score
         rows = panel["data"] if isinstance(panel, dict) else panel
         assert sum(float(value) for _, value in rows) == pytest.approx(direct[key], abs=1e-4)
+
+
+def test_human_correlation_app_served_and_called(quiet_gradio):
+    from capeval.functional.correlation import kendall_tau
+
+    demo = app_demo("human_correlation")
+    try:
+        client = gradio_client.Client(serve(demo), verbose=False)
+        out = client.predict("0.1 0.4 0.35 0.8", "1, 2, 2, 4", api_name="/correlate")
+    finally:
+        demo.close()
+    assert out["kendall_tau_c"] == pytest.approx(kendall_tau([0.1, 0.4, 0.35, 0.8], [1, 2, 2, 4], "c"))

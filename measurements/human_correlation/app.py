@@ -14,7 +14,7 @@ def correlate(metric_text: str, human_text: str):
 
 
 demo = gr.Interface(correlate, [gr.Textbox(label="Metric scores"), gr.Textbox(label="Human scores")],
-                    gr.JSON(label="Correlations"), title="Human correlation")
+                    gr.JSON(label="Correlations"), title="Human correlation", api_name="correlate")
 
 if __name__ == "__main__":
     demo.launch()
