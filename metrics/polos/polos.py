@@ -28,11 +28,14 @@ Args:
     references (`list` of `list` of `str`): at least one reference per caption; all are used.
 Init kwargs (`evaluate.load("capeval/polos", ...)`):
     weights (`str`): Polos head (default "polos", converted from the official reprod.ckpt).
+    weights may also be the official `reprod.ckpt` file (read with `torch.load(weights_only=True)`).
     scorer_options (`dict`): {"statistics": "per_sentence" (default) or "batch" (official batch-wide
-        scalar-mix statistics, for exact paper reproduction)}.
+        scalar-mix statistics over consecutive chunks of `batch_size` samples; the paper's evaluation used 32)}.
     device, batch_size, dtype: as for every capeval module.
 Returns:
-    polos (`float`): corpus mean; polos_per_sample (`list` of `float`); truncated_texts (`int`).
+    polos (`float`): corpus mean; polos_per_sample (`list` of `float`, each in [0, 1]);
+    truncated_texts (`int`): texts over 512 SimCSE tokens (truncated, with a warning);
+    clip_truncated_texts (`int`): texts over 77 CLIP tokens (truncated, as the official code does).
 Examples:
     >>> import evaluate
     >>> polos = evaluate.load("capeval/polos")  # doctest: +SKIP

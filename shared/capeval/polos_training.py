@@ -1,27 +1,42 @@
-"""M²LHF training of the Polos head (scalar mix + MLP) with frozen encoders, as the official recipe:
-MSE (sum), Adam lr 3e-5, batch 64 with 4 accumulation steps, gradient clipping 1.0, seed 42, early stopping on
-validation Pearson (patience 1, at most 100 epochs).
+"""M²LHF: training the Polos head (scalar mix + MLP) on human judgments with frozen encoders.
 
-Frozen encoders make every encoder output a constant, so they are computed once: CLIP features, and for each
-sentence its 13 per-layer normalised first-position vectors (per-sentence statistics), which the trainable
-scalar mix then combines exactly as at scoring time.
+Official recipe (``configs/polos-trainer.yaml`` of the authors' code): MSE with ``reduction="sum"``, Adam lr 3e-5
+for the MLP and the scalar mix, CLIP and SimCSE frozen, batch 64 with 4 gradient-accumulation steps (the loss of
+each batch divided by 4, as Lightning does), gradient-norm clipping 1.0, scalar-mix layer dropout 0.1, MLP
+dropout 0.1, seed 42, early stopping on validation Pearson (patience 1, at most 100 epochs) keeping the best epoch.
+
+Frozen encoders make their outputs constants, so they are computed once per distinct image and text: CLIP
+features, and for each sentence the first-position vector of each of the 13 hidden states with that layer's
+per-sentence mean and population variance. The trainable scalar mix then normalises and mixes them at every step;
+the official batch-wide statistics (``statistics="batch"``) are recovered exactly by pooling the per-sentence
+moments of a batch's sentences. Memory: 13 × 768 floats per distinct text (~40 KB).
+
+Data: one judgment per row, with fields ``image`` (path, relative to ``images_dir`` when given), ``candidate``,
+``references`` (list of strings, or a JSON/Python list literal in CSV) and ``score`` (in [0, 1]) — in JSONL, a JSON
+list, CSV or parquet. The official Polaris CSV columns (``imgid``, ``mt``, ``refs``, ``score``) and capeval
+benchmark names (``image_path``, ``human``) are accepted as aliases.
 """
 
 from __future__ import annotations
 
+import ast
 import json
-from dataclasses import dataclass
+import logging
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
 from capeval.errors import InputError
-from capeval.functional.polos import layer_norm_statistics, polos_features
-from capeval.inputs import load_images
-from capeval.runtime import EmbeddingCache, encode_cached, text_key
+from capeval.functional.polos import layer_norm_statistics, mix_weights, normalise, polos_features, pooled_statistics
+
+logger = logging.getLogger(__name__)
+
+FIELDS = {"image": ("image", "image_path", "imgid"), "candidate": ("candidate", "mt"),
+          "references": ("references", "refs"), "score": ("score", "human")}
 
 
 @dataclass
@@ -30,130 +45,244 @@ class Recipe:
     batch_size: int = 64
     accumulation: int = 4
     grad_clip: float = 1.0
+    scalar_mix_dropout: float = 0.1
     seed: int = 42
     patience: int = 1
     max_epochs: int = 100
+    statistics: str = "per_sentence"  # or "batch": the official batch-wide scalar-mix statistics
 
 
-def read_judgments(path, images_dir=None) -> List[Dict]:
-    """Rows ``{"image", "candidate", "references": [...], "score"}`` (JSONL or parquet)."""
-    path = Path(path)
-    if not path.exists():
-        raise InputError(f"training data not found: {path}")
+def _read_rows(path: Path) -> List[Dict]:
     if path.suffix == ".parquet":
         import pandas as pd
 
-        rows = pd.read_parquet(path).to_dict("records")
-    else:
-        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    for i, row in enumerate(rows):
-        missing = [k for k in ("image", "candidate", "references", "score") if k not in row]
-        if missing:
-            raise InputError(f"{path} row {i} lacks {missing}")
-        row["references"] = [row["references"]] if isinstance(row["references"], str) else list(row["references"])
-        if images_dir:
-            row["image"] = str(Path(images_dir) / row["image"])
+        return pd.read_parquet(path).to_dict("records")
+    if path.suffix == ".csv":
+        import pandas as pd
+
+        return pd.read_csv(path).to_dict("records")
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".json":
+        return json.loads(text)
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def _field(row: Dict, name: str, where: str):
+    for alias in FIELDS[name]:
+        if alias in row:
+            return row[alias]
+    raise InputError(f"{where} lacks {name!r} (accepted names: {FIELDS[name]})")
+
+
+def _references(value, where: str) -> List[str]:
+    if isinstance(value, str):
+        stripped = value.strip()
+        value = ast.literal_eval(stripped) if stripped.startswith("[") else [value]
+    refs = [str(r) for r in value]
+    if not refs or not all(r.strip() for r in refs):
+        raise InputError(f"{where} has an empty reference list or an empty reference")
+    return refs
+
+
+def read_judgments(path, images_dir=None) -> List[Dict]:
+    """Rows ``{"image", "candidate", "references": [...], "score"}`` from a judgments file (see module docstring)."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"judgments file not found: {path}")
+    rows = []
+    for i, raw in enumerate(_read_rows(path)):
+        where = f"{path} row {i}"
+        image = str(_field(raw, "image", where))
+        candidate = str(_field(raw, "candidate", where))
+        if not candidate.strip():
+            raise InputError(f"{where} has an empty candidate")
+        score = float(_field(raw, "score", where))
+        if not 0 <= score <= 1:
+            raise InputError(f"{where}: score {score} is outside [0, 1] (min-max normalise the judgments first)")
+        rows.append({"image": str(Path(images_dir) / image) if images_dir else image, "candidate": candidate,
+                     "references": _references(_field(raw, "references", where), where), "score": score})
     if not rows:
         raise InputError(f"{path} holds no rows")
     return rows
 
 
 class FeatureBank:
-    """Constant encoder outputs for a Polos scorer's encoders, each distinct text/image computed once."""
+    """The frozen encoders' outputs for a set of judgments: each distinct image and text computed once."""
 
     def __init__(self, scorer):
         self.scorer = scorer
-        self.layers = EmbeddingCache("polos-train-layers")
 
-    @torch.inference_mode()
-    def _normalised_layers(self, texts: List[str]) -> torch.Tensor:
-        s = self.scorer
-        batch = s.tokenizer(texts, padding=True, truncation=True, max_length=min(512, s.tokenizer.model_max_length),
-                            return_tensors="pt")
-        hidden = s.encoder(**{k: v.to(s.device) for k, v in batch.items()}, output_hidden_states=True).hidden_states
-        out = []
-        for h in hidden:
-            h = h.float()
-            mean, variance = layer_norm_statistics(h, batch["attention_mask"].to(s.device), per_sentence=True)
-            out.append(((h - mean) / torch.sqrt(variance + 1e-12))[:, 0])
-        return torch.stack(out, dim=1).cpu()  # (B, 13, D)
-
-    def text_layers(self, texts: Sequence[str]) -> torch.Tensor:
-        return encode_cached(texts, [text_key(t) for t in texts], self._normalised_layers, self.layers,
-                             batch_size=self.scorer.batch_size, desc="SimCSE layers")
+    def _text_layers(self, texts: List[str]) -> Dict[str, torch.Tensor]:
+        """First-position vectors of every hidden state with their per-sentence mean/variance/entry count."""
+        encoder = self.scorer.encoder
+        cls, means, variances, counts = [], [], [], []
+        batches = range(0, len(texts), self.scorer.batch_size)
+        for start in tqdm(batches, desc="SimCSE layers", disable=len(batches) < 2):
+            states, mask = encoder.hidden_states(texts[start:start + self.scorer.batch_size])
+            stats = [layer_norm_statistics(h.double(), mask, per_sentence=True) for h in states]
+            cls.append(torch.stack([h[:, 0] for h in states], dim=1).cpu())
+            means.append(torch.stack([m.flatten() for m, _ in stats], dim=1).cpu())
+            variances.append(torch.stack([v.flatten() for _, v in stats], dim=1).cpu())
+            counts.append((mask.sum(1) * states[0].shape[-1]).cpu())
+        return {"cls": torch.cat(cls), "mean": torch.cat(means), "variance": torch.cat(variances),
+                "count": torch.cat(counts)}
 
     def build(self, rows: List[Dict]) -> Dict[str, torch.Tensor]:
-        """One entry per (row, reference): all constant parts; the row index maps references to judgments."""
-        s = self.scorer
-        owner = [i for i, row in enumerate(rows) for _ in row["references"]]
-        refs = [r for row in rows for r in row["references"]]
-        cands = [row["candidate"] for row in rows]
-        prefix = "A photo depicts "
+        images = sorted({row["image"] for row in rows})
+        texts = sorted({row["candidate"] for row in rows} | {r for row in rows for r in row["references"]})
+        image_index = {path: i for i, path in enumerate(images)}
+        text_index = {text: i for i, text in enumerate(texts)}
+        refs = [(i, j, ref) for i, row in enumerate(rows) for j, ref in enumerate(row["references"])]
         return {
-            "owner": torch.as_tensor(owner),
-            "image": s.clip.encode_images(load_images([row["image"] for row in rows])),
-            "cand_clip": s.clip.encode_texts([prefix + c for c in cands]),
-            "ref_clip": s.clip.encode_texts([prefix + r for r in refs]),
-            "cand_layers": self.text_layers(cands),
-            "ref_layers": self.text_layers(refs),
-            "score": torch.tensor([float(row["score"]) for row in rows]),
+            "image": self.scorer.clip_images(images), "clip_text": self.scorer.clip_texts(texts),
+            **self._text_layers(texts),
+            "row_image": torch.as_tensor([image_index[row["image"]] for row in rows]),
+            "row_candidate": torch.as_tensor([text_index[row["candidate"]] for row in rows]),
+            "ref_row": torch.as_tensor([i for i, _, _ in refs]),
+            "ref_position": torch.as_tensor([j for _, j, _ in refs]),
+            "ref_text": torch.as_tensor([text_index[ref] for _, _, ref in refs]),
+            "score": torch.tensor([row["score"] for row in rows]),
         }
 
 
-def head_scores(head, bank: Dict[str, torch.Tensor], rows: torch.Tensor) -> torch.Tensor:
-    """Polos of judgments ``rows`` (max over their references) from the constant parts and the trainable head."""
-    weights = torch.softmax(head.scalar_parameters, 0)
-    select = torch.isin(bank["owner"], rows)
-    owner = bank["owner"][select]
-    mix = lambda layers: head.gamma * (weights[None, :, None] * layers).sum(1)  # noqa: E731
-    ref_se = mix(bank["ref_layers"][select])
-    cand_se = mix(bank["cand_layers"][owner])
-    feats = polos_features(ref_se, cand_se, bank["image"][owner], bank["cand_clip"][owner], bank["ref_clip"][select])
-    per_ref = head.mlp(feats).squeeze(-1)
-    position = {int(r): i for i, r in enumerate(rows)}
-    index = torch.as_tensor([position[int(o)] for o in owner])
-    return torch.full((len(rows),), float("-inf")).scatter_reduce(0, index, per_ref, reduce="amax")
+def _mixed(head, bank, text, group, num_groups, *, per_sentence: bool, dropped: Optional[torch.Tensor]):
+    """Scalar mix of the first positions of sentences ``text``; statistics per sentence or pooled per ``group``;
+    ``dropped`` (num_groups, layers): layers the scalar-mix dropout removes, one draw per group (one official call)."""
+    mean, variance = bank["mean"][text], bank["variance"][text]
+    if not per_sentence:
+        mean, variance = pooled_statistics(mean, variance, bank["count"][text], group, num_groups)
+        mean, variance = mean[group], variance[group]
+    normed = normalise(bank["cls"][text], mean.float().unsqueeze(-1), variance.float().unsqueeze(-1))
+    if dropped is None:
+        weights = mix_weights(head.scalar_parameters).expand(len(text), -1)
+    else:
+        weights = torch.stack([mix_weights(head.scalar_parameters, d) for d in dropped])[group]
+    return head.gamma * (weights.unsqueeze(-1) * normed).sum(1)
 
 
-def evaluate_head(head, bank) -> Dict[str, float]:
+def head_scores(head, bank: Dict[str, torch.Tensor], rows: torch.Tensor, *, statistics: str = "per_sentence",
+                layer_dropout: float = 0.0) -> torch.Tensor:
+    """Polos of judgments ``rows`` (one batch) from the constant encoder outputs and the trainable head."""
+    per_sentence = statistics == "per_sentence"
+    position = torch.full((len(bank["score"]),), -1, dtype=torch.long)
+    position[rows] = torch.arange(len(rows))
+    select = position[bank["ref_row"]] >= 0
+    owner = position[bank["ref_row"][select]]
+    ref_group = bank["ref_position"][select]
+    num_ref_groups = int(ref_group.max()) + 1
+    draw = (lambda groups: torch.rand(groups, head.scalar_parameters.numel()) < layer_dropout) \
+        if layer_dropout > 0 else (lambda groups: None)
+    cand_text = bank["row_candidate"][rows]
+    cand_se = _mixed(head, bank, cand_text, torch.zeros_like(cand_text), 1, per_sentence=per_sentence,
+                     dropped=draw(1))
+    ref_se = _mixed(head, bank, bank["ref_text"][select], ref_group, num_ref_groups, per_sentence=per_sentence,
+                    dropped=draw(num_ref_groups))
+    image = bank["image"][bank["row_image"][rows]]
+    cand_clip = bank["clip_text"][cand_text]
+    features = polos_features(ref_se, cand_se[owner], image[owner], cand_clip[owner],
+                              bank["clip_text"][bank["ref_text"][select]])
+    per_ref = head.mlp(features).squeeze(-1)
+    return torch.full((len(rows),), float("-inf")).scatter_reduce(0, owner, per_ref, reduce="amax")
+
+
+def evaluate_head(head, bank, recipe: Recipe) -> Dict[str, float]:
+    """Validation MSE and Pearson (batches of ``recipe.batch_size`` in file order, as the official validation)."""
     head.eval()
     with torch.no_grad():
-        pred = head_scores(head, bank, torch.arange(len(bank["score"]))).numpy()
+        order = torch.arange(len(bank["score"]))
+        pred = torch.cat([head_scores(head, bank, order[i:i + recipe.batch_size], statistics=recipe.statistics)
+                          for i in range(0, len(order), recipe.batch_size)]).numpy()
     gold = bank["score"].numpy()
-    pearson = float(np.corrcoef(pred, gold)[0, 1]) if pred.std() > 0 else 0.0
+    pearson = float(np.corrcoef(pred, gold)[0, 1]) if pred.std() > 0 and gold.std() > 0 else 0.0
     return {"mse": float(((pred - gold) ** 2).mean()), "pearson": pearson}
 
 
-def train_head(scorer, train_rows: List[Dict], val_rows: List[Dict], recipe: Recipe = Recipe()):
-    """Train ``scorer.head`` in place; returns the history (validation MSE/Pearson per epoch)."""
-    torch.manual_seed(recipe.seed)
+def train_head(scorer, train_rows: List[Dict], val_rows: List[Dict], recipe: Recipe = Recipe()) -> List[Dict]:
+    """Train ``scorer.head`` in place (on CPU); returns the per-epoch validation history (epoch 0 = before)."""
+    if recipe.statistics not in ("per_sentence", "batch"):
+        raise ValueError(f"statistics must be 'per_sentence' or 'batch', not {recipe.statistics!r}")
     bank = FeatureBank(scorer)
     train, val = bank.build(train_rows), bank.build(val_rows)
     head = scorer.head.cpu()
-    optimizer = torch.optim.Adam([p for p in head.parameters()], lr=recipe.lr)
-    history = [{"epoch": 0, **evaluate_head(head, val)}]
-    best, best_state, bad_epochs = history[0]["pearson"], {k: v.clone() for k, v in head.state_dict().items()}, 0
+    torch.manual_seed(recipe.seed)
+    optimizer = torch.optim.Adam(head.parameters(), lr=recipe.lr)
+    history = [{"epoch": 0, **evaluate_head(head, val, recipe)}]
+    best_state, bad_epochs = {k: v.clone() for k, v in head.state_dict().items()}, 0
+    best = history[0]["pearson"]
     generator = torch.Generator().manual_seed(recipe.seed)
-    for epoch in tqdm(range(1, recipe.max_epochs + 1), desc="Polos epochs"):
+    progress = tqdm(range(1, recipe.max_epochs + 1), desc="Polos M2LHF epochs")
+    for epoch in progress:
         head.train()
         order = torch.randperm(len(train_rows), generator=generator)
+        batches = list(order.split(recipe.batch_size))
         optimizer.zero_grad()
-        for step, start in enumerate(range(0, len(order), recipe.batch_size), 1):
-            rows = order[start:start + recipe.batch_size]
-            loss = ((head_scores(head, train, rows) - train["score"][rows]) ** 2).sum()
+        for step, rows in enumerate(batches, 1):
+            predicted = head_scores(head, train, rows, statistics=recipe.statistics,
+                                    layer_dropout=recipe.scalar_mix_dropout)
+            loss = ((predicted - train["score"][rows]) ** 2).sum()
             (loss / recipe.accumulation).backward()
-            if step % recipe.accumulation == 0 or start + recipe.batch_size >= len(order):
+            if step % recipe.accumulation == 0 or step == len(batches):
                 torch.nn.utils.clip_grad_norm_(head.parameters(), recipe.grad_clip)
                 optimizer.step()
                 optimizer.zero_grad()
-        history.append({"epoch": epoch, **evaluate_head(head, val)})
-        tqdm.write(f"epoch {epoch}: val MSE {history[-1]['mse']:.5f}, Pearson {history[-1]['pearson']:.4f}")
+        history.append({"epoch": epoch, **evaluate_head(head, val, recipe)})
+        progress.set_postfix(val_pearson=f"{history[-1]['pearson']:.4f}", val_mse=f"{history[-1]['mse']:.5f}")
+        logger.info("epoch %d: validation MSE %.5f, Pearson %.4f", epoch, history[-1]["mse"], history[-1]["pearson"])
+        tqdm.write(f"epoch {epoch}: validation MSE {history[-1]['mse']:.5f}, Pearson {history[-1]['pearson']:.4f}")
         if history[-1]["pearson"] > best:
-            best, best_state, bad_epochs = history[-1]["pearson"], {k: v.clone() for k, v in head.state_dict().items()}, 0
+            best, bad_epochs = history[-1]["pearson"], 0
+            best_state = {k: v.clone() for k, v in head.state_dict().items()}
         else:
             bad_epochs += 1
             if bad_epochs >= recipe.patience:
                 break
     head.load_state_dict(best_state)
-    head.eval()
+    scorer.head = head.to(scorer.device).eval()
+    scorer.reset_caches()
     return history
+
+
+def new_scorer(*, init: Optional[str], clip_weights: str, text_encoder: str, hidden: Sequence[int], seed: int,
+               device: str = "auto"):
+    """A scorer whose head is ``init`` (fine-tuning) or, as in the official recipe, a new seeded head."""
+    from capeval.clip import CONFIG_FILE, WEIGHTS_FILE
+    from capeval.hub import resolve
+    from capeval.models.polos import head_config
+    from capeval.scorers.polos import PolosScorer, encoder_dir, head_from_config
+
+    if init:
+        return PolosScorer(init, device=device)
+    text_dim = json.loads((encoder_dir(text_encoder) / "config.json").read_text())["hidden_size"]
+    clip_config = json.loads((resolve(clip_weights, [CONFIG_FILE, WEIGHTS_FILE]) / CONFIG_FILE).read_text())
+    config = head_config(text_dim=text_dim, clip_dim=clip_config["model_cfg"]["embed_dim"], hidden=hidden,
+                         clip_weights=clip_weights, text_encoder=text_encoder)
+    torch.manual_seed(seed)
+    return PolosScorer(None, head=head_from_config(config), config=config, device=device)
+
+
+def train_and_save(train_rows: List[Dict], val_rows: List[Dict], out: Path, *, recipe: Recipe = Recipe(),
+                   init: Optional[str] = None, clip_weights: str = "openai-clip-vit-b-32",
+                   text_encoder: str = "simcse-roberta-base", hidden: Sequence[int] = (2304, 1152),
+                   device: str = "auto", data_description: str = "") -> Path:
+    """Train and write a hub-ready artifact: ``polos_config.json``, ``polos_head.safetensors``, ``training.json``
+    (recipe and validation history) and a model card."""
+    from capeval.convert import write_model_card
+    from capeval.models.polos import HEAD_LICENSE, write_head
+
+    scorer = new_scorer(init=init, clip_weights=clip_weights, text_encoder=text_encoder, hidden=hidden,
+                        seed=recipe.seed, device=device)
+    history = train_head(scorer, train_rows, val_rows, recipe)
+    write_head(out, scorer.head.state_dict(), scorer.config)
+    (out / "training.json").write_text(json.dumps({"recipe": asdict(recipe), "history": history,
+                                                   "train_rows": len(train_rows), "val_rows": len(val_rows)}, indent=2))
+    best = max(history, key=lambda h: h["pearson"])
+    write_model_card(out, title="Polos head (trained with capeval M²LHF)", source=data_description or "user data",
+                     license=HEAD_LICENSE,
+                     body=f"Trained on {len(train_rows)} judgments, validated on {len(val_rows)}; "
+                          f"{'fine-tuned from ' + init if init else 'new head'}. Best validation Pearson "
+                          f"{best['pearson']:.4f} (MSE {best['mse']:.5f}) at epoch {best['epoch']}.\n\n"
+                          f"Recipe: `{json.dumps(asdict(recipe))}`. Encoders (frozen): "
+                          f"`{scorer.config['clip_weights']}`, `{scorer.config['text_encoder']}`.\n\n"
+                          "Use: `capeval score polos --weights <this directory or repo id>` or "
+                          "`evaluate.load('capeval/polos', weights=...)`.")
+    return out
