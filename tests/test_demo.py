@@ -175,3 +175,11 @@ def test_human_correlation_app_served_and_called(quiet_gradio):
     finally:
         demo.close()
     assert out["kendall_tau_c"] == pytest.approx(kendall_tau([0.1, 0.4, 0.35, 0.8], [1, 2, 2, 4], "c"))
+
+
+def test_roundtrip_app_shows_the_generated_image(tiny_hub, quiet_gradio, image_file, tmp_path, monkeypatch):
+    monkeypatch.setenv("CAPEVAL_CACHE", str(tmp_path / "cache"))
+    scores, generated = call_app("image_roundtrip", image_file)
+    direct = load_scorer("image_roundtrip", device="cpu").score([CAPTION], [Image.open(image_file)])
+    assert scores["image_roundtrip"] == pytest.approx(direct["image_roundtrip"], abs=1e-5)
+    assert generated is not None
