@@ -78,8 +78,8 @@ def save_open_clip(out_dir: Path, state_dict: Dict[str, torch.Tensor], model_cfg
     save_file(clean_openai_state_dict(state_dict), str(out_dir / WEIGHTS_FILE))
 
 
-def load_open_clip(ref: str, *, cache_dir=None) -> Tuple[torch.nn.Module, Dict, Path]:
-    """Load weights ``ref`` (registry name, hub id or directory) into an open_clip model.
+def load_open_clip(ref: str, *, cache_dir=None, builder=build_clip) -> Tuple[torch.nn.Module, Dict, Path]:
+    """Load weights ``ref`` (registry name, hub id or directory) into the model ``builder(model_cfg)`` makes.
 
     Returns (model, preprocess_cfg, directory the files were read from).
     """
@@ -90,7 +90,7 @@ def load_open_clip(ref: str, *, cache_dir=None) -> Tuple[torch.nn.Module, Dict, 
     model_cfg = dict(config["model_cfg"])
     if ref in registered_weights():  # e.g. OpenAI weights need QuickGELU, which hub configs do not record
         model_cfg.update(registered_weights()[ref].options.get("model_cfg", {}))
-    model = build_clip(model_cfg)
+    model = builder(model_cfg)
     state_dict = load_file(str(directory / WEIGHTS_FILE))
     state_dict = {k: v for k, v in state_dict.items() if k != "attn_mask"}
     missing, unexpected = model.load_state_dict(state_dict, strict=False)
@@ -108,7 +108,7 @@ class ClipBackbone:
     """
 
     def __init__(self, weights: str, *, device: str = "auto", dtype=None, batch_size: int = 64,
-                 cache_dir=None, persist_dir=None, num_workers: Optional[int] = None):
+                 cache_dir=None, persist_dir=None, num_workers: Optional[int] = None, loader=load_open_clip):
         from open_clip.tokenizer import SimpleTokenizer
 
         self.weights = weights
@@ -117,7 +117,7 @@ class ClipBackbone:
         self.batch_size = batch_size
         # PIL resizing and hashing release the GIL: threads keep a GPU fed without changing any result
         self._pool = ThreadPoolExecutor(max_workers=num_workers or min(8, os.cpu_count() or 1))
-        model, preprocess_cfg, directory = load_open_clip(weights, cache_dir=cache_dir)
+        model, preprocess_cfg, directory = loader(weights, cache_dir=cache_dir)
         self.model = model.to(self.device, self.dtype)
         vision = self.model.visual
         size = vision.image_size

@@ -36,7 +36,7 @@ def tiny_clip_factory(*, preprocess_cfg: Dict = OPENAI_PREPROCESS, quick_gelu: b
     return write
 
 
-def _clip_spec(name, repo_id, revision, license, source_url, description, preprocess=OPENAI_PREPROCESS,
+def register_clip_weights(name, repo_id, revision, license, source_url, description, preprocess=OPENAI_PREPROCESS,
                quick_gelu=True, image_size=224, patch_size=32, seed=0):
     return register(WeightSpec(
         name=name, repo_id=repo_id, revision=revision, files=CLIP_FILES, format="open_clip", license=license,
@@ -48,16 +48,16 @@ def _clip_spec(name, repo_id, revision, license, source_url, description, prepro
 
 # Revisions: third-party repos are pinned to the commit capeval was checked against; capeval's own converted
 # artifacts are pinned when published (`capeval push` prints the commit to pin).
-_clip_spec("openai-clip-vit-b-32", "timm/vit_base_patch32_clip_224.openai",
+register_clip_weights("openai-clip-vit-b-32", "timm/vit_base_patch32_clip_224.openai",
            "a6f597a30f7b82c51704746581f9a4e41421e878", "mit",
            "https://github.com/openai/CLIP", "OpenAI CLIP ViT-B/32 (CLIPScore's backbone)")
-_clip_spec("openai-clip-vit-l-14", "timm/vit_large_patch14_clip_224.openai",
+register_clip_weights("openai-clip-vit-l-14", "timm/vit_large_patch14_clip_224.openai",
            "18d0535469bb561bf468d76c1d73aa35156c922b", "mit",
            "https://github.com/openai/CLIP", "OpenAI CLIP ViT-L/14", patch_size=14, seed=1)
-_clip_spec("pacs-clip-vit-b-32", "capeval/pacs-clip-vit-b-32", "main", "other",
+register_clip_weights("pacs-clip-vit-b-32", "capeval/pacs-clip-vit-b-32", "main", "other",
            "https://github.com/aimagelab/pacscore (checkpoints/clip_ViT-B-32.pth)",
            "PAC-S positive-augmented CLIP ViT-B/32 (OpenAI format)", seed=2)
-_clip_spec("pacs-openclip-vit-l-14", "capeval/pacs-openclip-vit-l-14", "main", "other",
+register_clip_weights("pacs-openclip-vit-l-14", "capeval/pacs-openclip-vit-l-14", "main", "other",
            "https://github.com/aimagelab/pacscore (checkpoints/openClip_ViT-L-14.pth)",
            "PAC-S positive-augmented OpenCLIP ViT-L/14 (mean = std = 0.5 normalisation)",
            preprocess=HALF_PREPROCESS, quick_gelu=False, patch_size=14, seed=3)
