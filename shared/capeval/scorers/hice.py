@@ -28,16 +28,15 @@ class HiceScorer:
     phrases). A phrase is *correct* when its precision ≥ ``threshold``; a region is *mentioned* when its
     recall ≥ ``threshold``. Captions without phrases: ``empty_phrases="global"`` drops the local terms
     (HICE = gITC), ``"zero"`` sets them to 0. An image where SAM keeps no region is scored with the whole
-    image as its only region.
+    image as its only region. ``phrase_parser`` is a registered parser name ("factual", "spacy") or any
+    object with ``extract(captions) -> list of phrase lists``.
     """
 
-    def __init__(self, weights: str = "alpha-clip-vit-l-14", *, sam: str = "sam-vit-b", phrase_parser: str = "factual",
+    def __init__(self, weights: str = "alpha-clip-vit-l-14", *, sam: str = "sam-vit-b", phrase_parser="factual",
                  w: float = 2.5, text_w: float = 1.0, threshold: float = 0.5, caption_prefix: str = CLIPSCORE_PREFIX,
                  phrase_prefix: str = "", empty_phrases: str = "global", region_settings=None,
                  mask_alignment: str = "official", device: str = "auto", dtype=None, batch_size: int = 64,
                  cache_dir=None, persist_dir=None, phrase_options: Optional[Dict] = None):
-        from capeval.phrases import load_phrase_extractor
-
         if empty_phrases not in EMPTY_PHRASE_POLICIES:
             raise ValueError(f"empty_phrases must be one of {EMPTY_PHRASE_POLICIES}, not {empty_phrases!r}")
         self.w, self.text_w, self.threshold = w, text_w, threshold
@@ -47,7 +46,11 @@ class HiceScorer:
         self.backbone = AlphaClip(weights, mask_alignment=mask_alignment, device=device, dtype=dtype,
                                   batch_size=batch_size, cache_dir=cache_dir, persist_dir=persist_dir)
         self.regions = SegmentEverything(sam, settings=region_settings, device=device, cache_dir=cache_dir)
-        self.phrases = load_phrase_extractor(phrase_parser, **{"device": device, **(phrase_options or {})})
+        if isinstance(phrase_parser, str):
+            from capeval.phrases import load_phrase_extractor
+
+            phrase_parser = load_phrase_extractor(phrase_parser, **{"device": device, **(phrase_options or {})})
+        self.phrases = phrase_parser
         self.timings: Dict[str, float] = defaultdict(float)
 
     def _timed(self, stage: str, fn, *args):
