@@ -183,3 +183,13 @@ def test_roundtrip_app_shows_the_generated_image(tiny_hub, quiet_gradio, image_f
     direct = load_scorer("image_roundtrip", device="cpu").score([CAPTION], [Image.open(image_file)])
     assert scores["image_roundtrip"] == pytest.approx(direct["image_roundtrip"], abs=1e-5)
     assert generated is not None
+
+
+def test_hice_app_shows_the_region_phrase_overlay(tiny_hub, quiet_gradio, image_file):
+    scores, overlay = call_app("hice_s", image_file)
+    direct = load_scorer("hice_s", device="cpu").score([CAPTION], [Image.open(image_file)], [REFERENCES])
+    assert scores["hice_s"] == pytest.approx(direct["hice_s"], abs=1e-5)
+    assert scores["refhice_s"] == pytest.approx(direct["refhice_s"], abs=1e-5)
+    picture = Image.open(overlay["path"] if isinstance(overlay, dict) else overlay)
+    original = Image.open(image_file)
+    assert picture.width == original.width and picture.height > original.height  # image + phrase panel

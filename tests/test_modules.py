@@ -101,3 +101,18 @@ def test_every_capeval_subpackage_is_listed_in_setup_cfg():
     root = REPO / "shared"
     found = {".".join(p.parent.relative_to(root).parts) for p in (root / "capeval").rglob("__init__.py")}
     assert found <= listed, f"add to setup.cfg packages: {sorted(found - listed)}"
+
+
+def test_hice_module_from_checkout_scores_offline(tiny_hub):
+    import evaluate
+
+    image = Image.new("RGB", (40, 30), "green")
+    module = evaluate.load(str(REPO / "metrics" / "hice_s"), device="cpu",
+                           scorer_options={"phrase_parser": "spacy",
+                                           "region_settings": {"points_per_side": 4, "pred_iou_thresh": 0.0,
+                                                               "stability_score_thresh": 0.0}})
+    free = module.compute(predictions=["a green field"], images=[image])
+    both = module.compute(predictions=["a green field"], images=[image], references=[["grass"]],
+                          return_report=True)
+    assert free["hice_s_per_sample"][0] == pytest.approx(both["hice_s_per_sample"][0], abs=1e-6)
+    assert len(both["refhice_s_per_sample"]) == 1 and both["reports"][0]["caption"] == "a green field"

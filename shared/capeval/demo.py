@@ -160,3 +160,12 @@ def _clip_score_components(scorer, result: Dict[str, Any], inputs: DemoInputs) -
 def clip_score_breakdown() -> Explanation:
     """CLIP-S / PAC-S components: the image-caption cosine, ``w``, and each reference's cosine."""
     return Explanation("table", "How the score is made", _clip_score_components)
+
+
+def _hice_overlay(scorer, result: Dict[str, Any], inputs: DemoInputs):
+    return scorer.visualize(inputs.image, inputs.caption, inputs.references)
+
+
+def hice_overlay() -> Explanation:
+    """HICE-S: the image with regions outlined green (mentioned) / red (unmentioned) and the phrases listed."""
+    return Explanation("image", "Regions and phrases", _hice_overlay)
