@@ -72,7 +72,8 @@ def _batches(records: Iterator[Dict], size: Optional[int]) -> Iterator[List[Dict
 
 
 class RunningSummary:
-    """Means of per-sample scores over streamed chunks (and sums of counters such as ``truncated_texts``)."""
+    """Means of per-sample scores over streamed chunks, NaN (undefined, e.g. HICE-S's local term of a caption
+    without phrases) left out, and sums of counters such as ``truncated_texts``."""
 
     def __init__(self):
         self.sums: Dict[str, float] = {}
@@ -81,14 +82,16 @@ class RunningSummary:
 
     def add_scores(self, scores: Dict[str, List[float]]) -> None:
         for key, values in scores.items():
-            self.sums[key] = self.sums.get(key, 0.0) + float(sum(values))
-            self.counts[key] = self.counts.get(key, 0) + len(values)
+            defined = [float(v) for v in values if v == v]
+            self.sums[key] = self.sums.get(key, 0.0) + sum(defined)
+            self.counts[key] = self.counts.get(key, 0) + len(defined)
 
     def add_counter(self, key: str, value: float) -> None:
         self.totals[key] = self.totals.get(key, 0) + value
 
     def result(self) -> Dict[str, float]:
-        return {**{k: self.sums[k] / self.counts[k] for k in self.sums}, **self.totals}
+        means = {k: self.sums[k] / self.counts[k] if self.counts[k] else float("nan") for k in self.sums}
+        return {**means, **self.totals}
 
 
 def cmd_score_features(args) -> int:
