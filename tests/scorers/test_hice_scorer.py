@@ -152,3 +152,16 @@ def test_visualize_outlines_regions_and_lists_phrases(scorer, images):
     assert status_colours <= colours  # outlines in the status colours
     panel = np.asarray(picture)[original.height:]
     assert (panel < 128).any()  # the text panel is written
+
+
+def test_default_factual_parser_end_to_end_on_real_images(tiny_hub, images):
+    """Tiny Alpha-CLIP, SAM and FACTUAL T5 from the offline hub cache, the scorer's default parser."""
+    scorer = load_scorer("hice_s", region_settings=SETTINGS, device="cpu")
+    result = scorer.score(["two cats sleeping", "a dog on the grass"], images, [["a cat"], ["a dog", "grass"]],
+                          return_report=True)
+    assert type(scorer.phrases).__name__ == "FactualParser"
+    for key in ("hice_s", "refhice_s", "global_itc", "global_ttc"):
+        values = result[f"{key}_per_sample"]
+        assert len(values) == 2 and all(np.isfinite(v) and 0 <= v <= 2.5 for v in values), key
+    assert 0 <= result["no_phrase_captions"] <= 2
+    assert all(len(r["regions"]) >= 1 for r in result["reports"])
