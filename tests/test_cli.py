@@ -1,6 +1,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -172,3 +173,42 @@ def test_publish_spaces_pushes_each_module_folder_as_a_gradio_space(monkeypatch,
     assert [repo for repo, _ in pushed] == ["me/clip_s", "me/pac_s"]
     assert {"app.py", "README.md", "clip_s.py", "requirements.txt"} <= set(pushed[0][1])
     assert main(["publish-spaces", "--modules", "nope"]) == 2
+
+
+def test_score_parquet_and_datasets_inputs_equal_jsonl(tiny_hub, tmp_path, capsys):
+    import datasets
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from capeval import cli
+
+    rows = []
+    for k, colour in enumerate(["red", "navy", "olive"]):
+        Image.new("RGB", (20, 12), colour).save(tmp_path / f"{k}.png")
+        rows.append({"image": f"{k}.png", "caption": f"a {colour} image", "references": [colour, "a picture"]})
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "in.parquet", row_group_size=1)
+    with_images = [{**r, "image": str(tmp_path / r["image"])} for r in rows]
+    ds = datasets.Dataset.from_list(with_images).cast_column("image", datasets.Image())
+    ds.save_to_disk(str(tmp_path / "ds"))
+
+    def run(path, *extra):
+        out = tmp_path / f"out-{Path(path).name}.jsonl"
+        assert main(["score", "clip_s", "--input", str(path), *extra, "--device", "cpu", "--output", str(out)]) == 0
+        capsys.readouterr()
+        return [json.loads(line)["scores"] for line in out.read_text().splitlines()]
+
+    expected = run(tmp_path / "in.jsonl", "--images", str(tmp_path))
+    assert run(tmp_path / "in.parquet", "--images", str(tmp_path)) == expected
+    from_dataset = run(tmp_path / "ds")
+    for a, b in zip(from_dataset, expected):
+        assert a["clip_s"] == pytest.approx(b["clip_s"], abs=1e-6)
+    # parquet is read in row batches, not materialised at once
+    seen = []
+    original = pq.ParquetFile.iter_batches
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cli, "PARQUET_BATCH_ROWS", 2)
+        patch.setattr(pq.ParquetFile, "iter_batches",
+                      lambda self, **kw: (seen.append(kw["batch_size"]) or b for b in original(self, **kw)))
+        assert len(list(cli.read_records(tmp_path / "in.parquet"))) == 3
+    assert seen == [2, 2]

@@ -12,10 +12,33 @@ from typing import Dict, Iterator, List, Optional
 from capeval.errors import InputError, ModelNotAvailableError
 
 
+PARQUET_BATCH_ROWS = 1024
+
+
 def read_records(path: Path) -> Iterator[Dict]:
-    """JSONL (one object per line) or CSV (a ``references`` cell may hold a JSON list) records."""
+    """Records streamed from JSONL (one object per line), CSV (a ``references`` cell may hold a JSON list),
+    parquet (read in row batches) or a ``datasets`` folder written by ``save_to_disk`` (memory-mapped)."""
     if not path.exists():
         raise InputError(f"input file not found: {path}")
+    if path.is_dir():
+        import datasets
+
+        try:
+            dataset = datasets.load_from_disk(str(path))
+        except FileNotFoundError as exc:
+            raise InputError(f"{path} is a folder but not a `datasets` save_to_disk folder") from exc
+        if isinstance(dataset, datasets.DatasetDict):
+            raise InputError(f"{path} holds several splits ({list(dataset)}); pass one split's folder")
+        if isinstance(dataset.features.get("image"), datasets.Image):
+            dataset = dataset.cast_column("image", datasets.Image(decode=False))  # {"bytes", "path"}, decoded later
+        yield from dataset
+        return
+    if path.suffix.lower() == ".parquet":
+        import pyarrow.parquet as pq
+
+        for batch in pq.ParquetFile(str(path)).iter_batches(batch_size=PARQUET_BATCH_ROWS):
+            yield from batch.to_pylist()
+        return
     if path.suffix.lower() == ".csv":
         with path.open(newline="", encoding="utf-8") as f:
             for row in csv.DictReader(f):
@@ -40,7 +63,8 @@ def _columns(records: List[Dict], images_dir: Optional[Path]):
     captions = [r["caption"] for r in records]
     images = None
     if all("image" in r for r in records):
-        images = [str(images_dir / r["image"]) if images_dir else r["image"] for r in records]
+        images = [str(images_dir / r["image"]) if images_dir and isinstance(r["image"], str) else r["image"]
+                  for r in records]
     references = None
     if any("references" in r for r in records):
         references = [r.get("references") or [] for r in records]
@@ -150,7 +174,10 @@ def cmd_score(args) -> int:
                     summary.add_counter(key, value)
             if out:
                 for i, record in enumerate(batch):
-                    out.write(json.dumps({**record, "scores": {k: v[i] for k, v in per_sample.items()}}) + "\n")
+                    row = {**record, "scores": {k: v[i] for k, v in per_sample.items()}}
+                    if isinstance(row.get("image"), dict):  # embedded image bytes: keep the path only
+                        row["image"] = row["image"].get("path")
+                    out.write(json.dumps(row) + "\n")
                 out.flush()
             n += len(batch)
     finally:
