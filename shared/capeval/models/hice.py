@@ -7,11 +7,10 @@ from typing import Dict
 
 from capeval.convert import load_torch_checkpoint, register_converter, write_model_card
 from capeval.hub import WeightSpec, register
-from capeval.models.clip import OPENAI_PREPROCESS, register_clip_weights
+from capeval.models.clip import CLIP_FILES, OPENAI_PREPROCESS, register_clip_weights
 from capeval.regions import SAM_ARCHITECTURES, SAM_FILES
 from capeval.scoring import register_scorer
 
-CLIP_FILES = ("open_clip_config.json", "open_clip_model.safetensors")
 ALPHA_CLIP_SOURCE = "https://github.com/SunzeY/AlphaCLIP (visual checkpoints, e.g. clip_l14_grit20m_fultune_2xe.pth)"
 
 # OpenAI text towers for the Alpha-CLIP visual checkpoints (B/32 and L/14 are registered by the CLIP family).

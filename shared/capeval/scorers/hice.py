@@ -13,9 +13,9 @@ from capeval.alpha_clip import AlphaClip
 from capeval.functional import hice as H
 from capeval.inputs import check_captions, check_lengths, check_references, load_images
 from capeval.regions import RegionSettings, SegmentEverything
+from capeval.scorers.clip_score import CLIPSCORE_PREFIX
 from capeval.scoring import summarize
 
-CLIPSCORE_PREFIX = "A photo depicts "
 EMPTY_PHRASE_POLICIES = ("global", "zero")
 
 
