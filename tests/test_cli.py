@@ -180,8 +180,6 @@ def test_score_parquet_and_datasets_inputs_equal_jsonl(tiny_hub, tmp_path, capsy
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from capeval import cli
-
     rows = []
     for k, colour in enumerate(["red", "navy", "olive"]):
         Image.new("RGB", (20, 12), colour).save(tmp_path / f"{k}.png")
@@ -203,12 +201,55 @@ def test_score_parquet_and_datasets_inputs_equal_jsonl(tiny_hub, tmp_path, capsy
     from_dataset = run(tmp_path / "ds")
     for a, b in zip(from_dataset, expected):
         assert a["clip_s"] == pytest.approx(b["clip_s"], abs=1e-6)
-    # parquet is read in row batches, not materialised at once
+    # parquet is read in row batches of --chunk-size rows, not materialised at once
     seen = []
     original = pq.ParquetFile.iter_batches
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(cli, "PARQUET_BATCH_ROWS", 2)
         patch.setattr(pq.ParquetFile, "iter_batches",
                       lambda self, **kw: (seen.append(kw["batch_size"]) or b for b in original(self, **kw)))
-        assert len(list(cli.read_records(tmp_path / "in.parquet"))) == 3
+        assert run(tmp_path / "in.parquet", "--images", str(tmp_path), "--chunk-size", "2") == expected
     assert seen == [2, 2]
+
+
+def test_score_a_streamed_data_folder_standing_in_for_a_hub_dataset(tiny_hub, tmp_path, capsys, monkeypatch):
+    """``--input`` names a folder of data files (what a hub dataset id resolves to), opened with
+    ``datasets.load_dataset(folder, streaming=True)``; ``--split`` picks the split; shards merge to the single run."""
+    import datasets
+
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    opened = []
+    real_load = datasets.load_dataset
+    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **kw: opened.append((a, kw)) or real_load(*a, **kw))
+    base = _score_file(tmp_path, 7)
+    records = [json.loads(line) for line in (tmp_path / "in.jsonl").read_text().splitlines()]
+    folder = tmp_path / "hub_dataset" / "data"
+    folder.mkdir(parents=True)
+    # two splits, written as a hub repo lays them out: data/<split>-*.jsonl
+    (folder / "test-00000.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (folder / "train-00000.jsonl").write_text(json.dumps({**records[0], "caption": "another split"}) + "\n")
+    hub_like = str(tmp_path / "hub_dataset")
+    assert main(base + ["--output", str(tmp_path / "single.jsonl")]) == 0  # the JSONL file itself
+    capsys.readouterr()
+    for i in range(3):
+        args = [a if a != str(tmp_path / "in.jsonl") else hub_like for a in base]
+        assert main(args + ["--split", "test", "--shard", f"{i}/3", "--output", str(tmp_path / f"s{i}.jsonl")]) == 0
+    assert opened and all(kw.get("streaming") is True and kw.get("split") == "test" for _, kw in opened)
+    capsys.readouterr()
+    assert main(["merge", *(str(tmp_path / f"s{i}.jsonl") for i in range(3)), "--output",
+                 str(tmp_path / "merged.jsonl")]) == 0
+    single = [json.loads(x) for x in (tmp_path / "single.jsonl").read_text().splitlines()]
+    merged = [json.loads(x) for x in (tmp_path / "merged.jsonl").read_text().splitlines()]
+    assert [r["caption"] for r in merged] == [r["caption"] for r in records]
+    for a, b in zip(single, merged):
+        assert b["scores"]["clip_s"] == pytest.approx(a["scores"]["clip_s"], abs=1e-5)
+    capsys.readouterr()
+    hub_args = [a if a != str(tmp_path / "in.jsonl") else hub_like for a in base]
+    assert main(hub_args) == 2  # two splits and no --split
+    err = capsys.readouterr().err
+    assert "holds the splits ['train', 'test']" in err and "--split" in err
+    assert main(hub_args + ["--split", "validation"]) == 2
+    assert "validation" in capsys.readouterr().err
+    assert main(base + ["--split", "test"]) == 2  # a single file has no splits
+    assert "single file" in capsys.readouterr().err
+    assert main(hub_args[:3] + ["nobody/missing-dataset"] + hub_args[4:]) == 2  # offline: a clear error, no traceback
+    assert "cannot open 'nobody/missing-dataset'" in capsys.readouterr().err

@@ -3,57 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import sys
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional
 
 from capeval.errors import InputError, ModelNotAvailableError
-
-
-PARQUET_BATCH_ROWS = 1024
-
-
-def read_records(path: Path) -> Iterator[Dict]:
-    """Records streamed from JSONL (one object per line), CSV (a ``references`` cell may hold a JSON list),
-    parquet (read in row batches) or a ``datasets`` folder written by ``save_to_disk`` (memory-mapped)."""
-    if not path.exists():
-        raise InputError(f"input file not found: {path}")
-    if path.is_dir():
-        import datasets
-
-        try:
-            dataset = datasets.load_from_disk(str(path))
-        except FileNotFoundError as exc:
-            raise InputError(f"{path} is a folder but not a `datasets` save_to_disk folder") from exc
-        if isinstance(dataset, datasets.DatasetDict):
-            raise InputError(f"{path} holds several splits ({list(dataset)}); pass one split's folder")
-        if isinstance(dataset.features.get("image"), datasets.Image):
-            dataset = dataset.cast_column("image", datasets.Image(decode=False))  # {"bytes", "path"}, decoded later
-        yield from dataset
-        return
-    if path.suffix.lower() == ".parquet":
-        import pyarrow.parquet as pq
-
-        for batch in pq.ParquetFile(str(path)).iter_batches(batch_size=PARQUET_BATCH_ROWS):
-            yield from batch.to_pylist()
-        return
-    if path.suffix.lower() == ".csv":
-        with path.open(newline="", encoding="utf-8") as f:
-            for row in csv.DictReader(f):
-                refs = row.get("references")
-                if refs:
-                    row["references"] = json.loads(refs) if refs.lstrip().startswith("[") else [refs]
-                yield row
-        return
-    with path.open(encoding="utf-8") as f:
-        for line_no, line in enumerate(f, 1):
-            if line.strip():
-                try:
-                    yield json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise InputError(f"{path}:{line_no}: invalid JSON: {exc}") from exc
+from capeval.streaming import DEFAULT_CHUNK_ROWS, iter_records
 
 
 def _columns(records: List[Dict], images_dir: Optional[Path]):
@@ -118,6 +74,15 @@ class RunningSummary:
         return {**means, **self.totals}
 
 
+def _json_value(value):
+    """Values of dataset records that JSON does not know: numpy scalars/arrays, dates."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    raise InputError(f"cannot write a {type(value).__name__} field to the JSONL output; drop that column first")
+
+
 def cmd_score_features(args) -> int:
     """``capeval score vcrscore --from-features FILE [--model DIR]``: precomputed feature rows → scores."""
     from capeval.models.vcrscore_regressor import score_feature_file
@@ -127,7 +92,7 @@ def cmd_score_features(args) -> int:
     scores = score_feature_file(args.from_features, args.model)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as out:
-            for row, score in zip(read_records(Path(args.from_features)), scores):
+            for row, score in zip(iter_records(args.from_features), scores):
                 out.write(json.dumps({**row, "scores": {"vcrscore": score}}) + "\n")
     print(json.dumps({"metric": "vcrscore", "n": len(scores), "vcrscore": sum(scores) / len(scores)}, indent=2))
     return 0
@@ -153,8 +118,10 @@ def cmd_score(args) -> int:
         options["weights"] = args.weights
     scorer = load_scorer(args.metric, **options)
     images_dir = Path(args.images) if args.images else None
-    records = ({**record, "index": index} for index, record in enumerate(read_records(Path(args.input)))
-               if index % num_shards == shard)
+    if chunk_size is not None and chunk_size < 1:
+        raise InputError(f"--chunk-size must be a positive number of records, got {chunk_size}")
+    source = iter_records(args.input, chunk_size=chunk_size or DEFAULT_CHUNK_ROWS, split=args.split, name=args.config)
+    records = ({**record, "index": index} for index, record in enumerate(source) if index % num_shards == shard)
     summary, n, corpus_values = RunningSummary(), 0, {}
     out = open(args.output, "w", encoding="utf-8") if args.output else None
     try:
@@ -177,7 +144,7 @@ def cmd_score(args) -> int:
                     row = {**record, "scores": {k: v[i] for k, v in per_sample.items()}}
                     if isinstance(row.get("image"), dict):  # embedded image bytes: keep the path only
                         row["image"] = row["image"].get("path")
-                    out.write(json.dumps(row) + "\n")
+                    out.write(json.dumps(row, default=_json_value) + "\n")
                 out.flush()
             n += len(batch)
     finally:
@@ -197,7 +164,7 @@ def cmd_merge(args) -> int:
     """Join shard outputs in input order; fail on missing or duplicated records."""
     rows: Dict[int, Dict] = {}
     for path in args.shards:
-        for row in read_records(Path(path)):
+        for row in iter_records(path):
             if "index" not in row or "scores" not in row:
                 raise InputError(f"{path}: not a `capeval score` output (rows need 'index' and 'scores')")
             if row["index"] in rows:
@@ -307,7 +274,11 @@ def build_parser() -> argparse.ArgumentParser:
     score = sub.add_parser("score", help="score captions from a JSONL/CSV file",
                            description="Score records {image, caption, references?} and write per-sample scores.")
     score.add_argument("metric", help=f"one of {sorted(scorers())}")
-    score.add_argument("--input", help="JSONL or CSV with 'caption', 'image', optional 'references'")
+    score.add_argument("--input", help="records with 'caption', 'image', optional 'references': a JSONL, CSV or "
+                                       "parquet file, a datasets save_to_disk folder, a folder of data files or a "
+                                       "hub dataset id (streamed)")
+    score.add_argument("--split", help="split of a datasets folder / hub dataset (default: its only split)")
+    score.add_argument("--config", help="config (subset) name of a hub dataset")
     score.add_argument("--from-features", help='vcrscore: JSONL of {"features": [f1, f2, f3]} rows')
     score.add_argument("--model", help="vcrscore --from-features: converted or retrained regressor (dir or hub id)")
     score.add_argument("--images", help="directory the 'image' paths are relative to")
