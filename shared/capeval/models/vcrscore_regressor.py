@@ -52,6 +52,8 @@ def read_feature_rows(path: Path) -> List[dict]:
             if not line.strip():
                 continue
             row = json.loads(line)
+            if "features" not in row and all(name in (row.get("scores") or {}) for name in FEATURE_NAMES):
+                row["features"] = [row["scores"][name] for name in FEATURE_NAMES]  # `capeval score vcrscore` output
             features = row.get("features")
             if not isinstance(features, list) or len(features) != len(FEATURE_NAMES):
                 raise InputError(f"{path}:{line_no}: 'features' must be a list of {len(FEATURE_NAMES)} numbers "
