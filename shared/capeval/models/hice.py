@@ -1,4 +1,4 @@
-"""HICE-S family: Alpha-CLIP and SAM weights, their converters, and the ``hice_s`` scorer."""
+"""HICE-S family: Alpha-CLIP, SAM and MobileSAM weights, their converters, and the ``hice_s`` scorer."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Dict
 from capeval.convert import load_torch_checkpoint, register_converter, write_model_card
 from capeval.hub import WeightSpec, register
 from capeval.models.clip import CLIP_FILES, OPENAI_PREPROCESS, register_clip_weights
-from capeval.regions import SAM_ARCHITECTURES, SAM_FILES
+from capeval.regions import SAM_FILES, TINY_VIT_KEY
 from capeval.scoring import register_scorer
 
 ALPHA_CLIP_SOURCE = "https://github.com/SunzeY/AlphaCLIP (visual checkpoints, e.g. clip_l14_grit20m_fultune_2xe.pth)"
@@ -84,6 +84,37 @@ for _arch, _file in (("vit_b", "sam_vit_b_01ec64.pth"), ("vit_l", "sam_vit_l_0b3
         tiny_factory=tiny_sam_factory(seed=20)))
 
 
+def tiny_mobile_sam_factory(seed: int = 0):
+    """Tiny random MobileSAM: a 4-stage TinyViT (8–32 wide, one block per stage) and a one-block decoder."""
+
+    def write(out_dir: Path) -> None:
+        import torch
+
+        from capeval.regions import build_sam, save_sam
+
+        config = {"tiny_vit": {"embed_dims": [8, 16, 16, 32], "depths": [1, 1, 1, 1], "num_heads": [1, 1, 2, 2],
+                               "window_sizes": [7, 7, 14, 7], "mlp_ratio": 2.0, "mbconv_expand_ratio": 2.0,
+                               "local_conv_size": 3, "merge_strides": [2, 2, 1], "num_classes": 10},
+                  "prompt_embed_dim": 16, "decoder_depth": 1, "decoder_mlp_dim": 32, "decoder_num_heads": 1,
+                  "iou_head_depth": 1, "iou_head_hidden_dim": 16, "mask_in_chans": 4}
+        torch.manual_seed(seed)
+        sam = build_sam(config)
+        for name, tensor in sam.image_encoder.state_dict().items():  # no zero-initialised branches
+            if name.endswith(("bn.weight", "attention_biases")):
+                tensor.uniform_(0.5, 1.5)
+        save_sam(out_dir, sam.state_dict(), config)
+
+    return write
+
+
+MOBILE_SAM_URL = "https://github.com/ChaoningZhang/MobileSAM/raw/master/weights/mobile_sam.pt"
+register(WeightSpec(
+    name="mobile-sam", repo_id="capeval/mobile-sam", revision="main", files=SAM_FILES, format="safetensors",
+    license="apache-2.0", source_url=MOBILE_SAM_URL,
+    description="MobileSAM (TinyViT-5M image encoder + SAM's prompt encoder and mask decoder), converted to "
+                "safetensors", options={"architecture": "mobile_sam"}, tiny_factory=tiny_mobile_sam_factory(seed=21)))
+
+
 def official_alpha_visual_to_open_clip(visual: Dict) -> Dict:
     """Official Alpha-CLIP visual keys → open_clip keys (``attn.in_proj.{weight,bias}`` → ``in_proj_{weight,bias}``)."""
     out = {}
@@ -122,17 +153,36 @@ def convert_alpha_clip(official: Path, out_dir: Path) -> None:
                           f"`{text_weights}`. Load with `capeval.alpha_clip.AlphaClip(<this directory>)`.")
 
 
-@register_converter("sam", help="Segment Anything sam_vit_{b,l,h}_*.pth (official state dict)")
-def convert_sam(official: Path, out_dir: Path) -> None:
-    from capeval.regions import sam_config_from_state_dict, save_sam
-
+def _read_sam_checkpoint(official: Path, *, tiny_vit: bool = False) -> Dict:
     state_dict = load_torch_checkpoint(official)
+    key = TINY_VIT_KEY if tiny_vit else "image_encoder.neck.0.weight"
+    if not isinstance(state_dict, dict) or key not in state_dict:
+        kind = "MobileSAM" if tiny_vit else "Segment Anything / MobileSAM"
+        raise ValueError(f"{official} is not a {kind} state dict (no {key})")
+    return state_dict
+
+
+def _write_sam(state_dict: Dict, source: str, out_dir: Path) -> None:
+    from capeval.regions import architecture_name, complete_state_dict, sam_config_from_state_dict, save_sam
+
     config = sam_config_from_state_dict(state_dict)
-    arch = next(name for name, a in SAM_ARCHITECTURES.items() if a["encoder_depth"] == config["encoder_depth"])
-    save_sam(out_dir, state_dict, config)
-    write_model_card(out_dir, title=f"Segment Anything {arch} (capeval layout)", source=official.name,
-                     license="apache-2.0", body="`sam_config.json` + `sam_model.safetensors`; load with "
-                                                "`capeval.regions.SegmentEverything(<this directory>)`.")
+    save_sam(out_dir, complete_state_dict(state_dict, config), config)
+    title = ("MobileSAM (TinyViT image encoder)" if "tiny_vit" in config
+             else f"Segment Anything {architecture_name(config)}")
+    write_model_card(out_dir, title=f"{title} (capeval layout)", source=source, license="apache-2.0",
+                     body="`sam_config.json` + `sam_model.safetensors`; load with "
+                          "`capeval.regions.SegmentEverything(<this directory>)`.")
+
+
+@register_converter("sam", help="Segment Anything sam_vit_{b,l,h}_*.pth or MobileSAM mobile_sam.pt "
+                                "(official state dicts)")
+def convert_sam(official: Path, out_dir: Path) -> None:
+    _write_sam(_read_sam_checkpoint(official), official.name, out_dir)
+
+
+@register_converter("mobile-sam", help="MobileSAM mobile_sam.pt (official state dict, TinyViT image encoder)")
+def convert_mobile_sam(official: Path, out_dir: Path) -> None:
+    _write_sam(_read_sam_checkpoint(official, tiny_vit=True), official.name, out_dir)
 
 
 @register_scorer("hice_s", needs_images=True, needs_references=False,
