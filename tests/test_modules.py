@@ -90,6 +90,9 @@ def test_wheel_in_clean_environment_serves_every_module(tiny_hub, tmp_path):
     loaded = _run([str(venv / "bin" / "python"), "-c", load_installed, json.dumps(MODULES), ""], env, tmp_path)
     assert sorted(loaded) == MODULES
     assert set(MODULES) >= {"clip_s", "pac_s"}
+    cards = _run([str(venv / "bin" / "python"), "-c", "import json; from capeval.benchmarks.catalog import cards_dir; "
+                  "print(json.dumps(sorted(p.parent.name for p in cards_dir().glob('*/README.md'))))"], env, tmp_path)
+    assert cards == sorted(p.parent.name for p in (REPO / "datasets").glob("*/README.md"))  # dataset cards ship too
 
 
 def test_every_capeval_subpackage_is_listed_in_setup_cfg():

@@ -63,3 +63,19 @@ def test_benchmark_errors_are_clear(tmp_path):
     _fixture(tmp_path)
     with pytest.raises(InputError, match="needs the benchmark images"):
         run_benchmark("clip_s", "thumb", data_dir=tmp_path, cache_dir=tmp_path / "cache")
+
+
+def test_benchmark_with_raters_reports_their_krippendorff_alpha(tmp_path):
+    krippendorff = pytest.importorskip("krippendorff")
+    folder = tmp_path / "flickr8k"
+    folder.mkdir()
+    ratings = {"a dog runs": [4, 4, 3], "a cat sleeps": [1, 2, 1], "a red car": [3, 3, 3], "two men walk": [2, 1, 2]}
+    refs = ["a dog running on the grass", "a brown dog runs", "a dog outside", "a dog plays", "a dog on a lawn"]
+    data = {"0": {"image_path": "1.jpg", "ground_truth": refs,
+                  "human_judgement": [{"caption": c, "rating": r} for c, rs in ratings.items() for r in rs]}}
+    (folder / "flickr8k_expert_clipscore_format.json").write_text(json.dumps(data))
+    out = run_benchmark("bleu1", "flickr8k_expert", data_dir=tmp_path, resamples=0, cache_dir=tmp_path / "cache")
+    table = [[rs[k] for rs in ratings.values()] for k in range(3)]  # raters x captions
+    for level in ("ordinal", "interval"):
+        expected = 100 * krippendorff.alpha(reliability_data=table, level_of_measurement=level)
+        assert out["krippendorff_alpha"][level] == pytest.approx(expected, abs=1e-9)

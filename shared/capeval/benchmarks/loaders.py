@@ -1,9 +1,8 @@
-"""Loaders for the raw benchmark releases (laid out as ``<data_dir>/<benchmark>/...``), one row per judgment."""
+"""Loaders for the raw releases of the correlation benchmarks (``<data_dir>/<benchmark>/...``), one row per judgment."""
 
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections import defaultdict
 from dataclasses import dataclass
@@ -22,9 +21,11 @@ class Benchmark:
     human: List[float]
     statistic: str  # the statistic the literature reports for it
     protocol: str
+    raters: Optional[List[int]] = None  # rater index within an item, where each rating is its own row
+    categories: Optional[List[str]] = None
 
 
-def _file(data_dir: Path, *parts: str) -> Path:
+def raw_file(data_dir: Path, *parts: str) -> Path:
     path = data_dir.joinpath(*parts)
     if not path.exists():
         raise InputError(f"benchmark file not found: {path} (pass --data-dir, the folder holding the raw releases)")
@@ -32,24 +33,30 @@ def _file(data_dir: Path, *parts: str) -> Path:
 
 
 def flickr8k_expert(data_dir: Path) -> Benchmark:
-    data = json.loads(_file(data_dir, "flickr8k", "flickr8k_expert_clipscore_format.json").read_text())
-    rows = [(j["caption"], entry["ground_truth"], entry["image_path"], float(j["rating"]))
-            for entry in data.values() for j in entry["human_judgement"]]
+    data = json.loads(raw_file(data_dir, "flickr8k", "flickr8k_expert_clipscore_format.json").read_text())
+    rows, raters = [], []
+    for entry in data.values():
+        seen: Dict[str, int] = defaultdict(int)  # the experts' ratings of one caption follow each other
+        for j in entry["human_judgement"]:
+            rows.append((j["caption"], entry["ground_truth"], entry["image_path"], float(j["rating"])))
+            raters.append(seen[j["caption"]])
+            seen[j["caption"]] += 1
     return Benchmark("flickr8k_expert", *map(list, zip(*rows)), statistic="kendall_tau_c",
                      protocol="each of the 3 expert ratings is its own row; candidates that are also references "
-                              "dropped (CLIPScore-format file: 5,664 candidates, 16,992 ratings); 5 references")
+                              "dropped (CLIPScore-format file: 5,664 candidates, 16,992 ratings); 5 references",
+                     raters=raters)
 
 
 def flickr8k_cf(data_dir: Path) -> Benchmark:
     captions: Dict[str, str] = {}
     by_image: Dict[str, List[str]] = defaultdict(list)
-    for line in _file(data_dir, "flickr8k", "Flickr8k.token.txt").read_text().splitlines():
+    for line in raw_file(data_dir, "flickr8k", "Flickr8k.token.txt").read_text().splitlines():
         if "\t" in line:
             caption_id, text = line.split("\t", 1)
             captions[caption_id] = text.strip()
             by_image[caption_id.split("#")[0]].append(caption_id)
     rows = []
-    for line in _file(data_dir, "flickr8k", "CrowdFlowerAnnotations.txt").read_text().splitlines():
+    for line in raw_file(data_dir, "flickr8k", "CrowdFlowerAnnotations.txt").read_text().splitlines():
         image, caption_id, percent_yes, *_ = line.split("\t")
         refs = [captions[c] for c in by_image[image] if c != caption_id]
         rows.append((captions[caption_id], refs, image, float(percent_yes)))
@@ -65,7 +72,7 @@ def _words(text: str) -> List[str]:
 def composite(data_dir: Path) -> Benchmark:
     import pandas as pd
 
-    table = pd.read_parquet(_file(data_dir, "composite", "composite_candidates_refs_ratings.parquet"))
+    table = pd.read_parquet(raw_file(data_dir, "composite", "composite_candidates_refs_ratings.parquet"))
     table = table[table.groupby("image_path", sort=False).cumcount() < 3]  # the first 3 candidates per image
     candidates = table["candidate"].tolist()
     # one candidate per image is a human caption that also appears (re-cased) among its references: drop it there
@@ -78,32 +85,26 @@ def composite(data_dir: Path) -> Benchmark:
 
 def thumb(data_dir: Path) -> Benchmark:
     refs = {}
-    for line in _file(data_dir, "thumb", "references.json").read_text().splitlines():
+    for line in raw_file(data_dir, "thumb", "references.json").read_text().splitlines():
         if line.strip():
             row = json.loads(line)
             refs[row["seg_id"]] = row["refs"]
-    rows = [json.loads(line) for line in _file(data_dir, "thumb", "THumB-1.0.jsonl").read_text().splitlines()
+    rows = [json.loads(line) for line in raw_file(data_dir, "thumb", "THumB-1.0.jsonl").read_text().splitlines()
             if line.strip()]
     return Benchmark("thumb", [r["hyp"] for r in rows], [refs[r["seg_id"]] for r in rows], [r["image"] for r in rows],
                      [float(r["human_score"]) for r in rows], statistic="pearson",
                      protocol="5 systems x 500 COCO images, 4 references, THumB total score")
 
 
-BENCHMARKS: Dict[str, Callable[[Path], Benchmark]] = {
+def polaris(data_dir: Path) -> Benchmark:
+    rows = json.loads(raw_file(data_dir, "polaris_val", "polaris_val_subset.json").read_text())
+    return Benchmark("polaris", [r["mt"] for r in rows], [[] for _ in rows], [r["imgid"] for r in rows],
+                     [float(r["score"]) for r in rows], statistic="kendall_tau_c",
+                     protocol="Polaris validation subset: one row per candidate, score = mean of its raters' "
+                              "normalised ratings; this release holds no references (reference-free metrics only)")
+
+
+CORRELATION_LOADERS: Dict[str, Callable[[Path], Benchmark]] = {
     "flickr8k_expert": flickr8k_expert, "flickr8k_cf": flickr8k_cf, "composite": composite, "thumb": thumb,
+    "polaris": polaris,
 }
-
-
-def default_data_dir() -> Optional[Path]:
-    env = os.environ.get("CAPEVAL_BENCHMARK_DIR")
-    return Path(env) if env else None
-
-
-def load(name: str, data_dir: Optional[os.PathLike] = None) -> Benchmark:
-    """A benchmark from its local raw release (``data_dir`` → $CAPEVAL_BENCHMARK_DIR)."""
-    if name not in BENCHMARKS:
-        raise InputError(f"unknown benchmark {name!r}; available here: {sorted(BENCHMARKS)}")
-    data_dir = Path(data_dir) if data_dir else default_data_dir()
-    if data_dir is None:
-        raise InputError(f"no data directory for {name!r}: pass data_dir / --data-dir or set $CAPEVAL_BENCHMARK_DIR")
-    return BENCHMARKS[name](data_dir)

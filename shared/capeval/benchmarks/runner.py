@@ -1,4 +1,5 @@
-"""``capeval benchmark <metric> <dataset>``: score a benchmark with its literature protocol, correlate with people.
+"""``capeval benchmark <metric> <dataset>``: score a benchmark with its literature protocol and compare with people
+(a correlation over judgment rows, or a pairwise accuracy per category over seeded draws).
 
 Per-sample scores are cached (``<capeval cache>/benchmarks``), so re-running with another statistic is instant.
 """
@@ -11,11 +12,18 @@ import json
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from capeval.benchmarks.loaders import BENCHMARKS, Benchmark, load
+import numpy as np
+
+from capeval.benchmarks.catalog import BENCHMARKS, load
+from capeval.benchmarks.loaders import Benchmark
+from capeval.benchmarks.pairwise import PairwiseBenchmark
+from capeval.benchmarks.plots import category_bar_plot, scatter_plot
 from capeval.errors import InputError
-from capeval.functional.correlation import STATISTICS, bootstrap_interval
+from capeval.functional.agreement import krippendorff_alpha, reliability_table
+from capeval.functional.correlation import STATISTICS, bootstrap_interval, pairwise_accuracy
 from capeval.hub import default_cache_dir
 
+ENSEMBLE_TEXT = "ensembeval-text"
 ALIASES = {f"bleu{n}": ("bleu", f"bleu_{n}") for n in range(1, 5)}
 
 
@@ -37,6 +45,9 @@ def metric_scores(metric: str, benchmark: Benchmark, *, images_dir: Optional[Pat
     name, key = scorer_and_key(metric)
     if name not in scorers():
         raise InputError(f"unknown metric {metric!r}; use bleu1..bleu4 or one of {sorted(scorers())}")
+    if scorers()[name].needs_references and not all(benchmark.references):
+        raise InputError(f"{benchmark.name} has no reference captions for some rows; {metric} needs them "
+                         f"(use a reference-free metric)")
     path = _cache_path(metric, benchmark, default_cache_dir(cache_dir))
     if path.exists():
         return json.loads(path.read_text())
@@ -60,36 +71,123 @@ def metric_scores(metric: str, benchmark: Benchmark, *, images_dir: Optional[Pat
     return scores
 
 
-def run_benchmark(metric: str, dataset: str, *, data_dir=None, images_dir=None, statistic: Optional[str] = None,
-                  resamples: int = 1000, seed: int = 0, cache_dir=None, device: str = "auto",
-                  batch_size: int = 64) -> Dict:
-    benchmark = load(dataset, data_dir)
+def _pairwise_draws(metric: str, benchmark: PairwiseBenchmark, **scoring) -> List[Tuple[np.ndarray, ...]]:
+    """(people prefer A?, metric score of A, metric score of B) per seeded draw; A and B are scored in one call."""
+    n = len(benchmark.candidates_a)
+    draws = []
+    for seed in range(benchmark.draws):
+        prefers_a, references = benchmark.draw(seed)
+        rows = Benchmark(f"{benchmark.name}-draw{seed}", benchmark.candidates_a + benchmark.candidates_b,
+                         references + references, benchmark.images * 2, [], statistic="", protocol="")
+        scores = np.asarray(metric_scores(metric, rows, **scoring), dtype=float)
+        draws.append((prefers_a, scores[:n], scores[n:]))
+    return draws
+
+
+def _category_accuracies(draws, categories: np.ndarray, rows: np.ndarray, ties: str) -> Dict[str, np.ndarray]:
+    """Per category, the accuracy of each draw over the pairs ``rows``."""
+    picked = categories[rows]
+    return {c: np.array([pairwise_accuracy(a[rows][picked == c], b[rows][picked == c],
+                                           prefers_a[rows][picked == c], ties=ties) for prefers_a, a, b in draws])
+            for c in sorted(set(picked))}
+
+
+def run_pairwise(metric: str, benchmark: PairwiseBenchmark, *, ties: str = "wrong", resamples: int = 1000,
+                 seed: int = 0, plot: Optional[str] = None, **scoring) -> Dict:
+    """Pairwise accuracy per category and the mean over categories, each a mean (± std) over the draws."""
+    draws = _pairwise_draws(metric, benchmark, **scoring)
+    n = len(benchmark.candidates_a)
+    categories = np.asarray(benchmark.categories or ["all"] * n)
+
+    def value(rows: np.ndarray) -> float:
+        per_category = _category_accuracies(draws, categories, rows, ties)
+        return float(np.mean(np.mean(list(per_category.values()), axis=0)))
+
+    everything = np.arange(n)
+    per_category = _category_accuracies(draws, categories, everything, ties)
+    overall = np.mean(list(per_category.values()), axis=0)  # per draw, the mean over categories
+    out = {"metric": metric, "dataset": benchmark.name, "statistic": benchmark.statistic, "ties": ties,
+           "value": 100 * float(overall.mean()), "std": 100 * float(overall.std()), "n": n,
+           "draws": benchmark.draws, "protocol": benchmark.protocol,
+           "categories": {c: {"mean": 100 * float(v.mean()), "std": 100 * float(v.std()),
+                              "per_draw": [100 * float(x) for x in v]} for c, v in per_category.items()}}
+    if resamples:  # percentile bootstrap over pairs (the same resampled pairs in every draw)
+        low, high = bootstrap_interval(lambda rows, _: value(rows.astype(int)), everything, np.zeros(n),
+                                       resamples=resamples, seed=seed)
+        out["ci95"] = [100 * low, 100 * high]
+    if plot:
+        category_bar_plot(plot, out["categories"], title=f"{metric} on {benchmark.name}: "
+                                                         f"{out['value']:.1f} ± {out['std']:.1f}")
+        out["plot"] = str(plot)
+    return out
+
+
+def raters_agreement(benchmark: Benchmark) -> Dict[str, float]:
+    """Krippendorff's α of the benchmark's raters (×100, ordinal and interval), items = (image, candidate)."""
+    table = reliability_table(list(zip(benchmark.images, benchmark.candidates)), benchmark.raters, benchmark.human)
+    return {level: 100 * krippendorff_alpha(table, level) for level in ("ordinal", "interval")}
+
+
+def run_correlation(metric: str, benchmark: Benchmark, *, statistic: Optional[str] = None, resamples: int = 1000,
+                    seed: int = 0, plot: Optional[str] = None, **scoring) -> Dict:
     statistic = statistic or benchmark.statistic
     if statistic not in STATISTICS:
         raise InputError(f"unknown statistic {statistic!r}; use one of {sorted(STATISTICS)}")
-    scores = metric_scores(metric, benchmark, images_dir=images_dir, cache_dir=cache_dir, device=device,
-                           batch_size=batch_size)
+    scores = metric_scores(metric, benchmark, **scoring)
     value = STATISTICS[statistic](scores, benchmark.human)
-    out = {"metric": metric, "dataset": dataset, "statistic": statistic, "value": 100 * value,
+    out = {"metric": metric, "dataset": benchmark.name, "statistic": statistic, "value": 100 * value,
            "n": len(scores), "protocol": benchmark.protocol}
     if resamples:
         low, high = bootstrap_interval(STATISTICS[statistic], scores, benchmark.human, resamples=resamples, seed=seed)
         out["ci95"] = [100 * low, 100 * high]
+    if benchmark.raters is not None:
+        out["krippendorff_alpha"] = raters_agreement(benchmark)
+    if plot:
+        scatter_plot(plot, scores, benchmark.human, metric=metric,
+                     title=f"{metric} on {benchmark.name}: {statistic} {out['value']:.1f}")
+        out["plot"] = str(plot)
     return out
 
 
+def run_benchmark(metric: str, dataset: str, *, data_dir=None, images_dir=None, statistic: Optional[str] = None,
+                  ties: str = "wrong", resamples: int = 1000, seed: int = 0, plot: Optional[str] = None,
+                  revision: Optional[str] = None, cache_dir=None, device: str = "auto", batch_size: int = 64) -> Dict:
+    benchmark = load(dataset, data_dir, revision=revision)
+    scoring = dict(images_dir=images_dir, cache_dir=cache_dir, device=device, batch_size=batch_size)
+    if isinstance(benchmark, PairwiseBenchmark):
+        if statistic not in (None, benchmark.statistic):
+            raise InputError(f"{dataset} is a pairwise benchmark: its statistic is {benchmark.statistic}")
+        return run_pairwise(metric, benchmark, ties=ties, resamples=resamples, seed=seed, plot=plot, **scoring)
+    return run_correlation(metric, benchmark, statistic=statistic, resamples=resamples, seed=seed, plot=plot,
+                           **scoring)
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("metric", help="bleu1..bleu4, rouge_l, meteor, cider, or any registered scorer name")
+    parser.add_argument("metric", help="bleu1..bleu4, rouge_l, meteor, cider, any registered scorer name, or "
+                                       f"{ENSEMBLE_TEXT} (a text-only EnsembEval refit on --fit-on, evaluated here)")
     parser.add_argument("dataset", choices=sorted(BENCHMARKS))
-    parser.add_argument("--data-dir", help="folder holding the raw releases (default $CAPEVAL_BENCHMARK_DIR)")
+    parser.add_argument("--data-dir", help="folder holding the raw releases or converted folders (default "
+                                           "$CAPEVAL_BENCHMARK_DIR; without one: the hub dataset capeval/<name>)")
+    parser.add_argument("--revision", help="hub dataset revision (commit) when no data dir is given")
     parser.add_argument("--images", help="benchmark images (image metrics only)")
     parser.add_argument("--statistic", choices=sorted(STATISTICS), help="default: the one the literature reports")
+    parser.add_argument("--ties", choices=["wrong", "half"], default="wrong",
+                        help="pairwise benchmarks: a metric tie counts as wrong (the literature) or as half")
+    parser.add_argument("--plot", metavar="PATH", help="write a PNG: metric vs human scores (correlation "
+                                                         "benchmarks) or accuracy per category (pairwise)")
     parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples for the CI (0: none)")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--batch-size", type=int, default=64)
+    from capeval.benchmarks.ensemble_transfer import configure_ensembeval_text
+
+    configure_ensembeval_text(parser)
 
 
 def run(args: argparse.Namespace) -> Dict:
-    return run_benchmark(args.metric, args.dataset, data_dir=args.data_dir, images_dir=args.images,
-                         statistic=args.statistic, resamples=args.resamples, device=args.device,
-                         batch_size=args.batch_size)
+    if args.metric == ENSEMBLE_TEXT:
+        from capeval.benchmarks.ensemble_transfer import run_ensembeval_text
+
+        return run_ensembeval_text(args)
+    return run_benchmark(args.metric, args.dataset, data_dir=args.data_dir, revision=args.revision,
+                         images_dir=args.images, statistic=args.statistic, ties=args.ties,
+                         resamples=args.resamples, plot=args.plot, device=args.device, batch_size=args.batch_size)
