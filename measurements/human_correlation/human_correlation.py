@@ -3,7 +3,7 @@
 import datasets
 import evaluate
 
-from capeval.functional import correlation
+from capeval.functional import agreement, correlation
 
 _CITATION = """\
 @article{kendall1938new, title={A New Measure of Rank Correlation}, author={Kendall, M. G.},
@@ -14,7 +14,8 @@ _DESCRIPTION = """\
 How well a caption metric agrees with people: Kendall's τ-b and τ-c (the caption-evaluation literature reports
 τ-c on Flickr8k-Expert and Composite and τ-b on Flickr8k-CF), Pearson and Spearman correlation, each with a
 seeded percentile bootstrap confidence interval. Give one row per human judgment (several raters of one caption
-are several rows with the same metric score), as the literature does.
+are several rows with the same metric score), as the literature does. With `units` and `raters` (which item and
+which rater each row is), it also returns the raters' agreement with each other, Krippendorff's α.
 """
 
 _KWARGS_DESCRIPTION = """
@@ -23,12 +24,17 @@ Args:
     references (`list` of `float`): the human scores.
     resamples (`int`, default 1000): bootstrap resamples (0 disables intervals).
     confidence (`float`, default 0.95); seed (`int`, default 0).
+    units, raters (`list`, optional): per row, the rated item (e.g. image + caption) and the rater's id.
+    agreement_level (`str`, default "interval"): Krippendorff's α level: nominal, ordinal, interval or ratio.
 Returns:
-    kendall_tau_b, kendall_tau_c, pearson, spearman (`float`), and `<statistic>_ci` = [low, high].
+    kendall_tau_b, kendall_tau_c, pearson, spearman (`float`), and `<statistic>_ci` = [low, high];
+    with units and raters also krippendorff_alpha (`float`) over the human scores.
 Examples:
     >>> import evaluate
     >>> corr = evaluate.load("measurements/human_correlation")  # doctest: +SKIP
     >>> corr.compute(predictions=[0.1, 0.4, 0.35, 0.8], references=[1, 2, 2, 4], resamples=0)  # doctest: +SKIP
+    >>> corr.compute(predictions=[0.1, 0.1, 0.8, 0.8], references=[1, 2, 4, 4], resamples=0,
+    ...              units=["a", "a", "b", "b"], raters=[0, 1, 0, 1])  # doctest: +SKIP
 """
 
 
@@ -43,10 +49,18 @@ class HumanCorrelation(evaluate.Measurement):
                                         "references": datasets.Value("float64")}),
         )
 
-    def _compute(self, predictions, references, resamples=1000, confidence=0.95, seed=0):
+    def _compute(self, predictions, references, resamples=1000, confidence=0.95, seed=0, units=None, raters=None,
+                 agreement_level="interval"):
         if len(predictions) < 3:
             raise ValueError(f"need at least 3 judgments to correlate, got {len(predictions)}")
+        if (units is None) != (raters is None):
+            raise ValueError("give both units and raters (one per row) for Krippendorff's alpha, or neither")
         out = {}
+        if units is not None:
+            if len(units) != len(references):
+                raise ValueError(f"units/raters have {len(units)} rows but there are {len(references)} judgments")
+            table = agreement.reliability_table(units, raters, references)
+            out["krippendorff_alpha"] = agreement.krippendorff_alpha(table, agreement_level)
         for name, statistic in correlation.STATISTICS.items():
             out[name] = statistic(predictions, references)
             if resamples:

@@ -57,3 +57,24 @@ def test_human_correlation_measurement_module():
     out = module.compute(predictions=metric, references=human, resamples=50)
     assert out["kendall_tau_c"] == pytest.approx(kendall_tau(metric, human, "c"))
     assert out["pearson_ci"][0] <= out["pearson_ci"][1]
+
+
+def test_human_correlation_measurement_reports_krippendorffs_alpha_of_the_raters():
+    import evaluate
+
+    from pathlib import Path
+
+    from capeval.functional.agreement import krippendorff_alpha
+
+    module = evaluate.load(str(Path(__file__).resolve().parents[2] / "measurements" / "human_correlation"))
+    units = ["a", "a", "a", "b", "b", "b", "c", "c", "c", "d", "d"]
+    raters = [0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 2]
+    human = [1, 2, 1, 3, 3, 4, 4, 4, 4, 2, 1]
+    metric = [0.2, 0.2, 0.2, 0.6, 0.6, 0.6, 0.9, 0.9, 0.9, 0.3, 0.3]
+    expected = krippendorff_alpha([[1, 3, 4, 2], [2, 3, 4, float("nan")], [1, 4, 4, 1]], "ordinal")
+    out = module.compute(predictions=metric, references=human, resamples=0, units=units, raters=raters,
+                         agreement_level="ordinal")
+    assert out["krippendorff_alpha"] == pytest.approx(expected)
+    assert 0 < expected < 1
+    with pytest.raises(ValueError, match="both units and raters"):
+        module.compute(predictions=metric, references=human, resamples=0, units=units)
