@@ -193,3 +193,20 @@ def test_hice_app_shows_the_region_phrase_overlay(tiny_hub, quiet_gradio, image_
     picture = Image.open(overlay["path"] if isinstance(overlay, dict) else overlay)
     original = Image.open(image_file)
     assert picture.width == original.width and picture.height > original.height  # image + phrase panel
+
+
+def test_vcrscore_app_shows_the_three_features_and_the_detected_objects(tiny_hub, quiet_gradio, image_file):
+    scores, panel = call_app("vcrscore", image_file)
+    direct = load_scorer("vcrscore", device="cpu").score([CAPTION], [Image.open(image_file)], [REFERENCES],
+                                                          return_features=True)
+    assert scores["vcrscore"] == pytest.approx(direct["vcrscore"], abs=1e-9)
+    rows = dict(panel["data"] if isinstance(panel, dict) else panel)
+    features = {"(1) word precision vs references + detected objects, %": direct["word_precision"],
+                "(2) ViLT image-text retrieval logit": direct["vilt_logit"],
+                "(3) MCIP RefCLIP-S": direct["mcip_refclip_s"], "VCRScore = regressor(1, 2, 3)": direct["vcrscore"]}
+    for name, value in features.items():
+        assert float(rows[name]) == pytest.approx(value, abs=1e-5), name
+    objects = direct["detected_objects"][0]
+    assert rows["objects found by DETR"] == (", ".join(sorted(set(objects["detr"]))) or "(none)")
+    assert rows["objects found by the YOLO-family detector"] == (", ".join(sorted(set(objects["yolo"]))) or "(none)")
+    assert objects["yolo"]  # the tiny YOLOS finds something, so the row is not trivially "(none)"
