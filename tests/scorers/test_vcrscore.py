@@ -317,3 +317,35 @@ def test_evaluate_module_scores_like_the_scorer(tiny_hub, scorer):
     assert len(result["features"]) == 3 and len(result["detected_objects"]) == 3
     with pytest.raises(InputError, match="needs references"):
         module.compute(predictions=preds[:1], images=images[:1])
+
+
+def test_detr_repo_layout_with_a_timm_backbone_loads_offline(tmp_path):
+    """facebook/detr-resnet-50's config names a timm ResNet (``use_timm_backbone``, ``use_pretrained_backbone``) and
+    its checkpoint uses the legacy ``conv_encoder`` keys: that layout (with a small timm ResNet-18) loads offline,
+    with every saved weight, through the detector's loading code."""
+    pytest.importorskip("timm")
+    from transformers import AutoConfig, DetrForObjectDetection
+
+    from capeval.models.vcrscore import COCO_LABELS
+    from capeval.scorers.vcrscore import ObjectDetector
+
+    config = {"architectures": ["DetrForObjectDetection"], "model_type": "detr", "backbone": "resnet18",
+              "use_timm_backbone": True, "use_pretrained_backbone": True, "dilation": False, "num_channels": 3,
+              "d_model": 16, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 2,
+              "decoder_attention_heads": 2, "encoder_ffn_dim": 32, "decoder_ffn_dim": 32, "num_queries": 5,
+              "id2label": {str(i): name for i, name in enumerate(COCO_LABELS)}}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps(
+        {"do_normalize": True, "do_resize": True, "feature_extractor_type": "DetrFeatureExtractor",
+         "format": "coco_detection", "image_mean": [0.485, 0.456, 0.406], "image_std": [0.229, 0.224, 0.225],
+         "max_size": 96, "size": 64}))
+    torch.manual_seed(0)
+    reference = DetrForObjectDetection(AutoConfig.from_pretrained(str(tmp_path))).eval()
+    saved = reference.state_dict()
+    torch.save({k.replace("model.backbone.model.", "model.backbone.conv_encoder.model."): v for k, v in saved.items()},
+               tmp_path / "pytorch_model.bin")
+    detector = ObjectDetector(str(tmp_path), threshold=0.0, device="cpu")
+    loaded = detector.model.state_dict()
+    assert set(loaded) == set(saved) and all(torch.equal(loaded[k], saved[k]) for k in saved)
+    names = detector.detect([Image.new("RGB", (50, 40), "blue")])[0]
+    assert len(names) == 5 and set(names) <= set(COCO_LABELS)  # threshold 0: one name per query
