@@ -14,8 +14,7 @@ from capeval.models.clip import OPENAI_PREPROCESS, _convert_clip_checkpoint, reg
 from capeval.models.vcrscore_regressor import FEATURE_NAMES
 from capeval.scoring import register_scorer
 
-VILT_FILES = ("config.json", "preprocessor_config.json", "pytorch_model.bin", "tokenizer_config.json", "vocab.txt",
-              "special_tokens_map.json")
+VILT_FILES = ("config.json", "preprocessor_config.json", "pytorch_model.bin", "tokenizer_config.json", "vocab.txt")
 DETECTOR_FILES = ("config.json", "preprocessor_config.json", "pytorch_model.bin")
 
 # COCO detection category names by id as the DETR/YOLOS configs list them ("N/A" for the 11 unused ids).
@@ -45,10 +44,6 @@ def _tiny_bert_vocab(out_dir: Path) -> int:
              *"abcdefghijklmnopqrstuvwxyz0123456789", *(f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz0123456789")]
     (out_dir / "vocab.txt").write_text("\n".join(vocab) + "\n")
     BertTokenizer(str(out_dir / "vocab.txt"), do_lower_case=True, model_max_length=40).save_pretrained(str(out_dir))
-    if not (out_dir / "special_tokens_map.json").exists():
-        (out_dir / "special_tokens_map.json").write_text(json.dumps(
-            {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
-             "mask_token": "[MASK]"}))
     return len(vocab)
 
 
@@ -63,6 +58,13 @@ def _save_bin(model, out_dir: Path) -> None:
 
 def _write_preprocessor(out_dir: Path, config: dict) -> None:
     (out_dir / "preprocessor_config.json").write_text(json.dumps(config, indent=2))
+
+
+def _keep_only(out_dir: Path, files) -> None:
+    """Leave exactly the files a hub download of ``files`` gives, so tiny models load the way real ones do."""
+    for path in out_dir.iterdir():
+        if path.name not in files:
+            path.unlink()
 
 
 def write_tiny_vilt(out_dir: Path, seed: int = 0) -> None:
@@ -82,6 +84,7 @@ def write_tiny_vilt(out_dir: Path, seed: int = 0) -> None:
     _write_preprocessor(out_dir, {"do_normalize": True, "do_resize": True, "feature_extractor_type": "ViltFeatureExtractor",
                                   "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5], "resample": 3,
                                   "size": 384, "size_divisor": 32})
+    _keep_only(out_dir, VILT_FILES)
 
 
 def _spread_weights(model, seed: int, *, std: float, head_std: float) -> None:
@@ -117,6 +120,7 @@ def write_tiny_detr(out_dir: Path, seed: int = 0) -> None:
     _write_preprocessor(out_dir, {"do_normalize": True, "do_resize": True, "feature_extractor_type": "DetrFeatureExtractor",
                                   "format": "coco_detection", "image_mean": [0.485, 0.456, 0.406],
                                   "image_std": [0.229, 0.224, 0.225], "max_size": 96, "size": 64})
+    _keep_only(out_dir, DETECTOR_FILES)
 
 
 def write_tiny_yolos(out_dir: Path, seed: int = 1) -> None:
@@ -135,6 +139,7 @@ def write_tiny_yolos(out_dir: Path, seed: int = 1) -> None:
     _write_preprocessor(out_dir, {"do_normalize": True, "do_resize": True, "feature_extractor_type": "YolosFeatureExtractor",
                                   "format": "coco_detection", "image_mean": [0.485, 0.456, 0.406],
                                   "image_std": [0.229, 0.224, 0.225], "max_size": 96, "size": 64})
+    _keep_only(out_dir, DETECTOR_FILES)
 
 
 register(WeightSpec(

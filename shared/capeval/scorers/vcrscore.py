@@ -15,9 +15,10 @@ by ViLT once.
 from __future__ import annotations
 
 import warnings
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
@@ -25,7 +26,7 @@ import torch
 from PIL import Image
 
 from capeval.clip import ClipBackbone
-from capeval.errors import InputError
+from capeval.errors import InputError, ModelNotAvailableError
 from capeval.functional.vcrscore import limit_references, mcip_refclip_s, word_pool, word_precision
 from capeval.hub import registered_weights, resolve
 from capeval.inputs import check_captions, check_lengths, check_references, load_images
@@ -60,9 +61,32 @@ def load_pil_image_processor(directory):
 
 
 def _weights_dir(ref: str, default_files: Sequence[str], cache_dir=None):
+    """A registry name (its pinned files), a local directory, or a hub id in the repo layout of ``default_files``
+    (``model.safetensors`` tried before ``pytorch_model.bin``)."""
     weights = registered_weights()
-    files = list(weights[ref].files) if ref in weights else list(default_files)
-    return resolve(ref, files, cache_dir=cache_dir)
+    if ref in weights:
+        return resolve(ref, list(weights[ref].files), cache_dir=cache_dir)
+    if Path(ref).expanduser().is_dir():
+        return resolve(ref, ["config.json"], cache_dir=cache_dir)
+    safetensors = ["model.safetensors" if f == "pytorch_model.bin" else f for f in default_files]
+    try:
+        return resolve(ref, safetensors, cache_dir=cache_dir)
+    except ModelNotAvailableError:
+        return resolve(ref, list(default_files), cache_dir=cache_dir)
+
+
+class _LruDict(OrderedDict):
+    """Detections by image key; the least recently used leave first (bounded memory on long streams)."""
+
+    def __init__(self, max_items: int = 200_000):
+        super().__init__()
+        self.max_items = max_items
+
+    def remember(self, key, value) -> None:
+        self[key] = value
+        self.move_to_end(key)
+        while len(self) > self.max_items:
+            self.popitem(last=False)
 
 
 def _groups_by_shape(keys: Sequence[str], pixels: Dict[str, torch.Tensor], batch_size: int):
@@ -101,7 +125,7 @@ class ObjectDetector:
         self.id2label = {int(k): v for k, v in self.model.config.id2label.items()}
         self._takes_mask = "pixel_mask" in inspect.signature(self.model.forward).parameters
         self._pool = ThreadPoolExecutor(max_workers=num_workers or 4)
-        self.cache: Dict[str, List[str]] = {}  # image key -> detected names (for this detector and threshold)
+        self.cache = _LruDict()  # image key -> detected names (for this detector and threshold)
 
     def preprocess(self, image: Image.Image) -> torch.Tensor:
         image = official_small_image_resize(image) if self.small_image_resize else image.convert("RGB")
@@ -125,17 +149,24 @@ class ObjectDetector:
     def detect(self, images: Sequence[Image.Image], keys: Optional[Sequence[str]] = None) -> List[List[str]]:
         """Names of the objects found in each image (each distinct image is run once, then cached)."""
         keys = list(keys) if keys is not None else [image_key(image) for image in images]
+        found: Dict[str, List[str]] = {}
         first = {}
         for key, image in zip(keys, images):
-            if key not in self.cache and key not in first:
+            if key in found or key in first:
+                continue
+            if key in self.cache:
+                self.cache.move_to_end(key)
+                found[key] = self.cache[key]
+            else:
                 first[key] = image
         if first:
             todo = list(first)
             pixels = dict(zip(todo, self._pool.map(self.preprocess, [first[k] for k in todo])))
             for chunk in _groups_by_shape(todo, pixels, self.batch_size):
                 for key, names in zip(chunk, self._detect_batch(torch.stack([pixels[k] for k in chunk]))):
-                    self.cache[key] = names
-        return [list(self.cache[key]) for key in keys]
+                    found[key] = names
+                    self.cache.remember(key, names)
+        return [list(found[key]) for key in keys]
 
 
 class ViltRetrieval:
