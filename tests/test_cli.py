@@ -253,3 +253,30 @@ def test_score_a_streamed_data_folder_standing_in_for_a_hub_dataset(tiny_hub, tm
     assert "single file" in capsys.readouterr().err
     assert main(hub_args[:3] + ["nobody/missing-dataset"] + hub_args[4:]) == 2  # offline: a clear error, no traceback
     assert "cannot open 'nobody/missing-dataset'" in capsys.readouterr().err
+
+
+def test_merge_refuses_a_missing_last_shard_and_a_failed_shard_leaves_no_output(tiny_hub, tmp_path, capsys):
+    base = _score_file(tmp_path, 2)  # shard 1/2 holds only the last record: its loss must not go unnoticed
+    assert main(base + ["--shard", "0/2", "--output", str(tmp_path / "s0.jsonl")]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "s0.jsonl").read_text().splitlines()]
+    assert [(r["index"], r["shard"]) for r in rows] == [(0, "0/2")]
+    capsys.readouterr()
+    assert main(["merge", str(tmp_path / "s0.jsonl"), "--output", str(tmp_path / "m.jsonl")]) == 2
+    assert "shard(s) 1/2 are missing" in capsys.readouterr().err
+    assert main(base + ["--shard", "1/3", "--output", str(tmp_path / "t1.jsonl")]) == 0
+    capsys.readouterr()
+    assert main(["merge", str(tmp_path / "s0.jsonl"), str(tmp_path / "t1.jsonl"), "--output", "m.jsonl"]) == 2
+    assert "cut in different ways" in capsys.readouterr().err
+    assert main(base + ["--shard", "1/2", "--output", str(tmp_path / "s1.jsonl")]) == 0
+    assert main(["merge", str(tmp_path / "s0.jsonl"), str(tmp_path / "s1.jsonl"),
+                 "--output", str(tmp_path / "m.jsonl")]) == 0
+    merged = [json.loads(line) for line in (tmp_path / "m.jsonl").read_text().splitlines()]
+    assert [r["index"] for r in merged] == [0, 1] and all("shard" not in r for r in merged)
+    # a shard that fails half-way writes nothing under its output name (no partial file to merge by mistake)
+    good = json.dumps({"image": "0.png", "caption": "fine", "references": ["y"]})  # record 2: shard 0/2
+    bad = json.dumps({"image": "gone.png", "caption": "x", "references": ["y"]})  # record 3: shard 1/2, after record 1
+    (tmp_path / "in.jsonl").write_text((tmp_path / "in.jsonl").read_text() + f"\n{good}\n{bad}\n")
+    (tmp_path / "s1.jsonl").unlink()
+    assert main(base + ["--shard", "1/2", "--chunk-size", "1", "--output", str(tmp_path / "s1.jsonl")]) == 2
+    assert "image file not found" in capsys.readouterr().err
+    assert not (tmp_path / "s1.jsonl").exists() and not (tmp_path / "s1.jsonl.partial").exists()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional
@@ -110,12 +112,19 @@ def cmd_score(args) -> int:
         raise InputError("--input is required (or --from-features for vcrscore)")
     shard, num_shards = parse_shard(args.shard)
     chunk_size = args.chunk_size
-    if spec.corpus_level and (num_shards > 1 or chunk_size):
-        raise InputError(f"{args.metric} is corpus-level (its per-sample values depend on the whole corpus): "
-                         f"score the whole input in one process, without --shard or --chunk-size")
     options = {"device": args.device, "batch_size": args.batch_size}
     if args.weights:
         options["weights"] = args.weights
+    if args.cider_idf:
+        if "cider_idf" not in inspect.signature(spec.factory).parameters:
+            raise InputError(f"--cider-idf applies to ensembeval, not {args.metric}")
+        options["cider_idf"] = args.cider_idf
+    corpus_level = spec.corpus_level(options) if callable(spec.corpus_level) else spec.corpus_level
+    if corpus_level and (num_shards > 1 or chunk_size):
+        hint = (" (or fix CIDEr's IDF: --cider-idf <folder of `capeval train cider-idf`>)"
+                if "cider_idf" in inspect.signature(spec.factory).parameters else "")
+        raise InputError(f"{args.metric} is corpus-level (its per-sample values depend on the whole corpus): "
+                         f"score the whole input in one process, without --shard or --chunk-size{hint}")
     scorer = load_scorer(args.metric, **options)
     images_dir = Path(args.images) if args.images else None
     if chunk_size is not None and chunk_size < 1:
@@ -123,7 +132,9 @@ def cmd_score(args) -> int:
     source = iter_records(args.input, chunk_size=chunk_size or DEFAULT_CHUNK_ROWS, split=args.split, name=args.config)
     records = ({**record, "index": index} for index, record in enumerate(source) if index % num_shards == shard)
     summary, n, corpus_values = RunningSummary(), 0, {}
-    out = open(args.output, "w", encoding="utf-8") if args.output else None
+    # written under a temporary name and renamed once complete: a killed shard leaves no output to merge
+    partial = Path(f"{args.output}.partial") if args.output else None
+    out = open(partial, "w", encoding="utf-8") if partial else None
     try:
         for batch in _batches(records, chunk_size):
             captions, images, references = _columns(batch, images_dir)
@@ -142,18 +153,28 @@ def cmd_score(args) -> int:
             if out:
                 for i, record in enumerate(batch):
                     row = {**record, "scores": {k: v[i] for k, v in per_sample.items()}}
+                    if num_shards > 1:
+                        row["shard"] = f"{shard}/{num_shards}"
                     if isinstance(row.get("image"), dict):  # embedded image bytes: keep the path only
                         row["image"] = row["image"].get("path")
                     out.write(json.dumps(row, default=_json_value) + "\n")
                 out.flush()
             n += len(batch)
-    finally:
+    except BaseException:
         if out:
             out.close()
+            partial.unlink(missing_ok=True)
+        raise
+    if out:
+        out.close()
     if n == 0:
+        if partial:
+            partial.unlink(missing_ok=True)
         raise InputError(f"{args.input} holds no records" + (f" for shard {args.shard}" if num_shards > 1 else ""))
+    if partial:
+        os.replace(partial, args.output)
     means = summary.result()
-    if spec.corpus_level:
+    if corpus_level:
         means.update(corpus_values)  # e.g. BLEU's corpus value is not the mean of its per-sample values
     print(json.dumps({"metric": args.metric, "n": n, **({"shard": args.shard} if num_shards > 1 else {}), **means},
                      indent=2))
@@ -161,15 +182,36 @@ def cmd_score(args) -> int:
 
 
 def cmd_merge(args) -> int:
-    """Join shard outputs in input order; fail on missing or duplicated records."""
+    """Join shard outputs in input order; fail on missing or duplicated records. Shards of ``capeval score --shard``
+    (JSONL) or feature folders of ``capeval train polos-features --shard``."""
+    from capeval.polos_training import is_feature_folder, merge_features
+
+    folders = [is_feature_folder(path) for path in args.shards]
+    if any(folders):
+        if not all(folders):
+            raise InputError("merge either `capeval score` outputs or Polos feature folders, not both")
+        out = merge_features(args.shards, args.output)
+        print(json.dumps({"merged": str(out), "shards": len(args.shards)}, indent=2))
+        return 0
     rows: Dict[int, Dict] = {}
+    shards_seen: Dict[int, set] = {}
     for path in args.shards:
         for row in iter_records(path):
             if "index" not in row or "scores" not in row:
                 raise InputError(f"{path}: not a `capeval score` output (rows need 'index' and 'scores')")
             if row["index"] in rows:
                 raise InputError(f"record {row['index']} appears in more than one shard ({path})")
+            if "shard" in row:
+                i, n = parse_shard(row.pop("shard"))
+                shards_seen.setdefault(n, set()).add(i)
             rows[row["index"]] = row
+    if len(shards_seen) > 1:
+        raise InputError(f"the shards were cut in different ways ({sorted(shards_seen)} shards); use one --shard i/n")
+    for n, seen in shards_seen.items():
+        absent = sorted(set(range(n)) - seen)
+        if absent:
+            raise InputError(f"shard(s) {', '.join(f'{i}/{n}' for i in absent)} are missing (no rows); "
+                             "run them and merge again")
     missing = sorted(set(range(max(rows, default=-1) + 1)) - set(rows))
     if missing:
         raise InputError(f"{len(missing)} records are missing (first: {missing[:5]}); re-run the shard(s) holding them")
@@ -284,6 +326,9 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--images", help="directory the 'image' paths are relative to")
     score.add_argument("--output", help="JSONL file for per-sample scores")
     score.add_argument("--weights", help="registry name, hub id or directory of the weights")
+    score.add_argument("--cider-idf", help="ensembeval: CIDEr with document frequencies fixed by this folder/file "
+                                           "(`capeval train cider-idf`); makes every score per-sample, so "
+                                           "--shard/--chunk-size are allowed")
     score.add_argument("--device", default="auto")
     score.add_argument("--batch-size", type=int, default=64)
     score.add_argument("--shard", help="i/n: score only records with index %% n == i (then `capeval merge`)")
@@ -291,8 +336,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="stream the input in chunks of this many records (bounded memory)")
     score.set_defaults(func=cmd_score)
 
-    merge = sub.add_parser("merge", help="join `capeval score --shard` outputs in input order")
-    merge.add_argument("shards", nargs="+", help="per-shard JSONL outputs")
+    merge = sub.add_parser("merge", help="join `capeval score --shard` outputs (or `capeval train polos-features "
+                                         "--shard` folders) in input order")
+    merge.add_argument("shards", nargs="+", help="per-shard JSONL outputs, or Polos feature folders")
     merge.add_argument("--output", required=True)
     merge.set_defaults(func=cmd_merge)
 

@@ -15,16 +15,25 @@ Data: one judgment per row, with fields ``image`` (path, relative to ``images_di
 ``references`` (list of strings, or a JSON/Python list literal in CSV) and ``score`` (in [0, 1]) — in JSONL, a JSON
 list, CSV or parquet. The official Polaris CSV columns (``imgid``, ``mt``, ``refs``, ``score``) and capeval
 benchmark names (``image_path``, ``human``) are accepted as aliases.
+
+Sharded precomputation (large judgment sets, several workers): ``capeval train polos-features --data FILE --shard i/n
+--output DIR_i`` encodes the judgments ``index % n == i`` into a feature folder (safetensors + JSON: the rows, their
+input indices, the encoders and a fingerprint of the data); ``capeval merge DIR_0 … DIR_n-1 --output DIR`` joins them
+in input order (refusing other data/encoders, duplicated and missing records); ``capeval train polos --train DIR``
+(and ``--val``) then reads the features instead of running the encoders.
 """
 
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import logging
+import os
+import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -106,6 +115,37 @@ def read_judgments(path, images_dir=None) -> List[Dict]:
     return rows
 
 
+IMAGE_ITEMS = ("image",)  # per distinct image
+TEXT_ITEMS = ("clip_text", "cls", "mean", "variance", "count")  # per distinct text
+FEATURES_JSON = "polos_features.json"
+FEATURES_TENSORS = "polos_features.safetensors"
+FEATURES_FORMAT = "capeval-polos-features/1"
+
+
+def distinct_items(rows: List[Dict]) -> Tuple[List[str], List[str]]:
+    """The sorted distinct images and texts (candidates and references) of ``rows``."""
+    images = sorted({row["image"] for row in rows})
+    texts = sorted({row["candidate"] for row in rows} | {r for row in rows for r in row["references"]})
+    return images, texts
+
+
+def assemble_bank(rows: List[Dict], images: List[str], texts: List[str],
+                  items: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+    """The bank of ``rows`` from the per-distinct-item encoder outputs ``items`` (rows of ``images``/``texts``)."""
+    image_index = {path: i for i, path in enumerate(images)}
+    text_index = {text: i for i, text in enumerate(texts)}
+    refs = [(i, j, ref) for i, row in enumerate(rows) for j, ref in enumerate(row["references"])]
+    return {
+        **{key: items[key] for key in IMAGE_ITEMS + TEXT_ITEMS},
+        "row_image": torch.as_tensor([image_index[row["image"]] for row in rows]),
+        "row_candidate": torch.as_tensor([text_index[row["candidate"]] for row in rows]),
+        "ref_row": torch.as_tensor([i for i, _, _ in refs]),
+        "ref_position": torch.as_tensor([j for _, j, _ in refs]),
+        "ref_text": torch.as_tensor([text_index[ref] for _, _, ref in refs]),
+        "score": torch.tensor([row["score"] for row in rows]),
+    }
+
+
 class FeatureBank:
     """The frozen encoders' outputs for a set of judgments: each distinct image and text computed once."""
 
@@ -127,22 +167,147 @@ class FeatureBank:
         return {"cls": torch.cat(cls), "mean": torch.cat(means), "variance": torch.cat(variances),
                 "count": torch.cat(counts)}
 
+    def encode(self, images: List[str], texts: List[str]) -> Dict[str, torch.Tensor]:
+        """Encoder outputs per distinct image (``IMAGE_ITEMS``) and text (``TEXT_ITEMS``), in the given order."""
+        return {"image": self.scorer.clip_images(images), "clip_text": self.scorer.clip_texts(texts),
+                **self._text_layers(texts)}
+
     def build(self, rows: List[Dict]) -> Dict[str, torch.Tensor]:
-        images = sorted({row["image"] for row in rows})
-        texts = sorted({row["candidate"] for row in rows} | {r for row in rows for r in row["references"]})
-        image_index = {path: i for i, path in enumerate(images)}
-        text_index = {text: i for i, text in enumerate(texts)}
-        refs = [(i, j, ref) for i, row in enumerate(rows) for j, ref in enumerate(row["references"])]
-        return {
-            "image": self.scorer.clip_images(images), "clip_text": self.scorer.clip_texts(texts),
-            **self._text_layers(texts),
-            "row_image": torch.as_tensor([image_index[row["image"]] for row in rows]),
-            "row_candidate": torch.as_tensor([text_index[row["candidate"]] for row in rows]),
-            "ref_row": torch.as_tensor([i for i, _, _ in refs]),
-            "ref_position": torch.as_tensor([j for _, j, _ in refs]),
-            "ref_text": torch.as_tensor([text_index[ref] for _, _, ref in refs]),
-            "score": torch.tensor([row["score"] for row in rows]),
-        }
+        images, texts = distinct_items(rows)
+        return assemble_bank(rows, images, texts, self.encode(images, texts))
+
+
+def encoder_identity(scorer) -> Dict:
+    """What precomputed features depend on: the frozen encoders (by name) and their dimensions."""
+    return {key: scorer.config[key] for key in ("clip_weights", "text_encoder", "text_dim", "clip_dim", "num_layers")}
+
+
+class PrecomputedFeatures(NamedTuple):
+    """A complete feature set read from disk: the judgments, their bank and the encoders that produced it."""
+    rows: List[Dict]
+    bank: Dict[str, torch.Tensor]
+    encoders: Dict
+    source: str
+
+
+def data_fingerprint(path, images_dir=None) -> Dict:
+    """Identifies the judgments a feature shard was computed from (merging refuses shards of different data)."""
+    path = Path(path)
+    return {"file": path.name, "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+            "images_dir": str(images_dir) if images_dir else None}
+
+
+def write_features(out_dir: Path, *, rows: List[Dict], indices: List[int], total: int, images: List[str],
+                   texts: List[str], items: Dict[str, torch.Tensor], encoders: Dict, data: Dict,
+                   shard: Optional[str]) -> Path:
+    """A feature folder: ``polos_features.safetensors`` (per-item tensors) + ``polos_features.json`` (rows with their
+    input indices, item keys, encoders, data fingerprint, shard). Written to a temporary folder, then renamed."""
+    from safetensors.torch import save_file
+
+    out_dir = Path(out_dir)
+    tmp = out_dir.with_name(f".{out_dir.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    save_file({key: items[key].contiguous().cpu() for key in IMAGE_ITEMS + TEXT_ITEMS}, str(tmp / FEATURES_TENSORS))
+    meta = {"format": FEATURES_FORMAT, "encoders": encoders, "data": data, "shard": shard, "total_rows": total,
+            "indices": indices, "rows": rows, "images": images, "texts": texts}
+    (tmp / FEATURES_JSON).write_text(json.dumps(meta))
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    os.replace(tmp, out_dir)
+    return out_dir
+
+
+def is_feature_folder(path) -> bool:
+    return Path(path).is_dir() and (Path(path) / FEATURES_JSON).is_file()
+
+
+def read_feature_folder(path) -> Tuple[Dict, Dict[str, torch.Tensor]]:
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    if not is_feature_folder(path):
+        raise InputError(f"{path} is not a Polos feature folder (no {FEATURES_JSON}; made by "
+                         "`capeval train polos-features`)")
+    meta = json.loads((path / FEATURES_JSON).read_text())
+    if meta.get("format") != FEATURES_FORMAT:
+        raise InputError(f"{path}: unknown feature format {meta.get('format')!r} (expected {FEATURES_FORMAT})")
+    return meta, load_file(str(path / FEATURES_TENSORS))
+
+
+def precompute_features(scorer, judgments, out_dir, *, images_dir=None, shard: int = 0, num_shards: int = 1) -> Path:
+    """Encode the judgments ``index % num_shards == shard`` of the file ``judgments`` and write a feature folder."""
+    all_rows = read_judgments(judgments, images_dir)
+    indices = [i for i in range(len(all_rows)) if i % num_shards == shard]
+    if not indices:
+        raise InputError(f"{judgments} holds {len(all_rows)} judgments: none for shard {shard}/{num_shards}")
+    rows = [all_rows[i] for i in indices]
+    images, texts = distinct_items(rows)
+    items = FeatureBank(scorer).encode(images, texts)
+    return write_features(out_dir, rows=rows, indices=indices, total=len(all_rows), images=images, texts=texts,
+                          items=items, encoders=encoder_identity(scorer), data=data_fingerprint(judgments, images_dir),
+                          shard=f"{shard}/{num_shards}")
+
+
+def merge_features(folders: Sequence, out_dir) -> Path:
+    """Join shard feature folders in input order; refuses shards of other data or encoders, duplicated records and
+    missing ones. Items (images, texts) met in several shards are taken from the first folder holding them."""
+    if not folders:
+        raise InputError("no feature folders to merge")
+    metas, rows, item_source = [], {}, {}
+    for folder in folders:
+        meta, tensors = read_feature_folder(folder)
+        if metas:
+            for field in ("encoders", "data", "total_rows"):
+                if meta[field] != metas[0][field]:
+                    raise InputError(f"{folder}: {field} differ from {folders[0]} ({meta[field]} vs "
+                                     f"{metas[0][field]}); these shards are not of the same run")
+        metas.append(meta)
+        for index, row in zip(meta["indices"], meta["rows"]):
+            if index in rows:
+                raise InputError(f"record {index} appears in more than one shard ({folder})")
+            rows[index] = row
+        for kind, keys, names in (("image", meta["images"], IMAGE_ITEMS), ("text", meta["texts"], TEXT_ITEMS)):
+            for position, key in enumerate(keys):
+                item_source.setdefault((kind, key), (tensors, position))
+    total = metas[0]["total_rows"]
+    missing = sorted(set(range(total)) - set(rows))
+    if missing:
+        raise InputError(f"{len(missing)} of {total} records are missing (first: {missing[:5]}); "
+                         "run the shard(s) holding them")
+    ordered = [rows[i] for i in range(total)]
+    images, texts = distinct_items(ordered)
+    items = {}
+    for kind, keys, names in (("image", images, IMAGE_ITEMS), ("text", texts, TEXT_ITEMS)):
+        for name in names:
+            items[name] = torch.stack([item_source[(kind, key)][0][name][item_source[(kind, key)][1]] for key in keys])
+    return write_features(out_dir, rows=ordered, indices=list(range(total)), total=total, images=images, texts=texts,
+                          items=items, encoders=metas[0]["encoders"], data=metas[0]["data"], shard=None)
+
+
+def load_features(path) -> PrecomputedFeatures:
+    """A complete (merged or unsharded) feature folder as training input; a lone shard is refused."""
+    meta, tensors = read_feature_folder(path)
+    if meta["shard"] not in (None, "0/1") or len(meta["indices"]) != meta["total_rows"]:
+        raise InputError(f"{path} holds shard {meta['shard']} only ({len(meta['indices'])} of {meta['total_rows']} "
+                         "records); merge every shard first: capeval merge <shard folders> --output <folder>")
+    bank = assemble_bank(meta["rows"], meta["images"], meta["texts"], tensors)
+    return PrecomputedFeatures(meta["rows"], bank, meta["encoders"], str(path))
+
+
+def load_training_data(path, images_dir=None) -> Union[List[Dict], PrecomputedFeatures]:
+    """``--train``/``--val``: a judgments file (encoded during training) or a feature folder (read, not recomputed)."""
+    return load_features(path) if is_feature_folder(path) else read_judgments(path, images_dir)
+
+
+def _bank(scorer, data: Union[List[Dict], PrecomputedFeatures], name: str) -> Dict[str, torch.Tensor]:
+    if isinstance(data, PrecomputedFeatures):
+        expected = encoder_identity(scorer)
+        if data.encoders != expected:
+            raise InputError(f"{name} features {data.source} were computed with encoders {data.encoders}, but the head "
+                             f"being trained uses {expected}; recompute them with these encoders")
+        return data.bank
+    return FeatureBank(scorer).build(data)
 
 
 def _mixed(head, bank, text, group, num_groups, *, per_sentence: bool, dropped: Optional[torch.Tensor]):
@@ -197,12 +362,13 @@ def evaluate_head(head, bank, recipe: Recipe) -> Dict[str, float]:
     return {"mse": float(((pred - gold) ** 2).mean()), "pearson": pearson}
 
 
-def train_head(scorer, train_rows: List[Dict], val_rows: List[Dict], recipe: Recipe = Recipe()) -> List[Dict]:
-    """Train ``scorer.head`` in place (on CPU); returns the per-epoch validation history (epoch 0 = before)."""
+def train_head(scorer, train_rows: Union[List[Dict], PrecomputedFeatures],
+               val_rows: Union[List[Dict], PrecomputedFeatures], recipe: Recipe = Recipe()) -> List[Dict]:
+    """Train ``scorer.head`` in place (on CPU); returns the per-epoch validation history (epoch 0 = before).
+    ``train_rows``/``val_rows``: judgment rows (encoded here) or precomputed features (:func:`load_features`)."""
     if recipe.statistics not in ("per_sentence", "batch"):
         raise ValueError(f"statistics must be 'per_sentence' or 'batch', not {recipe.statistics!r}")
-    bank = FeatureBank(scorer)
-    train, val = bank.build(train_rows), bank.build(val_rows)
+    train, val = _bank(scorer, train_rows, "training"), _bank(scorer, val_rows, "validation")
     head = scorer.head.cpu()
     torch.manual_seed(recipe.seed)
     optimizer = torch.optim.Adam(head.parameters(), lr=recipe.lr)
@@ -213,7 +379,7 @@ def train_head(scorer, train_rows: List[Dict], val_rows: List[Dict], recipe: Rec
     progress = tqdm(range(1, recipe.max_epochs + 1), desc="Polos M2LHF epochs")
     for epoch in progress:
         head.train()
-        order = torch.randperm(len(train_rows), generator=generator)
+        order = torch.randperm(len(train["score"]), generator=generator)
         batches = list(order.split(recipe.batch_size))
         optimizer.zero_grad()
         for step, rows in enumerate(batches, 1):
@@ -260,7 +426,8 @@ def new_scorer(*, init: Optional[str], clip_weights: str, text_encoder: str, hid
     return PolosScorer(None, head=head_from_config(config), config=config, device=device)
 
 
-def train_and_save(train_rows: List[Dict], val_rows: List[Dict], out: Path, *, recipe: Recipe = Recipe(),
+def train_and_save(train_rows: Union[List[Dict], PrecomputedFeatures],
+                   val_rows: Union[List[Dict], PrecomputedFeatures], out: Path, *, recipe: Recipe = Recipe(),
                    init: Optional[str] = None, clip_weights: str = "openai-clip-vit-b-32",
                    text_encoder: str = "simcse-roberta-base", hidden: Sequence[int] = (2304, 1152),
                    device: str = "auto", data_description: str = "") -> Path:
@@ -272,13 +439,14 @@ def train_and_save(train_rows: List[Dict], val_rows: List[Dict], out: Path, *, r
     scorer = new_scorer(init=init, clip_weights=clip_weights, text_encoder=text_encoder, hidden=hidden,
                         seed=recipe.seed, device=device)
     history = train_head(scorer, train_rows, val_rows, recipe)
+    n_train, n_val = (len(d.rows) if isinstance(d, PrecomputedFeatures) else len(d) for d in (train_rows, val_rows))
     write_head(out, scorer.head.state_dict(), scorer.config)
     (out / "training.json").write_text(json.dumps({"recipe": asdict(recipe), "history": history,
-                                                   "train_rows": len(train_rows), "val_rows": len(val_rows)}, indent=2))
+                                                   "train_rows": n_train, "val_rows": n_val}, indent=2))
     best = max(history, key=lambda h: h["pearson"])
     write_model_card(out, title="Polos head (trained with capeval M²LHF)", source=data_description or "user data",
                      license=HEAD_LICENSE,
-                     body=f"Trained on {len(train_rows)} judgments, validated on {len(val_rows)}; "
+                     body=f"Trained on {n_train} judgments, validated on {n_val}; "
                           f"{'fine-tuned from ' + init if init else 'new head'}. Best validation Pearson "
                           f"{best['pearson']:.4f} (MSE {best['mse']:.5f}) at epoch {best['epoch']}.\n\n"
                           f"Recipe: `{json.dumps(asdict(recipe))}`. Encoders (frozen): "

@@ -210,8 +210,10 @@ def _configure_training(parser) -> None:
     from capeval.polos_training import Recipe
 
     parser.add_argument("--train", required=True, help="judgments: JSONL, JSON, CSV or parquet rows with image, "
-                                                       "candidate, references, score (see capeval.polos_training)")
-    parser.add_argument("--val", required=True, help="validation judgments, same format")
+                                                       "candidate, references, score (see capeval.polos_training); "
+                                                       "or a feature folder of `capeval train polos-features` "
+                                                       "(merged), read instead of running the encoders")
+    parser.add_argument("--val", required=True, help="validation judgments or feature folder, same formats")
     parser.add_argument("--images", help="directory the image paths are relative to")
     parser.add_argument("--out", required=True, help="output directory (hub-ready head artifact + model card)")
     parser.add_argument("--init", help="head to fine-tune (registry name, hub id, directory or reprod.ckpt); "
@@ -230,11 +232,39 @@ def _configure_training(parser) -> None:
 @register_trainer("polos", configure=_configure_training,
                   help="M2LHF: train the Polos head on human judgments with frozen CLIP/SimCSE encoders")
 def train_polos(args) -> Path:
-    from capeval.polos_training import Recipe, read_judgments, train_and_save
+    from capeval.polos_training import Recipe, load_training_data, train_and_save
 
     recipe = Recipe(lr=args.lr, max_epochs=args.max_epochs, seed=args.seed, statistics=args.statistics)
     hidden = tuple(int(h) for h in str(args.hidden).split(","))
-    return train_and_save(read_judgments(args.train, args.images), read_judgments(args.val, args.images),
+    return train_and_save(load_training_data(args.train, args.images), load_training_data(args.val, args.images),
                           Path(args.out), recipe=recipe, init=args.init, clip_weights=args.clip_weights,
                           text_encoder=args.text_encoder, hidden=hidden, device=args.device,
                           data_description=f"train {args.train}, validation {args.val}")
+
+
+def _configure_features(parser) -> None:
+    parser.add_argument("--data", required=True, help="judgments file (same formats as `capeval train polos --train`)")
+    parser.add_argument("--images", help="directory the image paths are relative to")
+    parser.add_argument("--output", required=True, help="feature folder to write (safetensors + JSON)")
+    parser.add_argument("--shard", help="i/n: encode only the judgments with index %% n == i (then `capeval merge` "
+                                        "the n folders)")
+    parser.add_argument("--init", help="take the encoders from this head (as `capeval train polos --init`)")
+    parser.add_argument("--clip-weights", default="openai-clip-vit-b-32", help="CLIP of a new head")
+    parser.add_argument("--text-encoder", default="simcse-roberta-base", help="SimCSE encoder of a new head")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--batch-size", type=int, default=64)
+
+
+@register_trainer("polos-features", configure=_configure_features,
+                  help="M2LHF step 1, shardable: the frozen CLIP/SimCSE outputs of judgments, for `train polos --train`")
+def polos_features(args) -> Path:
+    from capeval.cli import parse_shard
+    from capeval.polos_training import new_scorer, precompute_features
+
+    shard, num_shards = parse_shard(args.shard)
+    scorer = new_scorer(init=args.init, clip_weights=args.clip_weights, text_encoder=args.text_encoder,
+                        hidden=(8, 8), seed=0, device=args.device)  # the head is not used: encoders only
+    scorer.batch_size = args.batch_size
+    scorer.clip.batch_size = args.batch_size
+    return precompute_features(scorer, args.data, Path(args.output), images_dir=args.images, shard=shard,
+                               num_shards=num_shards)
