@@ -113,3 +113,62 @@ def test_cli_builds_fixed_cider_idf_from_a_reference_corpus(tmp_path):
     loaded = load_document_frequencies(tmp_path / "idf")
     expected = DocumentFrequencies.from_reference_sets([["a dog runs", "a dog"], ["two cats"], ["a dog and a cat"]])
     assert loaded == expected and loaded.counts[("a", "dog")] == 2
+
+
+def test_sharded_component_scores_merge_and_refit_like_the_single_process_components(tiny_hub, tmp_path, capsys):
+    """``score ensembeval --cider-idf --shard i/3`` ×3 + ``merge`` + ``train ensembeval`` gives the weights that the
+    forward selection gives on the components computed in one process by each component scorer."""
+    from PIL import Image
+
+    from capeval.models.ensembeval import COMPONENTS, OFFICIAL_WEIGHTS
+    from capeval.scoring import load_scorer
+
+    rng = np.random.default_rng(5)
+    words = ["dog", "cat", "car", "tree", "boat", "bird", "house", "road", "man", "woman"]
+    for i in range(6):
+        Image.fromarray(rng.integers(0, 256, (24, 20 + i, 3), dtype=np.uint8)).save(tmp_path / f"{i}.png")
+    records = []
+    for i in range(40):
+        a, b, c = rng.choice(words, 3, replace=False)
+        caption = f"a {a} and a {b} near the {c}" if i % 3 else f"a {a} runs on the {b}"
+        refs = [f"a {a} with a {b}", f"the {c} and a {a}"][: 1 + i % 2]
+        overlap = len(set(caption.split()) & set(" ".join(refs).split())) / len(caption.split())
+        records.append({"image": f"{i % 6}.png", "caption": caption, "references": refs,  # a learnable judgment
+                        "human_score": float(overlap + (i % 6) / 10 + rng.normal(0, 0.05))})
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert main(["train", "cider-idf", "--data", str(tmp_path / "in.jsonl"), "--output", str(tmp_path / "idf")]) == 0
+    weights = {**OFFICIAL_WEIGHTS["weights"], "clip_s": 0.0}  # a zero weight: computed and reported, not summed
+    (tmp_path / "weights.json").write_text(json.dumps({"name": "official+clip_s", "weights": weights}))
+    base = ["score", "ensembeval", "--input", str(tmp_path / "in.jsonl"), "--images", str(tmp_path), "--device", "cpu",
+            "--weights", str(tmp_path / "weights.json")]
+    assert main(base + ["--shard", "0/3", "--output", str(tmp_path / "s0.jsonl")]) == 2  # official CIDEr: refused
+    assert "--cider-idf" in capsys.readouterr().err
+    for i in range(3):
+        assert main(base + ["--cider-idf", str(tmp_path / "idf"), "--shard", f"{i}/3", "--chunk-size", "5",
+                            "--output", str(tmp_path / f"s{i}.jsonl")]) == 0
+    shards = [str(tmp_path / f"s{i}.jsonl") for i in range(3)]
+    assert main(["train", "ensembeval", "--data", shards[1], "--output", str(tmp_path / "w1")]) == 2
+    assert "merge the shards" in capsys.readouterr().err  # a lone shard is not the training table
+    assert main(["merge", *shards, "--output", str(tmp_path / "merged.jsonl")]) == 0
+    assert main(["train", "ensembeval", "--data", str(tmp_path / "merged.jsonl"), "--output", str(tmp_path / "w")]) == 0
+
+    # single process, independently: each component scorer over all records at once, CIDEr with the same fixed IDF
+    images = [str(tmp_path / r["image"]) for r in records]
+    captions, refs = [r["caption"] for r in records], [r["references"] for r in records]
+    columns = {}
+    for name in sorted({COMPONENTS[k].scorer for k in weights} - {"cider"}):
+        columns.update(load_scorer(name, device="cpu").score(captions, images, refs))
+    columns.update(load_scorer("cider_fixed_idf", idf=str(tmp_path / "idf")).score(captions, references=refs))
+    table = pd.DataFrame({k: columns[f"{k}_per_sample"] for k in weights})
+    table["human_score"] = [r["human_score"] for r in records]
+    merged = [json.loads(line) for line in (tmp_path / "merged.jsonl").read_text().splitlines()]
+    for key in weights:  # the merged rows carry every component, in input order
+        np.testing.assert_allclose([row["scores"][key] for row in merged], table[key], atol=1e-5, err_msg=key)
+    expected = fit_weights(table, sorted(weights))
+    refit = load_weights(tmp_path / "w")
+    assert len(expected.weights) >= 2
+    assert list(refit["weights"]) == list(expected.weights)  # same components, same selection order
+    # components agree to float32 rounding (other batch compositions); the tiny BLIP-2's nearly constant scores get a
+    # large weight, which magnifies that rounding, hence a relative tolerance
+    np.testing.assert_allclose(list(refit["weights"].values()), list(expected.weights.values()), rtol=1e-4, atol=1e-6)
+    assert set(refit["provenance"]["candidates"]) == set(weights)

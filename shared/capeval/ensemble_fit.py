@@ -38,18 +38,40 @@ class FitResult:
 
 
 def read_table(path: Union[str, Path]) -> pd.DataFrame:
-    """CSV, JSONL/JSON (records) or parquet."""
+    """CSV, JSONL/JSON (records) or parquet. Rows written by ``capeval score`` / ``capeval merge`` (per-sample scores
+    under ``scores``) are flattened: each score becomes a column beside the record's own fields (e.g. the human
+    score carried through from the scored input)."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"data file not found: {path}")
     suffix = path.suffix.lower()
     if suffix == ".csv":
-        return pd.read_csv(path)
-    if suffix == ".parquet":
-        return pd.read_parquet(path)
-    if suffix in (".jsonl", ".json"):
-        return pd.read_json(path, lines=suffix == ".jsonl")
-    raise InputError(f"unsupported data format {suffix!r} (use .csv, .jsonl, .json or .parquet)")
+        table = pd.read_csv(path)
+    elif suffix == ".parquet":
+        table = pd.read_parquet(path)
+    elif suffix in (".jsonl", ".json"):
+        table = pd.read_json(path, lines=suffix == ".jsonl")
+    else:
+        raise InputError(f"unsupported data format {suffix!r} (use .csv, .jsonl, .json or .parquet)")
+    return _flatten_scores(table, path)
+
+
+def _flatten_scores(table: pd.DataFrame, path: Path) -> pd.DataFrame:
+    if "scores" not in table.columns:
+        return table
+    if not all(isinstance(cell, dict) for cell in table["scores"]):
+        raise InputError(f"{path}: the 'scores' column must hold one mapping per row (a `capeval score` output)")
+    scores = pd.DataFrame(table["scores"].tolist(), index=table.index)
+    clash = sorted(set(scores.columns) & set(table.columns))
+    if clash:
+        raise InputError(f"{path}: {clash} are both record fields and scores; rename the record fields")
+    if "index" in table.columns:  # merged shards: input order
+        if sorted(table["index"]) != list(range(len(table))):
+            raise InputError(f"{path}: record indices are not 0..{len(table) - 1} once each (merge the shards with "
+                             "`capeval merge`)")
+        order = np.argsort(table["index"].to_numpy(), kind="stable")
+        table, scores = table.iloc[order], scores.iloc[order]
+    return pd.concat([table.drop(columns=["scores"]), scores], axis=1).reset_index(drop=True)
 
 
 def fit_weights(table: pd.DataFrame, candidates: Sequence[str], target: str = "human_score", *,

@@ -188,3 +188,11 @@ def test_ensemble_uses_fixed_idf_cider_when_asked(stub_components, tmp_path):
         ["a dog runs"], [Image.new("RGB", (4, 4))], [refs[0]])
     assert result["ensembeval_per_sample"] == result["cider_per_sample"]
     assert result["cider"] > 0 and ("cider", 1, False, True) not in stub_components
+
+
+def test_only_official_cider_makes_the_ensemble_corpus_level():
+    """Sharding/streaming is allowed exactly when no per-sample value depends on the other samples."""
+    spec = scoring.scorers()["ensembeval"]
+    assert spec.corpus_level({}) is True  # official weights hold CIDEr with the scored corpus's IDF
+    assert spec.corpus_level({"cider_idf": "idf-folder"}) is False
+    assert spec.corpus_level({"weights": {"weights": {"pac_s": 1.0, "bleu_1": 0.5}}}) is False

@@ -75,13 +75,22 @@ OFFICIAL_WEIGHTS = {
 }
 
 
+def _ensemble_is_corpus_level(options: Dict) -> bool:
+    """EnsembEval's per-sample values depend on the scored corpus only through official CIDEr (IDF over the scored
+    references); the other components score each sample alone. With ``cider_idf`` (fixed document frequencies) or
+    weights without ``cider`` every value is per-sample, so the input may be sharded or streamed."""
+    from capeval.scorers.ensembeval import load_weights
+
+    return "cider" in load_weights(options.get("weights", "official"))["weights"] and options.get("cider_idf") is None
+
+
 @register_scorer("ensembeval", needs_images=True, needs_references=True,
                  help="EnsembEval: weighted sum of caption metrics (Berger et al. 2025) with every component",
-                 corpus_level=True)
-def ensembeval(weights="official", **options):
+                 corpus_level=_ensemble_is_corpus_level)
+def ensembeval(weights="official", cider_idf=None, **options):
     from capeval.scorers.ensembeval import EnsembleScorer
 
-    return EnsembleScorer(weights, **options)
+    return EnsembleScorer(weights, cider_idf=cider_idf, **options)
 
 
 @register_scorer("cider_fixed_idf", needs_images=False, needs_references=True,
