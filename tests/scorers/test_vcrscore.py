@@ -349,3 +349,19 @@ def test_detr_repo_layout_with_a_timm_backbone_loads_offline(tmp_path):
     assert set(loaded) == set(saved) and all(torch.equal(loaded[k], saved[k]) for k in saved)
     names = detector.detect([Image.new("RGB", (50, 40), "blue")])[0]
     assert len(names) == 5 and set(names) <= set(COCO_LABELS)  # threshold 0: one name per query
+
+
+def test_hub_ids_load_like_registry_names_and_the_detection_cache_is_bounded(scorer):
+    images = _images(seed=7)[:3]
+    by_id = load_scorer("vcrscore", device="cpu", vilt="dandelin/vilt-b32-finetuned-coco",
+                        detr="facebook/detr-resnet-50@main", yolo="hustvl/yolos-small")  # no safetensors: .bin
+    with pytest.warns(UserWarning):
+        a = by_id.score(CAPTIONS[:3], images, REFERENCES[:3], return_features=True)
+    with pytest.warns(UserWarning):
+        b = scorer.score(CAPTIONS[:3], images, REFERENCES[:3], return_features=True)
+    np.testing.assert_allclose(a["features"], b["features"], atol=1e-5)
+    assert a["detected_objects"] == b["detected_objects"]
+    first = by_id.detect(images)
+    by_id.detr.cache.clear()
+    by_id.detr.cache.max_items = 2
+    assert by_id.detect(images) == first and len(by_id.detr.cache) == 2  # the oldest image left the cache

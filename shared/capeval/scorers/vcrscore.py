@@ -197,7 +197,7 @@ class ViltRetrieval:
 
     def tokenize(self, texts: Sequence[str]) -> List[List[int]]:
         """Token ids, truncated to 39 ([SEP] kept); texts that were longer are counted and warned about."""
-        full = self.tokenizer(list(texts))["input_ids"]
+        full = self.tokenizer(list(texts), verbose=False)["input_ids"]  # lengths only: no "too long" log
         truncated = sum(len(ids) > VILT_MAX_TEXT_TOKENS for ids in full)
         if truncated:
             self.truncated_texts += truncated
