@@ -81,7 +81,8 @@ def write_tiny_vilt(out_dir: Path, seed: int = 0) -> None:
     model = ViltForImageAndTextRetrieval(config)
     _spread_weights(model, seed, std=0.2, head_std=0.0)  # transformers' init gives near-constant logits
     _save_bin(model, out_dir)
-    _write_preprocessor(out_dir, {"do_normalize": True, "do_resize": True, "feature_extractor_type": "ViltFeatureExtractor",
+    _write_preprocessor(out_dir, {"do_normalize": True, "do_resize": True,
+                                  "feature_extractor_type": "ViltFeatureExtractor",
                                   "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5], "resample": 3,
                                   "size": 384, "size_divisor": 32})
     _keep_only(out_dir, VILT_FILES)
@@ -117,7 +118,8 @@ def write_tiny_detr(out_dir: Path, seed: int = 0) -> None:
     model = DetrForObjectDetection(config)
     _spread_weights(model, seed, std=0.3, head_std=4.0)
     _save_bin(model, out_dir)
-    _write_preprocessor(out_dir, {"do_normalize": True, "do_resize": True, "feature_extractor_type": "DetrFeatureExtractor",
+    _write_preprocessor(out_dir, {"do_normalize": True, "do_resize": True,
+                                  "feature_extractor_type": "DetrFeatureExtractor",
                                   "format": "coco_detection", "image_mean": [0.485, 0.456, 0.406],
                                   "image_std": [0.229, 0.224, 0.225], "max_size": 96, "size": 64})
     _keep_only(out_dir, DETECTOR_FILES)
@@ -136,7 +138,8 @@ def write_tiny_yolos(out_dir: Path, seed: int = 1) -> None:
     model = YolosForObjectDetection(config)
     _spread_weights(model, seed, std=0.3, head_std=1.0)
     _save_bin(model, out_dir)
-    _write_preprocessor(out_dir, {"do_normalize": True, "do_resize": True, "feature_extractor_type": "YolosFeatureExtractor",
+    _write_preprocessor(out_dir, {"do_normalize": True, "do_resize": True,
+                                  "feature_extractor_type": "YolosFeatureExtractor",
                                   "format": "coco_detection", "image_mean": [0.485, 0.456, 0.406],
                                   "image_std": [0.229, 0.224, 0.225], "max_size": 96, "size": 64})
     _keep_only(out_dir, DETECTOR_FILES)
