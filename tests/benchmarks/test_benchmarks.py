@@ -1,12 +1,14 @@
 """Benchmark loaders follow the literature's protocol; `capeval benchmark` end to end on a small fixture."""
 
 import json
+from collections import Counter
 
 import pytest
 from scipy import stats
 
 from capeval import InputError
 from capeval.benchmarks import load
+from capeval.benchmarks.loaders import composite as load_composite, flickr8k_cf as load_flickr8k_cf, levenshtein
 from capeval.benchmarks.runner import run_benchmark
 
 
@@ -16,12 +18,44 @@ def test_protocol_counts_on_the_real_releases(shared_data):
     assert len(expert.human) == 16992 and len(set(zip(expert.candidates, expert.images))) == 5664
     assert all(len(r) == 5 for r in expert.references)
     composite = load("composite", root)
-    assert 11976 <= len(composite.human) <= 11985
+    assert len(composite.human) == 11976 and len(set(composite.images)) == 3992  # first 3 candidates per image
+    # published protocol: the reference nearest to the image's first (human) candidate leaves all 3 rows
+    assert Counter(map(len, composite.references)) == {4: 11970, 5: 6}
+    assert not any(c in refs for c, refs in zip(composite.candidates, composite.references))
+    assert Counter(composite.categories) == {"coco": 6015, "flickr8k": 2991, "flickr30k": 2970}
+    per_row = load_composite(root, reference_set="per_row")
+    assert Counter(map(len, per_row.references)) == {5: 8022, 4: 3947, 6: 4, 3: 3}
     assert load("thumb", root).statistic == "pearson" and len(load("thumb", root).human) == 2500
     cf = load("flickr8k_cf", root)
-    assert len(cf.human) == 47830
-    assert all(c not in refs for c, refs in zip(cf.candidates[:2000], cf.references[:2000]))  # candidate removed
-    assert all(0 <= h <= 1 for h in cf.human)
+    assert len(cf.human) == 47830 and all(0 <= h <= 1 for h in cf.human)
+    # published protocol: the image's judged own captions leave its reference set, shared by all its rows
+    assert Counter(map(len, cf.references)) == {4: 36100, 5: 11640, 3: 90}
+    by_image = {}
+    assert all(by_image.setdefault(i, r) == r for i, r in zip(cf.images, cf.references))
+    # one caption is listed twice for its image (3262075846_5695021d84): list.remove drops one copy only
+    assert sum(c in refs for c, refs in zip(cf.candidates, cf.references)) == 1
+    per_row = load_flickr8k_cf(root, reference_set="per_row")
+    assert Counter(map(len, per_row.references)) == {5: 47109, 4: 721}
+    with pytest.raises(InputError, match="unknown reference_set"):
+        load_flickr8k_cf(root, reference_set="all")
+
+
+def test_levenshtein_matches_the_dynamic_programme():
+    import random
+
+    def slow(a, b):
+        row = list(range(len(b) + 1))
+        for i, x in enumerate(a, 1):
+            row, prev = [i], row
+            for j, y in enumerate(b, 1):
+                row.append(min(prev[j] + 1, row[j - 1] + 1, prev[j - 1] + (x != y)))
+        return row[-1]
+
+    rng = random.Random(0)
+    for _ in range(500):
+        a, b = ("".join(rng.choice("abA .") for _ in range(rng.randint(0, 70))) for _ in range(2))
+        assert levenshtein(a, b) == slow(a, b)
+    assert levenshtein("a dog runs.", "A dog runs .") == 2
 
 
 def _fixture(tmp_path):

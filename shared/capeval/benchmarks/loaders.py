@@ -47,7 +47,25 @@ def flickr8k_expert(data_dir: Path) -> Benchmark:
                      raters=raters)
 
 
-def flickr8k_cf(data_dir: Path) -> Benchmark:
+REFERENCE_SETS = ("per_image", "per_row")
+
+
+def _check_reference_set(reference_set: str) -> None:
+    if reference_set not in REFERENCE_SETS:
+        raise InputError(f"unknown reference_set {reference_set!r}; use one of {REFERENCE_SETS}")
+
+
+def flickr8k_cf(data_dir: Path, reference_set: str = "per_image") -> Benchmark:
+    """Flickr8k-CF: one row per (image, caption) pair, human score = share of "yes" votes, Kendall τ-b.
+
+    ``reference_set="per_image"`` (the published protocol: CLIPScore's ``flickr8k_example/download.py``, whose
+    ``crowdflower_flickr8k.json`` PAC-S and Polos evaluate, and EnsembEval's ``Flickr8kDataset``): every judged
+    caption of an image that is one of the image's 5 captions (same text) is removed from the image's reference
+    set, once per judgment, and all of that image's rows share what is left (mostly 4 references, 5 for images
+    without a judged own caption). ``"per_row"``: only the row's own candidate is removed from its references;
+    the image's other rows keep all 5 (capeval's earlier default; τ-b 0.4-0.9 higher for the n-gram metrics).
+    """
+    _check_reference_set(reference_set)
     captions: Dict[str, str] = {}
     by_image: Dict[str, List[str]] = defaultdict(list)
     for line in raw_file(data_dir, "flickr8k", "Flickr8k.token.txt").read_text().splitlines():
@@ -55,32 +73,95 @@ def flickr8k_cf(data_dir: Path) -> Benchmark:
             caption_id, text = line.split("\t", 1)
             captions[caption_id] = text.strip()
             by_image[caption_id.split("#")[0]].append(caption_id)
+    judgments = [line.split("\t") for line in
+                 raw_file(data_dir, "flickr8k", "CrowdFlowerAnnotations.txt").read_text().splitlines() if line.strip()]
+    image_refs: Dict[str, List[str]] = {}
+    if reference_set == "per_image":
+        for image, caption_id, *_ in judgments:
+            refs = image_refs.setdefault(image, [captions[c] for c in by_image[image]])
+            if captions[caption_id] in refs:
+                refs.remove(captions[caption_id])  # one occurrence, as list.remove in the published script
     rows = []
-    for line in raw_file(data_dir, "flickr8k", "CrowdFlowerAnnotations.txt").read_text().splitlines():
-        image, caption_id, percent_yes, *_ = line.split("\t")
-        refs = [captions[c] for c in by_image[image] if c != caption_id]
-        rows.append((captions[caption_id], refs, image, float(percent_yes)))
-    return Benchmark("flickr8k_cf", *map(list, zip(*rows)), statistic="kendall_tau_b",
-                     protocol="share of 'yes' votes per (image, caption) pair; the candidate removed from the "
-                              "image's 5 reference captions")
+    for image, caption_id, percent_yes, *_ in judgments:
+        refs = image_refs[image] if reference_set == "per_image" else \
+            [captions[c] for c in by_image[image] if c != caption_id]
+        rows.append((captions[caption_id], list(refs), image, float(percent_yes)))
+    protocol = ("share of 'yes' votes per (image, caption) pair; " +
+                ("every judged caption of the image removed from its 5 reference captions, the same references on "
+                 "all of the image's rows (published protocol)" if reference_set == "per_image" else
+                 "only the row's candidate removed from the image's 5 reference captions"))
+    return Benchmark("flickr8k_cf", *map(list, zip(*rows)), statistic="kendall_tau_b", protocol=protocol)
 
 
 def _words(text: str) -> List[str]:
     return re.sub(r"[^a-z0-9 ]", " ", text.lower()).split()
 
 
-def composite(data_dir: Path) -> Benchmark:
+def levenshtein(a: str, b: str) -> int:
+    """Character edit distance (unit costs), bit-parallel over ``a`` (Myers 1999, Hyyrö 2003)."""
+    if not a or not b:
+        return len(a) + len(b)
+    full, last = (1 << len(a)) - 1, 1 << (len(a) - 1)
+    masks: Dict[str, int] = {}
+    for i, ch in enumerate(a):
+        masks[ch] = masks.get(ch, 0) | (1 << i)
+    plus, minus, distance = full, 0, len(a)
+    for ch in b:
+        eq = masks.get(ch, 0)
+        xv = eq | minus
+        xh = (((eq & plus) + plus) ^ plus) | eq
+        h_plus = minus | (~(xh | plus) & full)
+        h_minus = plus & xh
+        if h_plus & last:
+            distance += 1
+        elif h_minus & last:
+            distance -= 1
+        h_plus = ((h_plus << 1) | 1) & full
+        h_minus = (h_minus << 1) & full
+        plus = h_minus | (~(xv | h_plus) & full)
+        minus = h_plus & xv
+    return distance
+
+
+COMPOSITE_SOURCES = {"flickr8k": "flickr8k", "flickr30k": "flickr30k", "MSCOCO_2014": "coco"}
+
+
+def composite(data_dir: Path, reference_set: str = "per_image") -> Benchmark:
+    """Composite: the first 3 candidates per image, correctness rating (1-5), Kendall τ-c.
+
+    The first candidate of every image is its human caption, which the release also lists (re-cased) among the
+    references. ``reference_set="per_image"`` (the published protocol, EnsembEval's ``CompositeDataset``,
+    ``remove_gt_candidates_from_ref_set=True``): the reference nearest to the image's first candidate
+    (character edit distance, first on ties) is removed from the references of all 3 of the image's rows (4
+    references each). ``"per_row"``: a row's references lose only captions with the candidate's words (ignoring
+    case and punctuation); the image's other rows keep all of them. ``categories`` = source dataset (flickr8k,
+    flickr30k, coco): the published CIDEr computes its IDF within each of them.
+    """
     import pandas as pd
 
+    _check_reference_set(reference_set)
     table = pd.read_parquet(raw_file(data_dir, "composite", "composite_candidates_refs_ratings.parquet"))
     table = table[table.groupby("image_path", sort=False).cumcount() < 3]  # the first 3 candidates per image
     candidates = table["candidate"].tolist()
-    # one candidate per image is a human caption that also appears (re-cased) among its references: drop it there
-    references = [[r for r in refs if _words(r) != _words(c)] for c, refs in zip(candidates, table["references"])]
-    return Benchmark("composite", candidates, references, table["image_path"].tolist(),
+    images = table["image_path"].tolist()
+    if reference_set == "per_image":
+        dropped: Dict[str, int] = {}
+        for image, candidate, refs in zip(images, candidates, table["references"]):
+            if image not in dropped:  # the image's first row holds its human caption
+                distances = [levenshtein(candidate, r) for r in refs]
+                dropped[image] = distances.index(min(distances))
+        references = [[r for j, r in enumerate(refs) if j != dropped[image]]
+                      for image, refs in zip(images, table["references"])]
+        protocol = ("first 3 candidates per image, correctness rating; the reference nearest to the image's first "
+                    "(human) candidate removed from the references of all its rows (published protocol)")
+    else:
+        references = [[r for r in refs if _words(r) != _words(c)] for c, refs in zip(candidates, table["references"])]
+        protocol = ("first 3 candidates per image, correctness rating; a candidate that is one of the references "
+                    "(same words, ignoring case and punctuation) is removed from that row's references")
+    categories = [COMPOSITE_SOURCES.get(image.split("/")[0], image.split("/")[0]) for image in images]
+    return Benchmark("composite", candidates, references, images,
                      [float(s["human_correctness"]) for s in table["scores"]], statistic="kendall_tau_c",
-                     protocol="first 3 candidates per image, correctness rating; a candidate that is one of the "
-                              "references (same words, ignoring case and punctuation) is removed from them")
+                     protocol=protocol, categories=categories)
 
 
 def thumb(data_dir: Path) -> Benchmark:
