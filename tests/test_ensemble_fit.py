@@ -164,6 +164,9 @@ def test_sharded_component_scores_merge_and_refit_like_the_single_process_compon
     merged = [json.loads(line) for line in (tmp_path / "merged.jsonl").read_text().splitlines()]
     for key in weights:  # the merged rows carry every component, in input order
         np.testing.assert_allclose([row["scores"][key] for row in merged], table[key], atol=1e-5, err_msg=key)
+    # the IDF was built from the scored records' own references: the sharded CIDEr is the official whole-corpus CIDEr
+    official = load_scorer("cider").score(captions, references=refs)["cider_per_sample"]
+    np.testing.assert_allclose([row["scores"]["cider"] for row in merged], official, rtol=1e-9, atol=1e-12)
     expected = fit_weights(table, sorted(weights))
     refit = load_weights(tmp_path / "w")
     assert len(expected.weights) >= 2
