@@ -113,3 +113,32 @@ def test_benchmark_with_raters_reports_their_krippendorff_alpha(tmp_path):
     for level in ("ordinal", "interval"):
         expected = 100 * krippendorff.alpha(reliability_data=table, level_of_measurement=level)
         assert out["krippendorff_alpha"][level] == pytest.approx(expected, abs=1e-9)
+
+
+def test_corpus_level_metrics_are_computed_within_each_category_when_the_protocol_says_so(tmp_path):
+    from dataclasses import replace
+
+    from capeval.benchmarks.loaders import Benchmark
+    from capeval.benchmarks.runner import metric_scores
+    from capeval.benchmarks.schema import from_table, to_table
+    from capeval.scoring import load_scorer
+
+    candidates = ["a dog runs on grass", "a cat on a sofa", "a red car", "a man rides a horse", "two dogs play",
+                  "a boat on a lake"]
+    references = [["a dog running on the grass"], ["a cat sleeping on a sofa"], ["a red car parked"],
+                  ["a man riding a brown horse"], ["two dogs playing in a park"], ["a small boat on a calm lake"]]
+    categories = ["coco", "flickr8k", "coco", "flickr8k", "coco", "flickr30k"]
+    bench = Benchmark("mixed", candidates, references, [f"{i}.jpg" for i in range(6)], [1.0] * 6, "kendall_tau_c",
+                      "test", categories=categories, corpus_per_category=True)
+    grouped = metric_scores("cider", bench, cache_dir=tmp_path / "a")
+    expected = {}
+    for category in set(categories):
+        rows = [j for j, c in enumerate(categories) if c == category]
+        values = load_scorer("cider").score([candidates[j] for j in rows],
+                                            references=[references[j] for j in rows])["cider_per_sample"]
+        expected.update(zip(rows, values))
+    assert grouped == pytest.approx([expected[j] for j in range(6)], abs=1e-12)
+    pooled = metric_scores("cider", replace(bench, corpus_per_category=False), cache_dir=tmp_path / "a")
+    assert pooled == pytest.approx(load_scorer("cider").score(candidates, references=references)["cider_per_sample"])
+    assert pooled != pytest.approx(grouped)  # the IDF really differs, and the cache keeps the two apart
+    assert from_table(to_table(bench)).corpus_per_category is True

@@ -23,6 +23,7 @@ class Benchmark:
     protocol: str
     raters: Optional[List[int]] = None  # rater index within an item, where each rating is its own row
     categories: Optional[List[str]] = None
+    corpus_per_category: bool = False  # corpus-level metrics (CIDEr's IDF) are computed within each category
 
 
 def raw_file(data_dir: Path, *parts: str) -> Path:
@@ -161,7 +162,8 @@ def composite(data_dir: Path, reference_set: str = "per_image") -> Benchmark:
     categories = [COMPOSITE_SOURCES.get(image.split("/")[0], image.split("/")[0]) for image in images]
     return Benchmark("composite", candidates, references, images,
                      [float(s["human_correctness"]) for s in table["scores"]], statistic="kendall_tau_c",
-                     protocol=protocol, categories=categories)
+                     protocol=protocol + "; corpus-level metrics (CIDEr's IDF) computed within each source dataset",
+                     categories=categories, corpus_per_category=True)
 
 
 def thumb(data_dir: Path) -> Benchmark:

@@ -33,13 +33,22 @@ def scorer_and_key(metric: str) -> Tuple[str, str]:
 
 
 def _cache_path(metric: str, benchmark: Benchmark, cache_dir: Path) -> Path:
-    digest = hashlib.sha256(json.dumps([benchmark.candidates, benchmark.references, benchmark.images]).encode())
+    corpora = benchmark.categories if benchmark.corpus_per_category else None
+    digest = hashlib.sha256(json.dumps([benchmark.candidates, benchmark.references, benchmark.images, corpora]).encode())
     return cache_dir / "benchmarks" / f"{benchmark.name}-{metric}-{digest.hexdigest()[:16]}.json"
+
+
+def _score_rows(scorer, key: str, rows: List[Tuple], images_dir: Optional[Path]) -> List[float]:
+    """One scorer call over (candidate, references, image) rows → the per-sample values of ``key``."""
+    images = None if images_dir is None else [str(Path(images_dir) / Path(row[2]).name) for row in rows]
+    result = scorer.score([row[0] for row in rows], images=images, references=[list(row[1]) for row in rows])
+    return list(result[f"{key}_per_sample"])
 
 
 def metric_scores(metric: str, benchmark: Benchmark, *, images_dir: Optional[Path] = None, cache_dir=None,
                   device: str = "auto", batch_size: int = 64) -> List[float]:
-    """Per-judgment metric scores, from one call over the whole benchmark (CIDEr's IDF spans it), cached."""
+    """Per-judgment metric scores, cached. Corpus-level metrics (CIDEr's IDF) see the whole benchmark in one call,
+    or each category's rows where the benchmark's protocol says so (``corpus_per_category``)."""
     from capeval.scoring import load_scorer, scorers
 
     name, key = scorer_and_key(metric)
@@ -51,21 +60,23 @@ def metric_scores(metric: str, benchmark: Benchmark, *, images_dir: Optional[Pat
     path = _cache_path(metric, benchmark, default_cache_dir(cache_dir))
     if path.exists():
         return json.loads(path.read_text())
-    images = None
-    if scorers()[name].needs_images:
-        if images_dir is None:
-            raise InputError(f"{metric} needs the benchmark images: pass --images DIR")
-        images = [str(Path(images_dir) / Path(p).name) for p in benchmark.images]
-    # identical (candidate, references, image) rows are scored once (several raters judge the same caption),
-    # except for corpus-level metrics, whose statistics (CIDEr's IDF) the literature computes over every row
-    keys = [(c, tuple(r), i) for c, r, i in zip(benchmark.candidates, benchmark.references, benchmark.images)]
-    unique = keys if scorers()[name].corpus_level else list(dict.fromkeys(keys))
+    if scorers()[name].needs_images and images_dir is None:
+        raise InputError(f"{metric} needs the benchmark images: pass --images DIR")
+    images_dir = images_dir if scorers()[name].needs_images else None
     scorer = load_scorer(name, device=device, batch_size=batch_size)
-    result = scorer.score([u[0] for u in unique], images=None if images is None else
-                          [str(Path(images_dir) / Path(u[2]).name) for u in unique],
-                          references=[list(u[1]) for u in unique])
-    values = result[f"{key}_per_sample"]
-    scores = values if unique is keys else [dict(zip(unique, values))[k] for k in keys]
+    keys = [(c, tuple(r), i) for c, r, i in zip(benchmark.candidates, benchmark.references, benchmark.images)]
+    if not scorers()[name].corpus_level:  # identical rows (several raters of one caption) are scored once
+        unique = list(dict.fromkeys(keys))
+        values = dict(zip(unique, _score_rows(scorer, key, unique, images_dir)))
+        scores = [values[k] for k in keys]
+    elif benchmark.corpus_per_category and benchmark.categories:  # one corpus per category, rows kept in order
+        scores = [0.0] * len(keys)
+        for category in dict.fromkeys(benchmark.categories):
+            rows = [j for j, c in enumerate(benchmark.categories) if c == category]
+            for j, value in zip(rows, _score_rows(scorer, key, [keys[j] for j in rows], images_dir)):
+                scores[j] = value
+    else:  # corpus statistics (CIDEr's IDF) over every row, as the literature computes them
+        scores = _score_rows(scorer, key, keys, images_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(scores))
     return scores

@@ -55,7 +55,7 @@ def to_table(benchmark: Union[Benchmark, PairwiseBenchmark]):
         columns = {"image": benchmark.images, "candidate": benchmark.candidates,
                    "references": benchmark.references, "human_score": benchmark.human,
                    "rater": _optional(benchmark.raters, n), "category": _optional(benchmark.categories, n)}
-        protocol = {}
+        protocol = {"corpus_per_category": benchmark.corpus_per_category}
     metadata = {"name": benchmark.name, "kind": kind, "statistic": benchmark.statistic,
                 "protocol": benchmark.protocol, **protocol}
     schema = arrow_schema(kind).with_metadata({METADATA_KEY: json.dumps(metadata).encode()})
@@ -85,4 +85,5 @@ def from_table(table) -> Union[Benchmark, PairwiseBenchmark]:
                                  statistic=meta["statistic"])
     return Benchmark(meta["name"], cols["candidate"], cols["references"], cols["image"], cols["human_score"],
                      statistic=meta["statistic"], protocol=meta["protocol"],
-                     raters=_none_if_all_null(cols["rater"]), categories=_none_if_all_null(cols["category"]))
+                     raters=_none_if_all_null(cols["rater"]), categories=_none_if_all_null(cols["category"]),
+                     corpus_per_category=meta.get("corpus_per_category", False))
