@@ -41,6 +41,9 @@ def test_clip_modules_from_checkout_score_offline(tiny_hub):
         assert set(free) == {key, f"{key}_per_sample", "truncated_texts"}
         assert with_refs[f"{key}_per_sample"][0] == pytest.approx(free[f"{key}_per_sample"][0], abs=1e-6)
         assert len(with_refs[f"ref{key}_per_sample"]) == 2
+        # a bare reference string beside lists is one reference, not a list of characters
+        direct = module.scorer.score(["green", "a field"], images=[image, image], references=[["a green image"], ["grass"]])
+        assert with_refs[f"ref{key}_per_sample"] == pytest.approx(direct[f"ref{key}_per_sample"], abs=1e-6)
 
 
 def test_module_validates_before_arrow(tiny_hub):

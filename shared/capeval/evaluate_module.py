@@ -67,6 +67,9 @@ class CaptionMetric(evaluate.Metric):
                       references=references)
         if references is None and "references" in self._feature_names():
             references = [[] for _ in predictions]
+        elif references is not None and not all(isinstance(r, str) for r in references):
+            # one reference string beside lists: a one-element list (Arrow would split it into characters)
+            references = [[r] if isinstance(r, str) else r for r in references]
         if images is not None:
             images = [_portable_image(image, i) for i, image in enumerate(images)]
         return predictions, references, images
