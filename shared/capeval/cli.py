@@ -313,7 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="capeval", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    score = sub.add_parser("score", help="score captions from a JSONL/CSV file",
+    score = sub.add_parser("score", help="score captions from a file, a datasets folder or a hub dataset",
                            description="Score records {image, caption, references?} and write per-sample scores.")
     score.add_argument("metric", help=f"one of {sorted(scorers())}")
     score.add_argument("--input", help="records with 'caption', 'image', optional 'references': a JSONL, CSV or "
