@@ -144,6 +144,11 @@ def test_bad_data_files_and_options_are_clear_errors(tmp_path):
     (tmp_path / "in.jsonl").write_text(json.dumps(RECORDS[0]) + "\n")
     with pytest.raises(InputError, match="single file: --split/--config"):
         list(iter_records(tmp_path / "in.jsonl", split="train"))
+    import datasets
+
+    datasets.Dataset.from_list(RECORDS).save_to_disk(str(tmp_path / "one"))
+    with pytest.raises(InputError, match="holds a single split: --split test does not apply"):
+        list(iter_records(tmp_path / "one", split="test"))
     folder = tmp_path / "folder"
     folder.mkdir()
     (folder / "data.jsonl").write_text(json.dumps(RECORDS[0]) + "\n{broken\n")

@@ -125,6 +125,8 @@ def _dataset_records(dataset, chunk_size: int, split: Optional[str], where: str)
 
     if isinstance(dataset, (datasets.DatasetDict, datasets.IterableDatasetDict)):
         dataset = _one_split(dataset, split, where)
+    elif split is not None:
+        raise InputError(f"{where} holds a single split: --split {split} does not apply")
     if not isinstance(dataset, (datasets.Dataset, datasets.IterableDataset)):
         raise InputError(f"cannot read records from {type(dataset).__name__}: pass a file path, a datasets "
                          "Dataset/IterableDataset, a save_to_disk folder or a hub dataset id")
@@ -161,4 +163,4 @@ def _hub_records(source: str, chunk_size: int, split: Optional[str], name: Optio
     except (FileNotFoundError, ValueError, ConnectionError) as exc:
         raise InputError(f"cannot open {source!r} as a datasets folder or hub dataset"
                          f"{f' (split {split!r})' if split else ''}: {exc}") from exc
-    yield from _dataset_records(dataset, chunk_size, split, where=repr(source))
+    yield from _dataset_records(dataset, chunk_size, None, where=repr(source))  # the split is chosen already
