@@ -166,9 +166,10 @@ def test_encoder_state_dict_has_the_official_keys_and_shapes():
     assert len(expected) == 302
 
 
-@pytest.mark.parametrize("image_side", [128, 200])
+@pytest.mark.parametrize("image_side", [128, 200, 448])
 def test_tiny_vit_forward_matches_an_independent_reference(image_side):
-    """Small widths; every stage pads its windows (stages at 32/16/8/8 tokens for 128 px, 50/25/13/13 for 200)."""
+    """Small widths; every stage pads its windows (stages at 32/16/8/8 tokens for 128 px, 50/25/13/13 for 200),
+    or none does (112/56/28/28 for 448: the windows tile every stage exactly)."""
     cfg = {"embed_dims": [8, 16, 24, 32], "depths": [1, 2, 1, 1], "num_heads": [1, 2, 3, 4],
            "window_sizes": [7, 7, 14, 7], "mlp_ratio": 2, "expand": 3, "classes": 5, "out": 16,
            "strides": [2, 2, 1]}

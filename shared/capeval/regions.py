@@ -155,10 +155,13 @@ def save_sam(out_dir: Path, state_dict, config: Dict) -> None:
 
 
 def load_sam(ref: str, *, cache_dir=None):
-    """A SAM model from weights ``ref`` (registry name, hub id or directory) in our safetensors layout."""
+    """A SAM model from weights ``ref`` (registry name, segmenter name of ``SEGMENTER_WEIGHTS``, hub id or
+    directory) in our safetensors layout."""
     from safetensors.torch import load_file
 
-    directory = resolve(SEGMENTER_WEIGHTS.get(ref, ref), list(SAM_FILES), cache_dir=cache_dir)
+    if not Path(ref).expanduser().is_dir():
+        ref = SEGMENTER_WEIGHTS.get(ref, ref)
+    directory = resolve(ref, list(SAM_FILES), cache_dir=cache_dir)
     sam = build_sam(json.loads((directory / SAM_CONFIG_FILE).read_text()))
     sam.load_state_dict(load_file(str(directory / SAM_WEIGHTS_FILE)), strict=True)
     return sam.eval(), directory

@@ -168,7 +168,7 @@ class TinyViTBlock(nn.Module):
         if pad_h or pad_w:
             x = F.pad(x, (0, 0, 0, pad_w, 0, pad_h))
         ph, pw = h + pad_h, w + pad_w
-        windows = x.view(b, ph // s, s, pw // s, s, c).transpose(2, 3).reshape(-1, s * s, c)
+        windows = x.reshape(b, ph // s, s, pw // s, s, c).transpose(2, 3).reshape(-1, s * s, c)
         out = self.attn(windows).view(b, ph // s, pw // s, s, s, c).transpose(2, 3).reshape(b, ph, pw, c)
         return out[:, :h, :w]
 
