@@ -33,7 +33,8 @@ Args:
 Init kwargs (`evaluate.load("capeval/hice_s", ...)`):
     weights (`str`): Alpha-CLIP weights (default "alpha-clip-vit-l-14", the paper's; also
         "alpha-clip-vit-b-16", "alpha-clip-vit-l-14-336", a hub id or a directory).
-    scorer_options (`dict`): sam ("sam-vit-b" default, "sam-vit-l", "sam-vit-h"), phrase_parser ("factual"
+    scorer_options (`dict`): sam ("sam-vit-b" default, "sam-vit-l", "sam-vit-h", "mobile-sam" = MobileSAM's
+        TinyViT encoder; or the segmenter names "vit_b", "vit_l", "vit_h", "mobile_sam"), phrase_parser ("factual"
         default, "spacy"), w (2.5), text_w (1.0), threshold (0.5), caption_prefix ("A photo depicts "),
         phrase_prefix (""), empty_phrases ("global" or "zero"), region_settings (dict: points_per_side,
         pred_iou_thresh, stability_score_thresh, box_nms_thresh, min_area, max_regions),
