@@ -101,6 +101,17 @@ def _spread_weights(model, seed: int, *, std: float, head_std: float) -> None:
                 param.copy_(torch.randn(param.shape, generator=generator) * scale)
 
 
+def _save_tiny_detector(model, out_dir: Path, seed: int, *, head_std: float, extractor: str) -> None:
+    """Spread the random weights (so the tiny detector finds objects), save them with an old-style COCO detection
+    preprocessor config (64 px, ImageNet normalisation), and keep only the repo's files."""
+    _spread_weights(model, seed, std=0.3, head_std=head_std)
+    _save_bin(model, out_dir)
+    _write_preprocessor(out_dir, {"do_normalize": True, "do_resize": True, "feature_extractor_type": extractor,
+                                  "format": "coco_detection", "image_mean": [0.485, 0.456, 0.406],
+                                  "image_std": [0.229, 0.224, 0.225], "max_size": 96, "size": 64})
+    _keep_only(out_dir, DETECTOR_FILES)
+
+
 def write_tiny_detr(out_dir: Path, seed: int = 0) -> None:
     """A tiny random ``DetrForObjectDetection`` with a transformers ResNet backbone (``use_timm_backbone=False``; the
     real repo's timm ResNet-50 config loads through the same code) and the 91 COCO ids of the real config."""
@@ -115,14 +126,7 @@ def write_tiny_detr(out_dir: Path, seed: int = 0) -> None:
                         decoder_ffn_dim=32, num_queries=12, id2label=dict(enumerate(COCO_LABELS)),
                         label2id={name: i for i, name in enumerate(COCO_LABELS)})
     torch.manual_seed(seed)
-    model = DetrForObjectDetection(config)
-    _spread_weights(model, seed, std=0.3, head_std=4.0)
-    _save_bin(model, out_dir)
-    _write_preprocessor(out_dir, {"do_normalize": True, "do_resize": True,
-                                  "feature_extractor_type": "DetrFeatureExtractor",
-                                  "format": "coco_detection", "image_mean": [0.485, 0.456, 0.406],
-                                  "image_std": [0.229, 0.224, 0.225], "max_size": 96, "size": 64})
-    _keep_only(out_dir, DETECTOR_FILES)
+    _save_tiny_detector(DetrForObjectDetection(config), out_dir, seed, head_std=4.0, extractor="DetrFeatureExtractor")
 
 
 def write_tiny_yolos(out_dir: Path, seed: int = 1) -> None:
@@ -135,14 +139,7 @@ def write_tiny_yolos(out_dir: Path, seed: int = 1) -> None:
                          image_size=[64, 96], patch_size=16, num_detection_tokens=12,
                          id2label=dict(enumerate(COCO_LABELS)), label2id={n: i for i, n in enumerate(COCO_LABELS)})
     torch.manual_seed(seed)
-    model = YolosForObjectDetection(config)
-    _spread_weights(model, seed, std=0.3, head_std=1.0)
-    _save_bin(model, out_dir)
-    _write_preprocessor(out_dir, {"do_normalize": True, "do_resize": True,
-                                  "feature_extractor_type": "YolosFeatureExtractor",
-                                  "format": "coco_detection", "image_mean": [0.485, 0.456, 0.406],
-                                  "image_std": [0.229, 0.224, 0.225], "max_size": 96, "size": 64})
-    _keep_only(out_dir, DETECTOR_FILES)
+    _save_tiny_detector(YolosForObjectDetection(config), out_dir, seed, head_std=1.0, extractor="YolosFeatureExtractor")
 
 
 register(WeightSpec(
