@@ -200,7 +200,13 @@ def official_checkpoint(tmp_path_factory):
 @pytest.mark.parametrize("artifact", ["sam", "mobile-sam"])
 def test_official_mobile_sam_converts_loads_and_encodes_identically(official_checkpoint, tmp_path, artifact):
     path, state = official_checkpoint
-    out = convert(artifact, path, tmp_path / "mobile-sam")
+    if artifact == "mobile-sam":  # through the command line
+        from capeval.cli import main
+
+        assert main(["convert", artifact, str(path), str(tmp_path / "mobile-sam")]) == 0
+        out = tmp_path / "mobile-sam"
+    else:
+        out = convert(artifact, path, tmp_path / "mobile-sam")
     config = json.loads((out / "sam_config.json").read_text())
     assert config["tiny_vit"]["embed_dims"] == MOBILE["embed_dims"]
     assert config["tiny_vit"]["window_sizes"] == MOBILE["window_sizes"]
