@@ -1,4 +1,5 @@
-"""Pairwise benchmarks: Pascal-50S protocol (seeded tie-break, 5-of-48 references, per-category strict accuracy),
+"""Pairwise benchmarks: Pascal-50S protocol (seeded tie-break, 5-of-48 references per image, per-category strict
+accuracy),
 Reformulations, FOIL (official json format, fabricated fixture: no FOIL data on this machine)."""
 
 import json
@@ -32,6 +33,15 @@ def test_pascal50s_real_release(shared_data):
     # 5 distinct draws of each pool (a pool may hold the same sentence twice)
     assert all(len(r) == 5 and not Counter(r) - Counter(pool) for r, pool in zip(refs, pascal.references))
     assert refs != pascal.draw(4)[1]
+    # one sample per image, shared by all of its pairs (1,000 images, up to 12 pairs each)
+    by_image = {}
+    for image, r in zip(pascal.images, refs):
+        by_image.setdefault(image, set()).add(tuple(r))
+    assert len(by_image) == 1000 and all(len(v) == 1 for v in by_image.values())
+    pascal.sample_references_per = "pair"
+    per_pair = pascal.draw(3)[1]
+    assert sum(len({tuple(per_pair[i]) for i, im in enumerate(pascal.images) if im == image}) > 1
+               for image in by_image) > 500
 
 
 def test_majority_and_seeded_tie_break():
@@ -45,11 +55,12 @@ def test_majority_and_seeded_tie_break():
     assert (outcomes[0] == bench.draw(0)[0]).all() and (outcomes[0] != outcomes[1]).any()
 
 
-def _write_pascal(root, pairs):
+def _write_pascal(root, pairs, images=None):
     folder = root / "pascal50s"
     folder.mkdir(parents=True)
+    images = images if images is not None else list(range(len(pairs)))
     pd.DataFrame({
-        "ID": range(len(pairs)), "image_path": [f"./VOC2010/JPEGImages/{i}.jpg" for i in range(len(pairs))],
+        "ID": range(len(pairs)), "image_path": [f"./VOC2010/JPEGImages/{i}.jpg" for i in images],
         "references": [p[2] for p in pairs], "candidate_a": [p[0] for p in pairs],
         "candidate_b": [p[1] for p in pairs], "category": [p[4] for p in pairs],
         "scores": [{"label": p[3]} for p in pairs],
@@ -71,22 +82,39 @@ PAIRS = [  # candidate A, candidate B, reference pool, label (0: A preferred), c
                                                           "a birthday party", "a child at a party",
                                                           "a small girl eats cake", "cake on a table"], 1, 1),
 ]
+# a second pair on the image of PAIRS[0] (same pool, as in Pascal-50S, where an image has 1 to 12 pairs)
+PAIRS.append(("a dog on the grass", "a dog runs in a park", PAIRS[0][2], 1, 2))
+IMAGES = [0, 1, 2, 3, 4, 0]
 
 
-@pytest.mark.parametrize("ties", ["wrong", "half"])
-def test_pascal_protocol_end_to_end(tmp_path, ties):
+def _expected_references(seed, per):
+    """The documented draw: a coin per pair, then 5 of the pool once per image (first-appearance order) or per pair."""
+    rng = np.random.default_rng(seed)
+    rng.integers(0, 2, len(PAIRS))
+    if per == "pair":
+        return [[pool[j] for j in rng.choice(len(pool), 5, replace=False)] for _, _, pool, _, _ in PAIRS]
+    samples = {}
+    for image, (_, _, pool, _, _) in zip(IMAGES, PAIRS):
+        if image not in samples:
+            samples[image] = [pool[j] for j in rng.choice(len(pool), 5, replace=False)]
+    return [samples[image] for image in IMAGES]
+
+
+@pytest.mark.parametrize("ties,per", [("wrong", None), ("half", None), ("wrong", "pair")])
+def test_pascal_protocol_end_to_end(tmp_path, ties, per):
     from capeval.scoring import load_scorer
 
-    _write_pascal(tmp_path, PAIRS)
+    _write_pascal(tmp_path, PAIRS, IMAGES)
     out = run_benchmark("rouge_l", "pascal50s", data_dir=tmp_path, ties=ties, resamples=50,
-                        cache_dir=tmp_path / "cache")
-    bench = load("pascal50s", tmp_path)
+                        cache_dir=tmp_path / "cache", sample_references_per=per)
     scorer = load_scorer("rouge_l")
     per_draw = {c: [] for c in ("HC", "HI", "HM", "MM")}
     for seed in range(5):
-        rng = np.random.default_rng(seed)  # the documented draw: a coin per pair, then 5 of each pool
-        rng.integers(0, 2, len(PAIRS))
-        refs = [[pool[j] for j in rng.choice(len(pool), 5, replace=False)] for _, _, pool, _, _ in PAIRS]
+        refs = _expected_references(seed, per or "image")
+        bench = load("pascal50s", tmp_path)
+        bench.sample_references_per = per or "image"
+        assert bench.draw(seed)[1] == refs
+        assert (refs[0] == refs[5]) == (per is None)  # the two pairs of image 0 share one sample per image
         a = scorer.score([p[0] for p in PAIRS], references=refs)["rouge_l_per_sample"]
         b = scorer.score([p[1] for p in PAIRS], references=refs)["rouge_l_per_sample"]
         hits = {c: [] for c in per_draw}
@@ -103,7 +131,21 @@ def test_pascal_protocol_end_to_end(tmp_path, ties):
         assert out["categories"][c]["std"] == pytest.approx(100 * np.std(values))
     expected_hm = 50.0 if ties == "half" else 0.0  # the tied pair is the only HM pair
     assert out["categories"]["HM"]["mean"] == expected_hm
-    assert out["n"] == 5 and out["draws"] == 5 and out["ci95"][0] <= out["value"] <= out["ci95"][1]
+    assert out["n"] == 6 and out["draws"] == 5 and out["ci95"][0] <= out["value"] <= out["ci95"][1]
+    assert out["references_sampled_per"] == (per or "image")
+
+
+def test_per_image_sampling_needs_one_pool_per_image(tmp_path):
+    pairs = [PAIRS[0], PAIRS[1][:2] + (PAIRS[3][2],) + PAIRS[1][3:]]
+    _write_pascal(tmp_path, pairs, [0, 0])  # one image, two different pools
+    bench = load("pascal50s", tmp_path)
+    with pytest.raises(InputError, match="different reference pools"):
+        bench.draw(0)
+    bench.sample_references_per = "pair"
+    assert [len(r) for r in bench.draw(0)[1]] == [5, 5]
+    bench.sample_references_per = "pool"
+    with pytest.raises(InputError, match="'image' or 'pair'"):
+        bench.draw(0)
 
 
 def test_reformulations_real_release(shared_data):

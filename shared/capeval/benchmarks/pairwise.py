@@ -31,10 +31,16 @@ class PairwiseBenchmark:
     references_per_draw: Optional[int] = None  # references sampled from the pool in each draw; None: all of them
     draws: int = 1  # seeds 0 .. draws-1; the value is the mean over draws
     statistic: str = "pairwise_accuracy"
+    # "image": one sample per image, shared by all of the image's pairs (the EnsembEval code); "pair": one per pair
+    sample_references_per: str = "image"
 
     def draw(self, seed: int) -> Tuple[np.ndarray, List[List[str]]]:
-        """(people prefer A?, references) for one seeded draw: tied votes broken by a fair coin, then
-        ``references_per_draw`` references sampled without replacement from each pool, in pair order."""
+        """(people prefer A?, references) for one seeded draw: tied votes broken by a fair coin per pair, then
+        ``references_per_draw`` references sampled without replacement from the pool, once per image (in order
+        of the image's first pair; all of an image's pairs get the same sample) or, with
+        ``sample_references_per="pair"``, once per pair in pair order."""
+        if self.sample_references_per not in ("image", "pair"):
+            raise InputError(f"sample_references_per must be 'image' or 'pair', not {self.sample_references_per!r}")
         rng = np.random.default_rng(seed)
         preference = np.asarray(self.preference)
         coin = rng.integers(0, 2, len(preference))
@@ -42,8 +48,19 @@ class PairwiseBenchmark:
         k = self.references_per_draw
         if k is None:
             return prefers_a, [list(r) for r in self.references]
-        return prefers_a, [[refs[j] for j in rng.choice(len(refs), size=min(k, len(refs)), replace=False)]
-                           for refs in self.references]
+
+        def sample(refs: Sequence[str]) -> List[str]:
+            return [refs[j] for j in rng.choice(len(refs), size=min(k, len(refs)), replace=False)]
+
+        if self.sample_references_per == "pair":
+            return prefers_a, [sample(refs) for refs in self.references]
+        pools: Dict[str, List[str]] = {}
+        for image, refs in zip(self.images, self.references):
+            if pools.setdefault(image, list(refs)) != list(refs):
+                raise InputError(f"{self.name}: the pairs of image {image!r} have different reference pools; "
+                                 f"sample references per pair instead")
+        samples = {image: sample(refs) for image, refs in pools.items()}
+        return prefers_a, [list(samples[image]) for image in self.images]
 
 
 def majority(votes_a: Sequence[int], votes_b: Sequence[int]) -> List[int]:
@@ -52,9 +69,11 @@ def majority(votes_a: Sequence[int], votes_b: Sequence[int]) -> List[int]:
 
 
 def pascal50s(data_dir: Path) -> PairwiseBenchmark:
-    """Pascal-50S (4,000 pairs, 1,000 per category) with the 48 consensus references of each pair.
+    """Pascal-50S (4,000 pairs over 1,000 images, 1,000 pairs per category) with the 48 consensus references.
 
-    The CIDEr release's per-pair votes (``consensus_pascal.mat``) are not in this data folder; the pairs file
+    The 48 references are the image's (every pair of an image has the same 48, in the same order), and each draw
+    samples 5 of them per image, shared by the image's pairs, as the EnsembEval code does. The CIDEr release's
+    per-pair votes (``consensus_pascal.mat``) are not in this data folder; the pairs file
     (``pascal50s_pairs_48refs.parquet``) carries the majority label of the 48 votes (0: A, 1: B) as decided
     by its distributor, so the seeded tie-break has nothing to break and each draw varies the 5 references only.
     """
@@ -68,8 +87,9 @@ def pascal50s(data_dir: Path) -> PairwiseBenchmark:
         "pascal50s", [c.strip() for c in table["candidate_a"]], [c.strip() for c in table["candidate_b"]],
         [[r.strip() for r in refs] for refs in table["references"]],
         [Path(p).name for p in table["image_path"]], labels,
-        protocol="majority of 48 votes (random tie-break), 5 of the 48 references sampled per draw, strict "
-                 "pairwise accuracy per category (HC/HI/HM/MM) and their mean, mean over draws with seeds 0-4",
+        protocol="majority of 48 votes (random tie-break), 5 of the image's 48 references sampled per image and "
+                 "draw (shared by the image's pairs), strict pairwise accuracy per category (HC/HI/HM/MM) and "
+                 "their mean, mean over draws with seeds 0-4",
         categories=[PASCAL_CATEGORIES[int(c)] for c in table["category"]], references_per_draw=5, draws=5)
 
 

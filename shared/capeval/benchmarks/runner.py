@@ -120,6 +120,7 @@ def run_pairwise(metric: str, benchmark: PairwiseBenchmark, *, ties: str = "wron
     out = {"metric": metric, "dataset": benchmark.name, "statistic": benchmark.statistic, "ties": ties,
            "value": 100 * float(overall.mean()), "std": 100 * float(overall.std()), "n": n,
            "draws": benchmark.draws, "protocol": benchmark.protocol,
+           "references_sampled_per": benchmark.sample_references_per if benchmark.references_per_draw else None,
            "categories": {c: {"mean": 100 * float(v.mean()), "std": 100 * float(v.std()),
                               "per_draw": [100 * float(x) for x in v]} for c, v in per_category.items()}}
     if resamples:  # percentile bootstrap over pairs (the same resampled pairs in every draw)
@@ -162,12 +163,19 @@ def run_correlation(metric: str, benchmark: Benchmark, *, statistic: Optional[st
 
 def run_benchmark(metric: str, dataset: str, *, data_dir=None, images_dir=None, statistic: Optional[str] = None,
                   ties: str = "wrong", resamples: int = 1000, seed: int = 0, plot: Optional[str] = None,
-                  revision: Optional[str] = None, cache_dir=None, device: str = "auto", batch_size: int = 64) -> Dict:
+                  revision: Optional[str] = None, cache_dir=None, device: str = "auto", batch_size: int = 64,
+                  sample_references_per: Optional[str] = None) -> Dict:
+    """``sample_references_per`` (pairwise benchmarks that sample references): ``"image"`` (the default, the
+    EnsembEval code's Pascal-50S protocol) or ``"pair"`` (an independent sample for every pair)."""
     benchmark = load(dataset, data_dir, revision=revision)
     scoring = dict(images_dir=images_dir, cache_dir=cache_dir, device=device, batch_size=batch_size)
+    if sample_references_per is not None and not isinstance(benchmark, PairwiseBenchmark):
+        raise InputError(f"{dataset} is not a pairwise benchmark: it samples no references")
     if isinstance(benchmark, PairwiseBenchmark):
         if statistic not in (None, benchmark.statistic):
             raise InputError(f"{dataset} is a pairwise benchmark: its statistic is {benchmark.statistic}")
+        if sample_references_per is not None:
+            benchmark.sample_references_per = sample_references_per
         return run_pairwise(metric, benchmark, ties=ties, resamples=resamples, seed=seed, plot=plot, **scoring)
     return run_correlation(metric, benchmark, statistic=statistic, resamples=resamples, seed=seed, plot=plot,
                            **scoring)
@@ -184,6 +192,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--statistic", choices=sorted(STATISTICS), help="default: the one the literature reports")
     parser.add_argument("--ties", choices=["wrong", "half"], default="wrong",
                         help="pairwise benchmarks: a metric tie counts as wrong (the literature) or as half")
+    parser.add_argument("--sample-references-per", choices=["image", "pair"],
+                        help="pairwise benchmarks that sample references (Pascal-50S): one sample per image, shared "
+                             "by its pairs (default, the EnsembEval code), or an independent sample per pair")
     parser.add_argument("--plot", metavar="PATH", help="write a PNG: metric vs human scores (correlation "
                                                          "benchmarks) or accuracy per category (pairwise)")
     parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples for the CI (0: none)")
@@ -201,4 +212,5 @@ def run(args: argparse.Namespace) -> Dict:
         return run_ensembeval_text(args)
     return run_benchmark(args.metric, args.dataset, data_dir=args.data_dir, revision=args.revision,
                          images_dir=args.images, statistic=args.statistic, ties=args.ties,
-                         resamples=args.resamples, plot=args.plot, device=args.device, batch_size=args.batch_size)
+                         resamples=args.resamples, plot=args.plot, device=args.device, batch_size=args.batch_size,
+                         sample_references_per=args.sample_references_per)
