@@ -52,6 +52,9 @@ def read_feature_rows(path: Path) -> List[dict]:
             if not line.strip():
                 continue
             row = json.loads(line)
+            if "shard" in row:  # `capeval score --shard` output: `capeval merge` removes the tag
+                raise InputError(f"{path}:{line_no}: a row of shard {row['shard']} only; join every shard with "
+                                 "`capeval merge` first")
             if "features" not in row and all(name in (row.get("scores") or {}) for name in FEATURE_NAMES):
                 row["features"] = [row["scores"][name] for name in FEATURE_NAMES]  # `capeval score vcrscore` output
             features = row.get("features")
