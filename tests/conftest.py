@@ -42,3 +42,26 @@ def shared_data():
             pytest.fail(f"reference data {SHARED_DATA} is missing in CI")
         pytest.skip(f"reference data {SHARED_DATA} not available")
     return SHARED_DATA
+
+
+@pytest.fixture
+def segments_each_image_once():
+    """Check a ``SegmentEverything``: one generator call per distinct image, ≤ 5 boolean masks of the image's size,
+    largest first, the same masks again from the cache."""
+    import numpy as np
+    from PIL import Image
+
+    def check(regions):
+        image = Image.fromarray(np.random.default_rng(0).integers(0, 255, (48, 64, 3), dtype=np.uint8))
+        calls = []
+        original = regions.generator.generate
+        regions.generator.generate = lambda array: calls.append(array.shape) or original(array)
+        masks = regions.masks(image)
+        again = regions.masks(image.copy())
+        assert calls == [(48, 64, 3)]
+        assert 1 <= len(masks) <= 5 and all(m.shape == (48, 64) and m.dtype == bool for m in masks)
+        areas = [int(m.sum()) for m in masks]
+        assert areas == sorted(areas, reverse=True)
+        assert all(np.array_equal(a, b) for a, b in zip(masks, again))
+
+    return check

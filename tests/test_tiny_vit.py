@@ -262,23 +262,13 @@ def test_mobile_sam_converter_refuses_code_execution(tmp_path, artifact):
     assert not (tmp_path / "out").exists()
 
 
-def test_tiny_mobile_sam_segments_through_the_hub_cache(tiny_hub):
+def test_tiny_mobile_sam_segments_through_the_hub_cache(tiny_hub, segments_each_image_once):
     regions = SegmentEverything("mobile_sam", settings=SETTINGS, device="cpu")
     assert isinstance(regions.generator.predictor.model.image_encoder, TinyViTEncoder)
     by_weight_name = SegmentEverything("mobile-sam", settings=SETTINGS, device="cpu")
     assert regions._namespace == by_weight_name._namespace
     assert "models--capeval--mobile-sam" in regions._namespace
-    image = Image.fromarray(np.random.default_rng(0).integers(0, 255, (48, 64, 3), dtype=np.uint8))
-    calls = []
-    original = regions.generator.generate
-    regions.generator.generate = lambda array: calls.append(array.shape) or original(array)
-    masks = regions.masks(image)
-    again = regions.masks(image.copy())
-    assert calls == [(48, 64, 3)]
-    assert 1 <= len(masks) <= 5 and all(m.shape == (48, 64) and m.dtype == bool for m in masks)
-    areas = [int(m.sum()) for m in masks]
-    assert areas == sorted(areas, reverse=True)
-    assert all(np.array_equal(a, b) for a, b in zip(masks, again))
+    segments_each_image_once(regions)
 
 
 class TablePhrases:
