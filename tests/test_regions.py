@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 import torch
-from PIL import Image
 
 from capeval.convert import convert
 from capeval.regions import (SAM_ARCHITECTURES, RegionSettings, SegmentEverything, build_sam, load_sam,
