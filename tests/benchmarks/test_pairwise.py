@@ -101,12 +101,16 @@ def _expected_references(seed, per):
 
 
 @pytest.mark.parametrize("ties,per", [("wrong", None), ("half", None), ("wrong", "pair")])
-def test_pascal_protocol_end_to_end(tmp_path, ties, per):
+def test_pascal_protocol_end_to_end(tmp_path, ties, per, monkeypatch):
+    from capeval import scoring
     from capeval.scoring import load_scorer
 
     _write_pascal(tmp_path, PAIRS, IMAGES)
+    loads = []
+    monkeypatch.setattr(scoring, "load_scorer", lambda *a, **k: loads.append(a) or load_scorer(*a, **k))
     out = run_benchmark("rouge_l", "pascal50s", data_dir=tmp_path, ties=ties, resamples=50,
                         cache_dir=tmp_path / "cache", sample_references_per=per)
+    assert loads == [("rouge_l",)]  # one scorer (model and embedding cache) serves the 5 draws
     scorer = load_scorer("rouge_l")
     per_draw = {c: [] for c in ("HC", "HI", "HM", "MM")}
     for seed in range(5):

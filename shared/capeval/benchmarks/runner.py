@@ -46,9 +46,10 @@ def _score_rows(scorer, key: str, rows: List[Tuple], images_dir: Optional[Path])
 
 
 def metric_scores(metric: str, benchmark: Benchmark, *, images_dir: Optional[Path] = None, cache_dir=None,
-                  device: str = "auto", batch_size: int = 64) -> List[float]:
+                  device: str = "auto", batch_size: int = 64, loaded: Optional[Dict] = None) -> List[float]:
     """Per-judgment metric scores, cached. Corpus-level metrics (CIDEr's IDF) see the whole benchmark in one call,
-    or each category's rows where the benchmark's protocol says so (``corpus_per_category``)."""
+    or each category's rows where the benchmark's protocol says so (``corpus_per_category``). ``loaded``: a dict
+    that keeps the scorer (its model and embedding cache) for further calls, e.g. over seeded draws."""
     from capeval.scoring import load_scorer, scorers
 
     name, key = scorer_and_key(metric)
@@ -63,7 +64,8 @@ def metric_scores(metric: str, benchmark: Benchmark, *, images_dir: Optional[Pat
     if scorers()[name].needs_images and images_dir is None:
         raise InputError(f"{metric} needs the benchmark images: pass --images DIR")
     images_dir = images_dir if scorers()[name].needs_images else None
-    scorer = load_scorer(name, device=device, batch_size=batch_size)
+    loaded = {} if loaded is None else loaded
+    scorer = loaded.get(name) or loaded.setdefault(name, load_scorer(name, device=device, batch_size=batch_size))
     keys = [(c, tuple(r), i) for c, r, i in zip(benchmark.candidates, benchmark.references, benchmark.images)]
     if not scorers()[name].corpus_level:  # identical rows (several raters of one caption) are scored once
         unique = list(dict.fromkeys(keys))
@@ -85,12 +87,12 @@ def metric_scores(metric: str, benchmark: Benchmark, *, images_dir: Optional[Pat
 def _pairwise_draws(metric: str, benchmark: PairwiseBenchmark, **scoring) -> List[Tuple[np.ndarray, ...]]:
     """(people prefer A?, metric score of A, metric score of B) per seeded draw; A and B are scored in one call."""
     n = len(benchmark.candidates_a)
-    draws = []
+    draws, loaded = [], {}  # one scorer for every draw: each distinct text is encoded once
     for seed in range(benchmark.draws):
         prefers_a, references = benchmark.draw(seed)
         rows = Benchmark(f"{benchmark.name}-draw{seed}", benchmark.candidates_a + benchmark.candidates_b,
                          references + references, benchmark.images * 2, [], statistic="", protocol="")
-        scores = np.asarray(metric_scores(metric, rows, **scoring), dtype=float)
+        scores = np.asarray(metric_scores(metric, rows, loaded=loaded, **scoring), dtype=float)
         draws.append((prefers_a, scores[:n], scores[n:]))
     return draws
 
