@@ -181,24 +181,13 @@ class TinyViTBlock(nn.Module):
         return tokens.permute(0, 3, 1, 2).contiguous()
 
 
-class ConvStage(nn.Module):
-    def __init__(self, dim: int, depth: int, expand_ratio: float, downsample):
+class Stage(nn.Module):
+    """A TinyViT stage: its blocks (MBConv in the first stage, attention blocks after), then an optional patch
+    merging."""
+
+    def __init__(self, blocks, downsample):
         super().__init__()
-        self.blocks = nn.ModuleList(MBConv(dim, expand_ratio) for _ in range(depth))
-        self.downsample = downsample
-
-    def forward(self, x):
-        for block in self.blocks:
-            x = block(x)
-        return x if self.downsample is None else self.downsample(x)
-
-
-class AttentionStage(nn.Module):
-    def __init__(self, dim: int, depth: int, num_heads: int, window: int, mlp_ratio: float,
-                 local_conv_size: int, downsample):
-        super().__init__()
-        self.blocks = nn.ModuleList(TinyViTBlock(dim, num_heads, window, mlp_ratio, local_conv_size)
-                                    for _ in range(depth))
+        self.blocks = nn.ModuleList(blocks)
         self.downsample = downsample
 
     def forward(self, x):
@@ -232,10 +221,11 @@ class TinyViTEncoder(nn.Module):
             downsample = (PatchMerging(embed_dims[i], embed_dims[i + 1], merge_strides[i])
                           if i < stages - 1 else None)
             if i == 0:
-                layers.append(ConvStage(embed_dims[0], depths[0], mbconv_expand_ratio, downsample))
+                blocks = [MBConv(embed_dims[0], mbconv_expand_ratio) for _ in range(depths[0])]
             else:
-                layers.append(AttentionStage(embed_dims[i], depths[i], num_heads[i], window_sizes[i], mlp_ratio,
-                                             local_conv_size, downsample))
+                blocks = [TinyViTBlock(embed_dims[i], num_heads[i], window_sizes[i], mlp_ratio, local_conv_size)
+                          for _ in range(depths[i])]
+            layers.append(Stage(blocks, downsample))
         self.layers = nn.ModuleList(layers)
         # TinyViT's classifier: present in the official checkpoint, unused by SAM
         self.norm_head = nn.LayerNorm(embed_dims[-1])
