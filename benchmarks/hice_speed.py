@@ -21,15 +21,15 @@ import torch
 
 
 def write_random_weights(root: Path, segmenter: str = "vit_b", alpha_clip: bool = True):
-    from capeval.regions import SAM_ARCHITECTURES, build_sam, save_sam
+    from capeval.backbones.sam import SAM_ARCHITECTURES, build_sam, save_sam
 
     torch.manual_seed(0)
     if alpha_clip:
         import open_clip
 
-        from capeval.alpha_clip import add_alpha_channel
-        from capeval.clip import save_open_clip
-        from capeval.models.clip import OPENAI_PREPROCESS
+        from capeval.backbones.alpha_clip import add_alpha_channel
+        from capeval.backbones.clip import save_open_clip
+        from capeval.clip_s.registration import OPENAI_PREPROCESS
 
         model = add_alpha_channel(open_clip.create_model("ViT-L-14-quickgelu", pretrained=None))
         cfg = open_clip.get_model_config("ViT-L-14-quickgelu")
@@ -74,7 +74,7 @@ def encoder_only(args, root: Path):
     from PIL import Image
     from segment_anything import SamPredictor
 
-    from capeval.regions import load_sam
+    from capeval.backbones.sam import load_sam
 
     sam, _ = load_sam(str(root / "sam"))
     predictor = SamPredictor(sam)
@@ -99,7 +99,7 @@ def main():
     parser.add_argument("--phrase-parser", default="spacy")
     parser.add_argument("--encoder-only", action="store_true")
     args = parser.parse_args()
-    from capeval.scorers.hice import HiceScorer
+    from capeval.hice_s.scorer import HiceScorer
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -136,7 +136,7 @@ def main():
 
 
 def scorer_image(path):
-    from capeval.inputs import load_images
+    from capeval.core.inputs import load_images
 
     return load_images([path])[0]
 

@@ -21,8 +21,8 @@ def build(tmp: Path, device: str, batch_size: int, dtype: str):
     from transformers import RobertaConfig, RobertaModel
 
     from capeval.bench import random_clip_dir
-    from capeval.models.polos import _tiny_roberta, head_config, write_head
-    from capeval.scorers.polos import PolosScorer, head_from_config
+    from capeval.polos.registration import _tiny_roberta, head_config, write_head
+    from capeval.polos.scorer import PolosScorer, head_from_config
 
     random_clip_dir("ViT-B-32", tmp / "clip")  # open_clip ViT-B-32 (QuickGELU), random weights
     _tiny_roberta(tmp / "roberta")  # tokenizer files; the model is replaced by a full-size RoBERTa-base

@@ -10,7 +10,7 @@ import sys
 
 from scipy.stats import kendalltau
 
-from capeval.scoring import load_scorer
+from capeval.core.scoring import load_scorer
 
 PUBLISHED = {  # PAC-S repository, Flickr8k-Expert (tau-b, tau-c) x 100
     "bleu_1": (32.175, 32.324), "bleu_4": (30.599, 30.776), "meteor": (41.538, 41.822),

@@ -32,7 +32,7 @@ def write_random_sd_turbo(out_dir: Path) -> Path:
     from diffusers import AutoencoderKL, UNet2DConditionModel
     from transformers import CLIPTextConfig, CLIPTextModel
 
-    from capeval.models.roundtrip import write_tiny_sd_turbo
+    from capeval.image_roundtrip.registration import write_tiny_sd_turbo
 
     write_tiny_sd_turbo(out_dir)  # tokenizer, scheduler and model index; the models are replaced below
     vocab = json.loads((out_dir / "tokenizer" / "vocab.json").read_text())
@@ -58,9 +58,9 @@ def main():
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     from capeval.bench import random_clip_dir
-    from capeval.image_features import ClipImageFeatures
-    from capeval.roundtrip import DiffusersGenerator
-    from capeval.scorers.roundtrip import ImageRoundTripScorer
+    from capeval.backbones.image_features import ClipImageFeatures
+    from capeval.image_roundtrip.pipeline import DiffusersGenerator
+    from capeval.image_roundtrip.scorer import ImageRoundTripScorer
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)

@@ -1,7 +1,6 @@
 """capeval: faithful, fast image-captioning metrics for the Hugging Face `evaluate` ecosystem."""
 
-__version__ = "0.1.0"
-
-from capeval.errors import InputError, ModelNotAvailableError  # noqa: E402
+from capeval.core.errors import InputError, ModelNotAvailableError
+from capeval.core.version import __version__
 
 __all__ = ["__version__", "InputError", "ModelNotAvailableError"]

@@ -16,8 +16,8 @@ def random_clip_dir(arch: str, out_dir: Path) -> Path:
     """Write a full-size open_clip architecture with random weights in capeval's CLIP layout."""
     import open_clip
 
-    from capeval.clip import save_open_clip
-    from capeval.models.clip import OPENAI_PREPROCESS
+    from capeval.backbones.clip import save_open_clip
+    from capeval.clip_s.registration import OPENAI_PREPROCESS
 
     model_cfg = dict(open_clip.get_model_config(arch))
     model_cfg["quick_gelu"] = True
@@ -36,8 +36,8 @@ def synthetic_workload(n_images: int, n_captions: int, seed: int = 0):
 
 def run_clip_bench(*, arch: str = "ViT-B-32", n_images: int = 20, n_captions: int = 200, device: str = "auto",
                    batch_size: int = 64, dtype: str = "float32", naive_samples: int = 50) -> Dict:
-    from capeval.clip import ClipBackbone
-    from capeval.scorers.clip_score import ClipScorer
+    from capeval.backbones.clip import ClipBackbone
+    from capeval.clip_s.scorer import ClipScorer
 
     images, captions = synthetic_workload(n_images, n_captions)
     with tempfile.TemporaryDirectory() as tmp:

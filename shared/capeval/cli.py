@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional
 
-from capeval.errors import InputError, ModelNotAvailableError
-from capeval.streaming import DEFAULT_CHUNK_ROWS, iter_records
+from capeval.core.errors import InputError, ModelNotAvailableError
+from capeval.core.records import DEFAULT_CHUNK_ROWS, iter_records, parse_shard
 
 
 def _columns(records: List[Dict], images_dir: Optional[Path]):
@@ -27,19 +27,6 @@ def _columns(records: List[Dict], images_dir: Optional[Path]):
     if any("references" in r for r in records):
         references = [r.get("references") or [] for r in records]
     return captions, images, references
-
-
-def parse_shard(text: Optional[str]):
-    """``"i/n"`` → (i, n) with 0 ≤ i < n; records with ``index % n == i`` belong to shard i."""
-    if not text:
-        return 0, 1
-    try:
-        i, n = (int(part) for part in text.split("/"))
-    except ValueError:
-        raise InputError(f"--shard must look like i/n (e.g. 0/4), got {text!r}") from None
-    if not 0 <= i < n:
-        raise InputError(f"--shard {text}: need 0 <= i < n")
-    return i, n
 
 
 def _batches(records: Iterator[Dict], size: Optional[int]) -> Iterator[List[Dict]]:
@@ -87,7 +74,7 @@ def _json_value(value):
 
 def cmd_score_features(args) -> int:
     """``capeval score vcrscore --from-features FILE [--model DIR]``: precomputed feature rows → scores."""
-    from capeval.models.vcrscore_regressor import score_feature_file
+    from capeval.vcrscore.regressor import score_feature_file
 
     if args.metric != "vcrscore":
         raise InputError("--from-features is supported for vcrscore only")
@@ -101,7 +88,7 @@ def cmd_score_features(args) -> int:
 
 
 def cmd_score(args) -> int:
-    from capeval.scoring import load_scorer, scorers
+    from capeval.core.scoring import load_scorer, scorers
 
     if args.from_features:
         return cmd_score_features(args)
@@ -184,7 +171,7 @@ def cmd_score(args) -> int:
 def cmd_merge(args) -> int:
     """Join shard outputs in input order; fail on missing or duplicated records. Shards of ``capeval score --shard``
     (JSONL) or feature folders of ``capeval train polos-features --shard``."""
-    from capeval.polos_training import is_feature_folder, merge_features
+    from capeval.polos.training import is_feature_folder, merge_features
 
     folders = [is_feature_folder(path) for path in args.shards]
     if any(folders):
@@ -225,7 +212,7 @@ def cmd_merge(args) -> int:
 
 
 def cmd_convert(args) -> int:
-    from capeval.convert import convert
+    from capeval.core.convert import convert
 
     out = convert(args.artifact, args.official_file, args.out_dir)
     print(f"wrote {out}")
@@ -247,9 +234,9 @@ def cmd_push(args) -> int:
 
 
 def cmd_train(args) -> int:
-    from capeval.training import trainers
+    from capeval.core.training import trainers
 
-    out = trainers()[args.name].run(args)
+    out = trainers()[args.name](args)
     print(f"wrote {out}")
     return 0
 
@@ -306,9 +293,9 @@ def cmd_install_modules(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from capeval.convert import converters
-    from capeval.scoring import scorers
-    from capeval.training import trainers
+    from capeval.core.convert import converters
+    from capeval.core.scoring import scorers
+    from capeval.core.training import trainers
 
     parser = argparse.ArgumentParser(prog="capeval", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -361,7 +348,7 @@ def build_parser() -> argparse.ArgumentParser:
     train_sub = train.add_subparsers(dest="name", required=True)
     for name, spec in sorted(trainers().items()):
         p = train_sub.add_parser(name, help=spec.help, description=spec.help)
-        spec.configure(p)
+        spec.add_arguments(p)
         p.set_defaults(func=cmd_train)
 
     bench = sub.add_parser("bench", help="throughput of CLIP-S on a full-size random CLIP vs a naive per-sample loop")

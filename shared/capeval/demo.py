@@ -18,9 +18,9 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional
 
-from capeval.errors import InputError
-from capeval.inputs import check_captions, load_image
-from capeval.scoring import load_scorer, scorers
+from capeval.core.errors import InputError
+from capeval.core.inputs import check_captions, load_image
+from capeval.core.scoring import load_scorer, scorers
 
 PANEL_KINDS = ("table", "image")
 

@@ -12,8 +12,8 @@ from typing import Dict, List, Optional, Sequence
 
 import torch.distributed as dist
 
-from capeval.errors import InputError
-from capeval.scoring import summarize
+from capeval.core.errors import InputError
+from capeval.core.scoring import summarize
 
 
 def init_from_environment() -> bool:

@@ -12,8 +12,8 @@ from typing import Any, Dict, List, Optional, Sequence
 import datasets
 import evaluate
 
-from capeval.inputs import check_captions, check_lengths, load_image
-from capeval.scoring import load_scorer, scorers
+from capeval.core.inputs import check_captions, check_lengths, load_image
+from capeval.core.scoring import load_scorer, scorers
 
 
 def caption_features(*, images: bool = True, references: bool = True) -> List[datasets.Features]:

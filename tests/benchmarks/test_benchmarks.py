@@ -71,7 +71,7 @@ def _fixture(tmp_path):
 
 
 def test_benchmark_end_to_end_with_cache(tmp_path, monkeypatch):
-    from capeval import scoring
+    from capeval.core import scoring
 
     rows, refs = _fixture(tmp_path)
     calls = []
@@ -121,7 +121,7 @@ def test_corpus_level_metrics_are_computed_within_each_category_when_the_protoco
     from capeval.benchmarks.loaders import Benchmark
     from capeval.benchmarks.runner import metric_scores
     from capeval.benchmarks.schema import from_table, to_table
-    from capeval.scoring import load_scorer
+    from capeval.core.scoring import load_scorer
 
     candidates = ["a dog runs on grass", "a cat on a sofa", "a red car", "a man rides a horse", "two dogs play",
                   "a boat on a lake"]

@@ -38,7 +38,7 @@ def _rows(seed: int, items: int):
 
 def _direct(candidates, references):
     """Component scores straight from the scorers, over the whole fabricated benchmark."""
-    from capeval.scoring import load_scorer
+    from capeval.core.scoring import load_scorer
 
     out = {}
     for scorer in ("bleu", "rouge_l", "cider", "noun_verb_overlap"):
@@ -71,7 +71,7 @@ def fabricated(tmp_path, monkeypatch):
 
 
 def test_refit_recovers_the_mix_and_zero_shot_matches_scipy(fabricated, monkeypatch):
-    from capeval import scoring
+    from capeval.core import scoring
 
     out = ensemble_text_transfer("fake_fit", ["fake_eval"], data_dir=fabricated["data_dir"], components=COMPONENTS,
                                  resamples=50)

@@ -102,8 +102,8 @@ def _expected_references(seed, per):
 
 @pytest.mark.parametrize("ties,per", [("wrong", None), ("half", None), ("wrong", "pair")])
 def test_pascal_protocol_end_to_end(tmp_path, ties, per, monkeypatch):
-    from capeval import scoring
-    from capeval.scoring import load_scorer
+    from capeval.core import scoring
+    from capeval.core.scoring import load_scorer
 
     _write_pascal(tmp_path, PAIRS, IMAGES)
     loads = []
@@ -190,7 +190,7 @@ def test_foil_official_format_fixture(tmp_path):
     assert bench.references[2] == ["a cyclist on a road"] and set(bench.preference) == {0}
     assert load("foil_one_ref", tmp_path).references[0] == ["a dog on a couch"]
     out = run_benchmark("bleu1", "foil", data_dir=tmp_path, resamples=0, cache_dir=tmp_path / "cache")
-    from capeval.scoring import load_scorer
+    from capeval.core.scoring import load_scorer
 
     scores = load_scorer("bleu").score(bench.candidates_a + bench.candidates_b,
                                        references=bench.references * 2)["bleu_1_per_sample"]

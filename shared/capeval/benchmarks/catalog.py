@@ -12,7 +12,7 @@ from typing import Callable, Dict, Optional, Union
 from capeval.benchmarks.loaders import CORRELATION_LOADERS, Benchmark
 from capeval.benchmarks.pairwise import PAIRWISE_LOADERS, PairwiseBenchmark
 from capeval.benchmarks.schema import from_table, to_table
-from capeval.errors import InputError
+from capeval.core.errors import InputError
 
 AnyBenchmark = Union[Benchmark, PairwiseBenchmark]
 BENCHMARKS: Dict[str, Callable[[Path], AnyBenchmark]] = {**CORRELATION_LOADERS, **PAIRWISE_LOADERS}

@@ -1,5 +1,5 @@
 """``capeval benchmark ensembeval-text``: an EnsembEval refit restricted to text-only components, fit on one
-benchmark with the official procedure (:func:`capeval.ensemble_fit.fit_weights`) and evaluated zero-shot on
+benchmark with the official procedure (:func:`capeval.ensembeval.fit.fit_weights`) and evaluated zero-shot on
 others with each benchmark's literature statistic (×100), beside every single component.
 
 Component scores come from the runner's cached :func:`~capeval.benchmarks.runner.metric_scores`; the four
@@ -19,9 +19,9 @@ import numpy as np
 from capeval.benchmarks.catalog import load
 from capeval.benchmarks.loaders import CORRELATION_LOADERS, Benchmark
 from capeval.benchmarks.runner import metric_scores
-from capeval.errors import InputError, ModelNotAvailableError
+from capeval.core.errors import InputError, ModelNotAvailableError
 from capeval.functional.correlation import STATISTICS, bootstrap_interval
-from capeval.hub import default_cache_dir
+from capeval.core.hub import default_cache_dir
 
 OVERLAP_COMPONENTS = ("exact_noun_overlap", "fuzzy_noun_overlap", "exact_verb_overlap", "fuzzy_verb_overlap")
 RUNNER_METRICS = {  # component (EnsembEval output key) -> the runner's metric name
@@ -39,7 +39,7 @@ def _overlap_cache_path(benchmark: Benchmark, cache_dir: Path) -> Path:
 
 def overlap_scores(benchmark: Benchmark, *, cache_dir=None) -> Dict[str, List[float]]:
     """The four noun/verb overlaps per judgment row, from one spaCy pass over the distinct rows, cached."""
-    from capeval.scoring import load_scorer
+    from capeval.core.scoring import load_scorer
 
     path = _overlap_cache_path(benchmark, default_cache_dir(cache_dir))
     if path.exists():
@@ -112,7 +112,7 @@ def ensemble_text_transfer(fit_on: str, evaluate_on: Sequence[str], *, data_dir=
     """
     import pandas as pd
 
-    from capeval.ensemble_fit import fit_weights
+    from capeval.ensembeval.fit import fit_weights
 
     names = list(dict.fromkeys([fit_on, *evaluate_on]))
     benchmarks = {name: _correlation_benchmark(name, data_dir) for name in names}

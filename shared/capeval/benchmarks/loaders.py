@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
-from capeval.errors import InputError
+from capeval.core.errors import InputError
 
 
 @dataclass

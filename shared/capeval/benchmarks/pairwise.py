@@ -10,7 +10,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from capeval.benchmarks.loaders import raw_file
-from capeval.errors import InputError
+from capeval.core.errors import InputError
 
 PREFERS_A, PREFERS_B, TIED = 0, 1, -1
 PASCAL_CATEGORIES = {1: "HC", 2: "HI", 3: "HM", 4: "MM"}  # the CIDEr release's category codes

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Dict, Sequence
 
-from capeval.errors import ModelNotAvailableError
+from capeval.core.errors import ModelNotAvailableError
 
 
 def _figure():

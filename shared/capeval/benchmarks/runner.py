@@ -18,10 +18,10 @@ from capeval.benchmarks.catalog import BENCHMARKS, load
 from capeval.benchmarks.loaders import Benchmark
 from capeval.benchmarks.pairwise import PairwiseBenchmark
 from capeval.benchmarks.plots import category_bar_plot, scatter_plot
-from capeval.errors import InputError
+from capeval.core.errors import InputError
 from capeval.functional.agreement import krippendorff_alpha, reliability_table
 from capeval.functional.correlation import STATISTICS, bootstrap_interval, pairwise_accuracy
-from capeval.hub import default_cache_dir
+from capeval.core.hub import default_cache_dir
 
 ENSEMBLE_TEXT = "ensembeval-text"
 ALIASES = {f"bleu{n}": ("bleu", f"bleu_{n}") for n in range(1, 5)}
@@ -50,7 +50,7 @@ def metric_scores(metric: str, benchmark: Benchmark, *, images_dir: Optional[Pat
     """Per-judgment metric scores, cached. Corpus-level metrics (CIDEr's IDF) see the whole benchmark in one call,
     or each category's rows where the benchmark's protocol says so (``corpus_per_category``). ``loaded``: a dict
     that keeps the scorer (its model and embedding cache) for further calls, e.g. over seeded draws."""
-    from capeval.scoring import load_scorer, scorers
+    from capeval.core.scoring import load_scorer, scorers
 
     name, key = scorer_and_key(metric)
     if name not in scorers():

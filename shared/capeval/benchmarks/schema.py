@@ -14,7 +14,7 @@ from typing import Dict, Union
 
 from capeval.benchmarks.loaders import Benchmark
 from capeval.benchmarks.pairwise import PairwiseBenchmark
-from capeval.errors import InputError
+from capeval.core.errors import InputError
 
 METADATA_KEY = b"capeval"
 

@@ -20,9 +20,9 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from capeval.errors import InputError
-from capeval.inputs import check_references
-from capeval.scoring import scorers
+from capeval.core.errors import InputError
+from capeval.core.inputs import check_references
+from capeval.core.scoring import scorers
 
 FINGERPRINT_SIZE = 256
 _FINGERPRINT_ROWS = 64  # dataset rows read per chunk while fingerprinting
@@ -106,7 +106,7 @@ class _MetricAdapter:
 
     def __init__(self, metric, options: Dict[str, Any]):
         if isinstance(metric, str):
-            from capeval.scoring import load_scorer
+            from capeval.core.scoring import load_scorer
 
             self.scorer, self.module = load_scorer(metric, **options), None
             spec, self.name = scorers()[metric], metric

@@ -1,0 +1,1 @@
+"""BLIP2Score (EnsembEval component): BLIP-2 ITM weights and scorer."""

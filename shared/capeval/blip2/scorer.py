@@ -1,0 +1,127 @@
+"""BLIP2Score (as used by EnsembEval): BLIP-2 ITC head, max over the 32 query outputs of the raw cosine.
+
+Preprocessing follows LAVIS (the official BLIP-2 code used by EnsembEval): image → RGB → Resize((224, 224),
+bicubic) → ToTensor → Normalize(OpenAI mean/std); caption → LAVIS ``blip_caption`` cleaning (lower case,
+``.!"()*#:;~`` → space, collapsed spaces, 50 words) → BERT tokens, truncated to 32 (counted, warned).
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from typing import List, Optional, Sequence
+
+import torch
+
+from capeval.blip2.registration import BLIP2_FILES
+from capeval.core.constants import OPENAI_MEAN, OPENAI_STD
+from capeval.core.hub import resolve
+from capeval.core.inputs import ValidInputs
+from capeval.core.runtime import EmbeddingCache, encode_cached, image_key, resolve_device, resolve_dtype, text_key
+from capeval.core.scoring import Scorer, summarize
+from capeval.functional.blip2 import blip2_itc_score
+
+MAX_TEXT_TOKENS = 32  # LAVIS Blip2ITM max_txt_len
+MAX_CAPTION_WORDS = 50  # LAVIS blip_caption max_words
+
+
+def lavis_clean_caption(caption: str, max_words: int = MAX_CAPTION_WORDS) -> str:
+    """LAVIS ``BlipCaptionProcessor.pre_caption`` (the "eval" text processor of BLIP-2)."""
+    caption = re.sub(r"([.!\"()*#:;~])", " ", caption.lower())
+    caption = re.sub(r"\s{2,}", " ", caption)
+    caption = caption.rstrip("\n").strip(" ")
+    words = caption.split(" ")
+    return " ".join(words[:max_words]) if len(words) > max_words else caption
+
+
+class Blip2Backbone:
+    """BLIP-2 ITC encoders with LAVIS preprocessing; each distinct image/text is encoded once (cached).
+
+    ``encode_images`` returns ``vision_proj`` of the 32 Q-Former query outputs ``(n, 32, d)``;
+    ``encode_texts`` returns ``text_proj`` of the [CLS] output ``(n, d)`` (both unnormalised, float32, CPU).
+    """
+
+    def __init__(self, weights: str = "blip2-itm-vit-g", *, device: str = "auto", dtype=None, batch_size: int = 32,
+                 cache_dir=None, persist_dir=None):
+        from transformers import AutoTokenizer, Blip2ForImageTextRetrieval
+
+        self.device = resolve_device(device)
+        self.dtype = resolve_dtype(dtype)
+        self.batch_size = batch_size
+        directory = resolve(weights, list(BLIP2_FILES), cache_dir=cache_dir)
+        self.model = Blip2ForImageTextRetrieval.from_pretrained(str(directory), dtype=self.dtype).to(self.device).eval()
+        self.tokenizer = AutoTokenizer.from_pretrained(str(directory))
+        size = self.model.config.vision_config.image_size
+        self.image_size = (size, size) if isinstance(size, int) else tuple(size)
+        self._transform = self._build_transform()
+        namespace = f"{directory.resolve()}|{self.dtype}"  # the snapshot path pins the revision
+        self.image_cache = EmbeddingCache(f"blip2-itc-image|{namespace}", persist_dir)
+        self.text_cache = EmbeddingCache(f"blip2-itc-text|{namespace}", persist_dir)
+        self.truncated_texts = 0
+
+    def _build_transform(self):
+        from torchvision import transforms as T
+
+        return T.Compose([
+            lambda image: image.convert("RGB"),
+            T.Resize(self.image_size, interpolation=T.InterpolationMode.BICUBIC),
+            T.ToTensor(),
+            T.Normalize(OPENAI_MEAN, OPENAI_STD)  # LAVIS's BLIP processor uses OpenAI's,
+        ])
+
+    def tokenize(self, texts: Sequence[str]):
+        """LAVIS-cleaned captions as BERT tokens, right-truncated to 32 ([SEP] kept) and counted."""
+        cleaned = [lavis_clean_caption(t) for t in texts]
+        full_lengths = [len(ids) for ids in self.tokenizer(cleaned, truncation=False)["input_ids"]]
+        self.truncated_texts += sum(length > MAX_TEXT_TOKENS for length in full_lengths)
+        return self.tokenizer(cleaned, truncation=True, max_length=MAX_TEXT_TOKENS, padding=True, return_tensors="pt")
+
+    @torch.inference_mode()
+    def _encode_image_batch(self, images: List) -> torch.Tensor:
+        model = self.model
+        pixels = torch.stack([self._transform(image) for image in images]).to(self.device, model.vision_model.dtype)
+        image_embeds = model.vision_model(pixel_values=pixels)[0].to(model.query_tokens.dtype)
+        attention = torch.ones(image_embeds.shape[:-1], dtype=torch.long, device=self.device)
+        queries = model.qformer(query_embeds=model.query_tokens.expand(image_embeds.shape[0], -1, -1),
+                                encoder_hidden_states=image_embeds, encoder_attention_mask=attention)[0]
+        return model.vision_projection(queries.to(model.vision_projection.weight.dtype)).float()
+
+    @torch.inference_mode()
+    def _encode_text_batch(self, texts: List[str]) -> torch.Tensor:
+        model = self.model
+        tokens = self.tokenize(texts).to(self.device)
+        embeddings = model.embeddings(input_ids=tokens["input_ids"])
+        hidden = model.qformer(query_embeds=embeddings, query_length=0, attention_mask=tokens["attention_mask"])[0]
+        return model.text_projection(hidden[:, 0, :].to(model.text_projection.weight.dtype)).float()
+
+    def encode_images(self, images: Sequence, *, show_progress: Optional[bool] = None) -> torch.Tensor:
+        return encode_cached(images, [image_key(image) for image in images], self._encode_image_batch,
+                             self.image_cache, batch_size=self.batch_size, desc="BLIP-2 images",
+                             show_progress=show_progress)
+
+    def encode_texts(self, texts: Sequence[str], *, show_progress: Optional[bool] = None) -> torch.Tensor:
+        return encode_cached(texts, [text_key(text) for text in texts], self._encode_text_batch,
+                             self.text_cache, batch_size=self.batch_size, desc="BLIP-2 texts",
+                             show_progress=show_progress)
+
+
+class Blip2Scorer(Scorer):
+    """``max_q cos(vision_proj(query_q(image)), text_proj(CLS(caption)))`` (reference-free: references are refused)."""
+
+    name, images, references = "blip2_score", "required", "unused"
+
+    def __init__(self, weights: str = "blip2-itm-vit-g", *, device: str = "auto", dtype=None, batch_size: int = 32,
+                 cache_dir=None, persist_dir=None, backbone: Optional[Blip2Backbone] = None):
+        self.backbone = backbone or Blip2Backbone(weights, device=device, dtype=dtype, batch_size=batch_size,
+                                                  cache_dir=cache_dir, persist_dir=persist_dir)
+
+    def _score(self, inputs: ValidInputs) -> dict:
+        predictions, pil_images = inputs.predictions, inputs.images
+        before = self.backbone.truncated_texts
+        scores = blip2_itc_score(self.backbone.encode_images(pil_images), self.backbone.encode_texts(predictions))
+        result = summarize({"blip2_score": scores.tolist()})
+        result["truncated_texts"] = truncated = self.backbone.truncated_texts - before
+        if truncated:
+            warnings.warn(f"{truncated} distinct caption(s) exceed {MAX_TEXT_TOKENS} BLIP-2 tokens "
+                          f"and were truncated (as officially)")
+        return result

@@ -1,0 +1,38 @@
+"""CLIP-S / PAC-S registration: the PAC-S weights, their converters and the ``clip_s`` / ``pac_s`` scorers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from capeval.backbones.registration import convert_clip_checkpoint, register_clip_weights
+from capeval.core.constants import HALF_PREPROCESS, OPENAI_PREPROCESS
+from capeval.core.convert import register_converter
+from capeval.core.scoring import CACHE_OPTIONS, RUNTIME_OPTIONS, register_scorer
+
+register_clip_weights("pacs-clip-vit-b-32", "capeval/pacs-clip-vit-b-32", "main", "other",
+                      "https://github.com/aimagelab/pacscore (checkpoints/clip_ViT-B-32.pth)",
+                      "PAC-S positive-augmented CLIP ViT-B/32 (OpenAI format)")
+register_clip_weights("pacs-openclip-vit-l-14", "capeval/pacs-openclip-vit-l-14", "main", "other",
+                      "https://github.com/aimagelab/pacscore (checkpoints/openClip_ViT-L-14.pth)",
+                      "PAC-S positive-augmented OpenCLIP ViT-L/14 (mean = std = 0.5 normalisation)", quick_gelu=False)
+
+
+@register_converter("pac-s", help="PAC-S clip_ViT-B-32.pth (OpenAI-format CLIP ViT-B/32 state dict)")
+def convert_pacs_vit_b_32(official: Path, out_dir: Path) -> None:
+    convert_clip_checkpoint(official, out_dir, preprocess=OPENAI_PREPROCESS, quick_gelu=True,
+                            title="PAC-S CLIP ViT-B/32 (capeval layout)")
+
+
+@register_converter("pac-s-vit-l-14", help="PAC-S openClip_ViT-L-14.pth (OpenCLIP ViT-L/14 state dict)")
+def convert_pacs_vit_l_14(official: Path, out_dir: Path) -> None:
+    convert_clip_checkpoint(official, out_dir, preprocess=HALF_PREPROCESS, quick_gelu=False,
+                            title="PAC-S OpenCLIP ViT-L/14 (capeval layout)")
+
+
+_OPTIONS = ("weights", *RUNTIME_OPTIONS, *CACHE_OPTIONS, "clip_backbone")
+register_scorer("clip_s", factory="capeval.clip_s.scorer:clip_s", images="required", references="optional",
+                options=_OPTIONS, shares=(("clip_backbone", "capeval.clip_s.scorer:clip_s_weights"),),
+                help="CLIP-S (w=2.5) and, with references, RefCLIP-S (Hessel et al. 2021)")
+register_scorer("pac_s", factory="capeval.clip_s.scorer:pac_s", images="required", references="optional",
+                options=_OPTIONS, shares=(("clip_backbone", "capeval.clip_s.scorer:pac_s_weights"),),
+                help="PAC-S (w=2.0) and, with references, RefPAC-S (Sarto et al. 2023)")

@@ -1,0 +1,70 @@
+"""CLIP-S / RefCLIP-S and PAC-S / RefPAC-S (one class, different weights and ``w``)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from capeval import functional as F
+from capeval.backbones.clip import ClipBackbone
+from capeval.core.constants import CLIPSCORE_PREFIX
+from capeval.core.inputs import ValidInputs
+from capeval.core.scoring import Scorer, summarize
+
+
+class ClipScorer(Scorer):
+    """``w * max(cos(image, "A photo depicts " + caption), 0)`` and, with references, the harmonic mean
+    with ``max_j cos(caption, reference_j)`` (official RefCLIPScore semantics; the prefix is applied to
+    candidates and references alike).
+    """
+
+    def __init__(self, weights: str = "openai-clip-vit-b-32", *, w: float = 2.5, name: str = "clip_s",
+                 prefix: str = CLIPSCORE_PREFIX, device: str = "auto", dtype=None, batch_size: int = 64,
+                 cache_dir=None, persist_dir=None, clip_backbone: Optional[ClipBackbone] = None):
+        self.w = w
+        self.name = name
+        self.prefix = prefix
+        self.backbone = clip_backbone or ClipBackbone(weights, device=device, dtype=dtype, batch_size=batch_size,
+                                                 cache_dir=cache_dir, persist_dir=persist_dir)
+
+    def _score(self, inputs: ValidInputs) -> dict:
+        predictions, pil_images, refs = inputs.predictions, inputs.images, inputs.references
+        before = self.backbone.truncated_texts
+        image_emb = self.backbone.encode_images(pil_images)
+        cand_emb = self.backbone.encode_texts([self.prefix + p for p in predictions])
+        scores = F.clip_score(image_emb, cand_emb, self.w)
+        per_sample = {self.name: scores.tolist()}
+        if refs is not None:
+            flat = [self.prefix + r for sample in refs for r in sample]
+            owner = [i for i, sample in enumerate(refs) for _ in sample]
+            ref_sim = F.max_reference_similarity(cand_emb, self.backbone.encode_texts(flat), owner)
+            per_sample[f"ref{self.name}"] = F.ref_clip_score(scores, ref_sim).tolist()
+        result = summarize(per_sample)
+        result["truncated_texts"] = self.backbone.truncated_texts - before
+        return result
+
+
+CLIP_S_WEIGHTS, PAC_S_WEIGHTS = "openai-clip-vit-b-32", "pacs-clip-vit-b-32"
+
+
+def clip_s_weights(options: dict) -> str:
+    """The CLIP weights ``clip_s(**options)`` loads (for sharing a backbone)."""
+    return options.get("weights") or CLIP_S_WEIGHTS
+
+
+def pac_s_weights(options: dict) -> str:
+    """The CLIP weights ``pac_s(**options)`` loads (for sharing a backbone)."""
+    return options.get("weights") or PAC_S_WEIGHTS
+
+
+def clip_s(weights: str = CLIP_S_WEIGHTS, *, device: str = "auto", dtype=None, batch_size: int = 64,
+           cache_dir=None, persist_dir=None, clip_backbone: Optional[ClipBackbone] = None) -> ClipScorer:
+    """CLIP-S (w = 2.5) and, with references, RefCLIP-S."""
+    return ClipScorer(weights, w=2.5, name="clip_s", device=device, dtype=dtype, batch_size=batch_size,
+                      cache_dir=cache_dir, persist_dir=persist_dir, clip_backbone=clip_backbone)
+
+
+def pac_s(weights: str = PAC_S_WEIGHTS, *, device: str = "auto", dtype=None, batch_size: int = 64,
+          cache_dir=None, persist_dir=None, clip_backbone: Optional[ClipBackbone] = None) -> ClipScorer:
+    """PAC-S (w = 2.0) and, with references, RefPAC-S."""
+    return ClipScorer(weights, w=2.0, name="pac_s", device=device, dtype=dtype, batch_size=batch_size,
+                      cache_dir=cache_dir, persist_dir=persist_dir, clip_backbone=clip_backbone)

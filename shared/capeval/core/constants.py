@@ -1,0 +1,18 @@
+"""Constants shared by several families, defined once."""
+
+# CLIP image normalisation: OpenAI's statistics, and the mean = std = 0.5 of PAC-S's OpenCLIP ViT-L/14
+OPENAI_MEAN = (0.48145466, 0.4578275, 0.40821073)
+OPENAI_STD = (0.26862954, 0.26130258, 0.27577711)
+OPENAI_PREPROCESS = {"mean": list(OPENAI_MEAN), "std": list(OPENAI_STD)}
+HALF_PREPROCESS = {"mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5]}
+
+# the prompt CLIPScore (and PAC-S, Polos) put before every caption and reference
+CLIPSCORE_PREFIX = "A photo depicts "
+
+# capeval's open_clip artifact layout
+CLIP_CONFIG_FILE = "open_clip_config.json"
+CLIP_WEIGHTS_FILE = "open_clip_model.safetensors"
+CLIP_FILES = (CLIP_CONFIG_FILE, CLIP_WEIGHTS_FILE)
+
+# EnsembEval's weights file (official weights, refits)
+ENSEMBEVAL_WEIGHTS_FILE = "ensembeval_weights.json"

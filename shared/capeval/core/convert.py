@@ -1,0 +1,71 @@
+"""``capeval convert <artifact> <official-file> <out-dir>``: official checkpoints → our safetensors/JSON layout.
+
+Converters read authors' files with ``torch.load(weights_only=True)`` or a restricted unpickler, never
+with plain pickle, and write a model card (README.md) beside the converted weights.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Dict
+
+from capeval.core.discovery import load_registrations
+
+Converter = Callable[[Path, Path], None]
+
+
+@dataclass(frozen=True)
+class ConverterSpec:
+    name: str
+    convert: Converter
+    help: str
+
+
+_CONVERTERS: Dict[str, ConverterSpec] = {}
+
+
+def register_converter(name: str, help: str):
+    """Decorator registering ``fn(official_file, out_dir)`` under ``name``."""
+
+    def wrap(fn: Converter) -> Converter:
+        _CONVERTERS[name] = ConverterSpec(name, fn, help)
+        return fn
+
+    return wrap
+
+
+def converters() -> Dict[str, ConverterSpec]:
+    load_registrations()
+
+    return dict(_CONVERTERS)
+
+
+def convert(name: str, official_file, out_dir) -> Path:
+    available = converters()
+    if name not in available:
+        raise KeyError(f"unknown artifact {name!r}; known: {sorted(available)}")
+    official_file, out_dir = Path(official_file), Path(out_dir)
+    if not official_file.exists():
+        raise FileNotFoundError(f"official file not found: {official_file}")
+    available[name].convert(official_file, out_dir)
+    return out_dir
+
+
+def load_torch_checkpoint(path: Path):
+    """``torch.load`` restricted to tensors and plain containers (no arbitrary objects)."""
+    import torch
+
+    return torch.load(str(path), map_location="cpu", weights_only=True)
+
+
+def write_model_card(out_dir: Path, *, title: str, source: str, license: str, body: str) -> None:
+    """A minimal hub model card with YAML metadata."""
+    from capeval.core.version import __version__
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "README.md").write_text(
+        f"---\nlicense: {license}\nlibrary_name: capeval\ntags:\n- image-captioning\n- evaluation\n---\n\n"
+        f"# {title}\n\nConverted with capeval {__version__} (`capeval convert`) from the official file:\n"
+        f"{source}\n\n{body}\n"
+    )

@@ -1,0 +1,26 @@
+"""Registration by discovery: every ``capeval/<family>/registration.py`` registers its weights, converters,
+trainers and scorers when imported. Core imports them by name, so no core module imports a family."""
+
+from __future__ import annotations
+
+import importlib
+from functools import lru_cache
+from pathlib import Path
+from typing import Tuple
+
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+
+
+def registration_modules() -> Tuple[str, ...]:
+    """``capeval.<family>.registration`` for every family folder holding a ``registration.py``, sorted."""
+    return tuple(f"capeval.{d.name}.registration" for d in sorted(PACKAGE_DIR.iterdir())
+                 if (d / "registration.py").is_file() and (d / "__init__.py").is_file())
+
+
+@lru_cache(maxsize=1)
+def load_registrations() -> Tuple[str, ...]:
+    """Import every family's registration module once; return their names."""
+    names = registration_modules()
+    for name in names:
+        importlib.import_module(name)
+    return names

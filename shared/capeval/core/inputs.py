@@ -1,0 +1,271 @@
+"""The one input layer: validation and conversion of captions, references and images for every entry point.
+
+Images are accepted as PIL images, file paths, numpy arrays (HW or HWC; CHW when unambiguous), torch tensors
+(CHW or HW; HWC when unambiguous), or ``datasets.Image`` dicts (``{"bytes", "path"}``). uint8 values are used
+as they are, uint16 / 16-bit images are scaled to 8 bits (``v / 257``: the official pipelines' ``convert("RGB")``
+would saturate them), floats (float16, bfloat16, float32, float64) must be finite and in [0, 1]. Images are
+returned as PIL images in their original mode (8-bit): metrics convert to RGB where their official
+preprocessing does. Every problem raises :class:`InputError` naming the field, the sample index and the problem;
+nothing is dropped, cast or clipped silently.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from dataclasses import dataclass
+from typing import Any, List, Optional, Sequence
+
+import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+from capeval.core.errors import InputError
+
+NEEDS = ("required", "optional", "unused")
+EIGHT_BIT_MODES = ("1", "L", "LA", "P", "PA", "RGB", "RGBA", "RGBX", "CMYK", "YCbCr", "LAB", "HSV")
+SIXTEEN_BIT_MODES = ("I;16", "I;16B", "I;16L", "I;16N")
+CHANNELS = (1, 3, 4)
+
+
+def _where(field: str, index: Optional[int]) -> str:
+    return f"{field}[{index}]" if index is not None else field
+
+
+def load_image(image: Any, *, index: Optional[int] = None, field: str = "images") -> Image.Image:
+    """Return ``image`` as a fully loaded 8-bit PIL image (original mode), or raise :class:`InputError`."""
+    where = _where(field, index)
+    if isinstance(image, Image.Image):
+        pil = image
+    elif isinstance(image, (str, os.PathLike)):
+        pil = _open(os.fspath(image), where, source=os.fspath(image))
+    elif isinstance(image, dict):
+        if image.get("bytes"):
+            pil = _open(io.BytesIO(image["bytes"]), where, source="bytes")
+        elif image.get("path"):
+            pil = _open(image["path"], where, source=image["path"])
+        else:
+            raise InputError(f"{where}: image dict has neither 'bytes' nor 'path'")
+    elif isinstance(image, np.ndarray):
+        pil = _from_array(image, where, layout="HWC")
+    elif _is_tensor(image):
+        pil = _from_tensor(image, where)
+    elif image is None:
+        raise InputError(f"{where} is missing (None)")
+    else:
+        raise InputError(f"{where}: unsupported image type {type(image).__name__}")
+    pil = _to_eight_bit(pil, where)
+    if pil.width == 0 or pil.height == 0:
+        raise InputError(f"{where}: empty image of size {pil.size}")
+    return pil
+
+
+def _open(fp, where: str, source: str) -> Image.Image:
+    if isinstance(fp, str):
+        if os.path.isdir(fp):
+            raise InputError(f"{where}: {fp} is a directory, not an image file")
+        if not os.path.exists(fp):
+            raise InputError(f"{where}: image file not found: {fp}")
+    try:
+        pil = Image.open(fp)
+        pil.load()
+    except Image.DecompressionBombError as exc:
+        raise InputError(f"{where}: refused as a decompression bomb ({source}): {exc}") from exc
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+        raise InputError(f"{where}: corrupt, truncated or not an image ({source}): {exc}") from exc
+    return pil
+
+
+def _to_eight_bit(pil: Image.Image, where: str) -> Image.Image:
+    """8-bit modes pass; 16-bit grey (``I;16*``, and ``I`` holding values up to 65535) is scaled by 1/257."""
+    if pil.mode in EIGHT_BIT_MODES:
+        return pil
+    if pil.mode in SIXTEEN_BIT_MODES or pil.mode == "I":
+        values = np.asarray(pil, dtype=np.int64)
+        if values.size and (values.min() < 0 or values.max() > 65535):
+            raise InputError(f"{where}: 32-bit integer image with values outside [0, 65535] "
+                             f"({values.min()}..{values.max()}); convert it to 8 bits first")
+        if pil.mode == "I" and (values.size == 0 or values.max() <= 255):
+            return Image.fromarray(values.astype(np.uint8), mode="L")  # 8-bit values stored in 32-bit ints
+        return Image.fromarray(_scale_16_bit(values), mode="L")
+    raise InputError(f"{where}: unsupported image mode {pil.mode!r} (use 8- or 16-bit images, or a float array "
+                     f"in [0, 1])")
+
+
+def _scale_16_bit(values: np.ndarray) -> np.ndarray:
+    return np.round(values.astype(np.float64) / 257.0).astype(np.uint8)
+
+
+def _is_tensor(x) -> bool:
+    return type(x).__module__.startswith("torch") and hasattr(x, "detach")
+
+
+def _from_tensor(tensor, where: str) -> Image.Image:
+    tensor = tensor.detach().cpu()
+    if str(tensor.dtype) in ("torch.bfloat16", "torch.float16"):
+        tensor = tensor.float()  # exact: every bfloat16/float16 value is a float32 value
+    return _from_array(tensor.numpy(), where, layout="CHW")
+
+
+def _hwc(array: np.ndarray, where: str, layout: str) -> np.ndarray:
+    """HW / HWC array; a 3-D array in the other layout is transposed only when its shape says so unambiguously."""
+    if array.ndim == 2:
+        return array
+    if array.ndim != 3:
+        raise InputError(f"{where}: array of shape {array.shape} is not an HW, HWC or CHW image")
+    first, last = array.shape[0] in CHANNELS, array.shape[-1] in CHANNELS
+    if layout == "CHW":
+        channels_first = first or not last
+    else:
+        channels_first = first and not last
+    if channels_first:
+        if not first:
+            raise InputError(f"{where}: array of shape {array.shape} has no 1, 3 or 4 channel axis")
+        array = np.moveaxis(array, 0, -1)
+    elif not last:
+        raise InputError(f"{where}: array of shape {array.shape} has no 1, 3 or 4 channel axis")
+    return array[..., 0] if array.shape[-1] == 1 else array
+
+
+def _from_array(array: np.ndarray, where: str, *, layout: str) -> Image.Image:
+    array = _hwc(array, where, layout)
+    if array.dtype == np.uint8:
+        data = array
+    elif array.dtype == np.uint16:
+        data = _scale_16_bit(array)
+    elif np.issubdtype(array.dtype, np.floating):
+        if not np.isfinite(array).all():
+            raise InputError(f"{where}: float image holds NaN or infinite values")
+        low, high = float(array.min()), float(array.max())
+        if low < 0 or high > 1:
+            raise InputError(f"{where}: float image values must be in [0, 1], got [{low:g}, {high:g}] "
+                             f"(values in [0, 255]? pass a uint8 array or divide by 255)")
+        data = np.round(array * 255).astype(np.uint8)
+    elif np.issubdtype(array.dtype, np.integer):
+        low, high = int(array.min()), int(array.max())
+        if low < 0 or high > 255:
+            raise InputError(f"{where}: integer image values must be in [0, 255] for dtype {array.dtype}, got "
+                             f"[{low}, {high}] (use uint16 for 16-bit images)")
+        data = array.astype(np.uint8)
+    else:
+        raise InputError(f"{where}: unsupported array dtype {array.dtype} (use uint8, uint16 or float in [0, 1])")
+    return Image.fromarray(np.ascontiguousarray(data))
+
+
+def load_images(images: Sequence[Any], *, start: int = 0, field: str = "images") -> List[Image.Image]:
+    """``start``: index of the first image in the whole input (for error messages of chunked input)."""
+    return [load_image(image, index=start + i, field=field) for i, image in enumerate(images)]
+
+
+def as_list(value: Any, field: str) -> list:
+    """A sequence of per-sample values as a list; strings, mappings and sets are refused (no order, or not a list)."""
+    if isinstance(value, (str, bytes)):
+        raise InputError(f"{field} must be a list with one entry per sample, not a single {type(value).__name__}")
+    if isinstance(value, (dict, set, frozenset)) or hasattr(value, "keys"):
+        raise InputError(f"{field} must be a list with one entry per sample, not a {type(value).__name__}")
+    if isinstance(value, np.ndarray) or type(value).__module__.startswith("pandas"):
+        return list(value.tolist())
+    if isinstance(value, (list, tuple)) or (hasattr(value, "__len__") and hasattr(value, "__getitem__")):
+        return list(value)
+    raise InputError(f"{field} must be a list with one entry per sample, not a {type(value).__name__}")
+
+
+def check_caption(caption: Any, where: str) -> str:
+    if not isinstance(caption, str):
+        raise InputError(f"{where} is a {type(caption).__name__}, expected a string")
+    if not caption.strip():
+        raise InputError(f"{where} is an empty caption")
+    return caption
+
+
+def check_captions(captions: Any, name: str = "predictions", *, start: int = 0) -> List[str]:
+    """Captions as a list of non-empty strings."""
+    out = [check_caption(c, f"{name}[{start + i}]") for i, c in enumerate(as_list(captions, name))]
+    if not out:
+        raise InputError(f"{name} is empty")
+    return out
+
+
+def parse_references(entry: Any, index: int, *, allow_empty: bool = False) -> List[str]:
+    """One sample's references: a string (one reference) or a list of non-empty strings."""
+    where = f"references[{index}]"
+    if isinstance(entry, str):
+        entry = [entry]
+    elif entry is None:
+        raise InputError(f"{where} is missing (None)")
+    else:
+        entry = as_list(entry, where)
+    refs = [check_caption(r, f"{where}[{j}]") for j, r in enumerate(entry)]
+    if not refs and not allow_empty:
+        raise InputError(f"{where} is an empty reference list")
+    return refs
+
+
+def check_references(references: Any, n: int, *, start: int = 0) -> List[List[str]]:
+    """References normalised to one non-empty list of strings per sample (a bare string = one reference)."""
+    references = as_list(references, "references")
+    if len(references) != n:
+        raise InputError(f"got {n} predictions but {len(references)} reference entries")
+    return [parse_references(entry, start + i) for i, entry in enumerate(references)]
+
+
+def check_lengths(**named: Optional[Sequence]) -> int:
+    """All given sequences must have the same length; return it."""
+    lengths = {name: len(as_list(seq, name)) for name, seq in named.items() if seq is not None}
+    if len(set(lengths.values())) > 1:
+        raise InputError("mismatched lengths: " + ", ".join(f"{k}={v}" for k, v in lengths.items()))
+    return next(iter(lengths.values()), 0)
+
+
+@dataclass(frozen=True)
+class ValidInputs:
+    """Validated input of one scoring call."""
+
+    predictions: List[str]
+    images: Optional[List[Image.Image]]
+    references: Optional[List[List[str]]]
+
+    def __len__(self) -> int:
+        return len(self.predictions)
+
+
+def _optional_references(references: Any, n: int, start: int) -> Optional[List[List[str]]]:
+    """Optional references: all given, or none (every entry empty); a mix is refused (it would score two metrics)."""
+    entries = as_list(references, "references")
+    if len(entries) != n:
+        raise InputError(f"got {n} predictions but {len(entries)} reference entries")
+    parsed = [parse_references(entry, start + i, allow_empty=True) for i, entry in enumerate(entries)]
+    empty = [start + i for i, refs in enumerate(parsed) if not refs]
+    if len(empty) == n:
+        return None
+    if empty:
+        raise InputError(f"references[{empty[0]}] is an empty reference list while other samples have references "
+                         f"({len(empty)} of {n} empty); give references for every sample or for none")
+    return parsed
+
+
+def validate_inputs(predictions: Any, images: Any = None, references: Any = None, *, images_needed: str = "required",
+                    references_needed: str = "optional", metric: str = "this metric", start: int = 0) -> ValidInputs:
+    """The shared validation step of every scorer: lengths, captions, references and decoded images.
+
+    ``images_needed`` / ``references_needed``: "required", "optional" or "unused" (given anyway: an error).
+    ``start``: index of the first sample in the whole input, for error messages.
+    """
+    if predictions is None:
+        raise InputError("predictions is missing (None)")
+    preds = check_captions(predictions, start=start)
+    n = len(preds)
+    for field, value, need in (("images", images, images_needed), ("references", references, references_needed)):
+        if value is None and need == "required":
+            raise InputError(f"{metric} needs {field}")
+        if value is not None and need == "unused":
+            raise InputError(f"{metric} takes no {field}")
+        if value is not None and len(as_list(value, field)) != n:
+            raise InputError(f"mismatched lengths: predictions={n}, {field}={len(as_list(value, field))}")
+    if references is None:
+        refs = None
+    elif references_needed == "required":
+        refs = check_references(references, n, start=start)
+    else:
+        refs = _optional_references(references, n, start)
+    pil = load_images(as_list(images, "images"), start=start) if images is not None else None
+    return ValidInputs(preds, pil, refs)

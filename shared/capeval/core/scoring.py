@@ -1,0 +1,146 @@
+"""The scorer contract: registry entries, the base class every scorer derives from, and ``load_scorer``.
+
+A registry entry (:class:`ScorerSpec`) declares what a scorer needs (images, references), the options its factory
+accepts, the backbones it can share and whether its values are corpus-level. Every entry point (evaluate modules,
+``load_scorer``, the CLI, the Trainer hook, the demos) goes through :meth:`Scorer.score`, which validates the input
+with one shared step (:func:`capeval.core.inputs.validate_inputs`) before any model runs. A scorer returns, for each
+of its scores ``k``, the corpus mean under ``k`` and the per-sample list under ``f"{k}_per_sample"``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from capeval.core.discovery import load_registrations
+from capeval.core.errors import InputError
+from capeval.core.inputs import NEEDS, ValidInputs, validate_inputs
+
+# options every scorer factory accepts (CPU-only text metrics accept and do not need device/dtype)
+RUNTIME_OPTIONS = ("device", "dtype", "batch_size")
+# options of scorers that cache embeddings (in memory, optionally persisted)
+CACHE_OPTIONS = ("cache_dir", "persist_dir")
+
+
+@dataclass(frozen=True)
+class ScorerSpec:
+    """What a registered scorer needs and offers. ``factory`` is a ``"module:attr"`` string, imported on use."""
+
+    name: str
+    factory: str
+    images: str  # "required" | "optional" | "unused"
+    references: str  # "required" | "optional" | "unused"
+    options: Tuple[str, ...]  # keyword options the factory accepts; anything else is an error
+    help: str
+    # backbones it can take from a caller instead of loading them: (option name, "module:attr" of
+    # ``fn(options) -> weights`` naming the weights it would load under those options)
+    shares: Tuple[Tuple[str, str], ...] = ()
+    corpus_level: Union[bool, str] = False  # or "module:attr" of ``fn(options) -> bool``
+
+    def __post_init__(self):
+        for field_name in ("images", "references"):
+            if getattr(self, field_name) not in NEEDS:
+                raise ValueError(f"{self.name}: {field_name} must be one of {NEEDS}")
+        unknown = [option for option, _ in self.shares if option not in self.options]
+        if unknown:
+            raise ValueError(f"{self.name}: shared backbones {unknown} are not among its options")
+
+    @property
+    def needs_images(self) -> bool:
+        return self.images == "required"
+
+    @property
+    def needs_references(self) -> bool:
+        return self.references == "required"
+
+    def load_factory(self) -> Callable:
+        return import_attr(self.factory)
+
+    def is_corpus_level(self, options: Optional[Mapping] = None) -> bool:
+        """Whether per-sample values depend on the whole scored corpus (e.g. CIDEr's IDF) under ``options``."""
+        if isinstance(self.corpus_level, str):
+            return bool(import_attr(self.corpus_level)(dict(options or {})))
+        return bool(self.corpus_level)
+
+    def check_options(self, options: Mapping) -> None:
+        unknown = sorted(set(options) - set(self.options))
+        if unknown:
+            raise InputError(f"{self.name}: unknown option(s) {unknown}; it accepts {sorted(self.options)}")
+
+
+def import_attr(target: str):
+    """``"package.module:attr"`` → the attribute."""
+    module, _, attr = target.partition(":")
+    if not attr:
+        raise ValueError(f"{target!r} is not a 'module:attr' reference")
+    return getattr(importlib.import_module(module), attr)
+
+
+_SCORERS: Dict[str, ScorerSpec] = {}
+
+
+def register_scorer(name: str, *, factory: str, images: str, references: str, options: Sequence[str], help: str,
+                    shares: Sequence[Tuple[str, str]] = (), corpus_level: Union[bool, str] = False) -> ScorerSpec:
+    """Add a scorer to the registry (called from a family's ``registration.py``)."""
+    spec = ScorerSpec(name, factory, images, references, tuple(options), help,
+                      tuple(tuple(s) for s in shares), corpus_level)
+    existing = _SCORERS.get(name)
+    if existing is not None and existing != spec:
+        raise ValueError(f"scorer {name!r} is already registered with a different spec")
+    _SCORERS[name] = spec
+    return spec
+
+
+def scorers() -> Dict[str, ScorerSpec]:
+    load_registrations()
+    return dict(_SCORERS)
+
+
+def get_scorer_spec(name: str) -> ScorerSpec:
+    available = scorers()
+    if name not in available:
+        raise InputError(f"unknown metric {name!r}; known: {sorted(available)}")
+    return available[name]
+
+
+def load_scorer(name: str, **options) -> "Scorer":
+    """Build the registered scorer ``name``; options it does not accept are an :class:`InputError`."""
+    spec = get_scorer_spec(name)
+    spec.check_options(options)
+    return spec.load_factory()(**options)
+
+
+class Scorer:
+    """Base class of every scorer: :meth:`score` validates (shared, before any model call), then :meth:`_score`.
+
+    Subclasses set ``name`` and the input policies ``images`` / ``references`` ("required", "optional", "unused")
+    and implement ``_score(inputs: ValidInputs) -> dict``.
+    """
+
+    name: str = ""
+    images: str = "required"
+    references: str = "optional"
+
+    def score(self, predictions: Sequence[str], images: Optional[Sequence] = None,
+              references: Optional[Sequence] = None) -> dict:
+        return self._score(self.validate(predictions, images, references))
+
+    def validate(self, predictions, images=None, references=None) -> ValidInputs:
+        return validate_inputs(predictions, images, references, images_needed=self.images,
+                               references_needed=self.references, metric=self.name)
+
+    def _score(self, inputs: ValidInputs) -> dict:
+        raise NotImplementedError
+
+
+def summarize(per_sample: Dict[str, Sequence[float]]) -> Dict[str, object]:
+    """``{k: list}`` → ``{k: mean, k_per_sample: list}`` (plain Python floats)."""
+    out: Dict[str, object] = {}
+    for key, values in per_sample.items():
+        values: List[float] = [float(v) for v in values]
+        out[key] = float(np.mean(values)) if values else float("nan")
+        out[f"{key}_per_sample"] = values
+    return out

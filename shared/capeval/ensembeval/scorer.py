@@ -1,0 +1,157 @@
+"""EnsembEval scorer: runs each component once over the whole input, then ``Σ w_m · component_m``.
+
+Components are registered capeval scorers (see :data:`capeval.ensembeval.components.COMPONENTS`) or user-supplied
+extras. Input is validated and images are decoded once for all components. Components that declare a shareable
+CLIP backbone (``clip_backbone``: RefCLIP-S, PAC-S, Polos) get one :class:`ClipBackbone` per distinct set of CLIP
+weights (resolved to the same files), so RefCLIP-S and Polos share OpenAI CLIP ViT-B/32, its model load and its
+caches, while PAC-S keeps its own weights. CIDEr's IDF comes from the scored corpus (official) unless ``cider_idf``
+fixes it (see :mod:`capeval.text.fixed_idf_cider`).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+
+from capeval.core.constants import CLIP_FILES
+from capeval.core.constants import ENSEMBEVAL_WEIGHTS_FILE as WEIGHTS_FILE
+from capeval.core.hub import resolve
+from capeval.core.inputs import ValidInputs
+from capeval.core.scoring import CACHE_OPTIONS, Scorer, import_attr, load_scorer, scorers, summarize
+from capeval.ensembeval.components import COMPONENTS, OFFICIAL_WEIGHTS
+from capeval.functional.ensemble import weighted_sum
+
+ExtraComponent = Union[Callable[..., Sequence[float]], Any]  # callable(predictions, images, references) or scorer
+
+
+def load_weights(ref: Union[str, os.PathLike, Mapping] = "official") -> Dict:
+    """Weights spec: ``"official"``, a mapping, a JSON file, a folder holding it, or a hub repo id."""
+    if isinstance(ref, Mapping):
+        spec = copy.deepcopy(dict(ref))
+    elif ref == "official":
+        spec = copy.deepcopy(OFFICIAL_WEIGHTS)
+    else:
+        path = Path(ref)
+        if not path.is_file():
+            from capeval.core.hub import resolve
+
+            path = resolve(str(ref), [WEIGHTS_FILE]) / WEIGHTS_FILE
+        spec = json.loads(path.read_text())
+    weights = spec.get("weights")
+    if not isinstance(weights, Mapping) or not weights:
+        raise ValueError(f"ensemble weights {ref!r} hold no 'weights' mapping")
+    spec["weights"] = {str(k): float(v) for k, v in weights.items()}
+    return spec
+
+
+class EnsembleScorer(Scorer):
+    """EnsembEval with the given weights; returns ``ensembeval`` and every component, per sample and mean.
+
+    ``component_options``: per registered component scorer (e.g. ``{"polos": {"statistics": "batch"}}``), checked
+    against what that scorer accepts. ``cache_dir`` / ``persist_dir`` reach every component that caches.
+    """
+
+    name = "ensembeval"
+
+    def __init__(self, weights: Union[str, os.PathLike, Mapping] = "official", *, device: str = "auto", dtype=None,
+                 batch_size: int = 64, cache_dir=None, persist_dir=None,
+                 component_options: Optional[Mapping[str, Mapping]] = None,
+                 extra_components: Optional[Mapping[str, ExtraComponent]] = None,
+                 cider_idf=None):
+        self.spec = load_weights(weights)
+        self.weights: Dict[str, float] = self.spec["weights"]
+        self.extra_components = dict(extra_components or {})
+        unknown = [k for k in self.weights if k not in COMPONENTS and k not in self.extra_components]
+        if unknown:
+            raise KeyError(f"weights name components {unknown} that are neither capeval components "
+                           f"({sorted(COMPONENTS)}) nor given in extra_components")
+        self.groups: Dict[str, List[str]] = {}
+        for key in self.weights:
+            if key in COMPONENTS and key not in self.extra_components:
+                self.groups.setdefault(COMPONENTS[key].scorer, []).append(key)
+        options = {name: dict(opts) for name, opts in (component_options or {}).items()}
+        stray = sorted(set(options) - set(self.groups))
+        if stray:
+            raise KeyError(f"component_options for {stray}, which these weights do not use ({sorted(self.groups)})")
+        self._runtime = {"device": device, "dtype": dtype, "batch_size": batch_size}
+        self._caches = {"cache_dir": cache_dir, "persist_dir": persist_dir}
+        self.clip_backbones: Dict[str, Any] = {}  # resolved CLIP weights directory -> ClipBackbone
+        self.scorers = {name: self._build(name, options.get(name, {}), cider_idf) for name in self.groups}
+        self.images = "required" if self.needs_images else "optional"
+        self.references = "required" if self.needs_references else "optional"
+
+    def _build(self, name: str, options: Dict, cider_idf):
+        if name == "cider" and cider_idf is not None:
+            name, options = "cider_fixed_idf", {"idf": cider_idf, **options}
+        spec = scorers()[name]
+        built = {**{k: v for k, v in self._runtime.items() if k in spec.options},
+                 **{k: v for k, v in self._caches.items() if k in CACHE_OPTIONS and k in spec.options},
+                 **options}
+        for option, weights_of in spec.shares:
+            if option == "clip_backbone" and option not in options:
+                built[option] = self.clip_backbone(import_attr(weights_of)(built))
+        return load_scorer(name, **built)
+
+    def clip_backbone(self, weights: str):
+        """One :class:`ClipBackbone` per distinct CLIP weights (keyed by the directory they resolve to)."""
+        from capeval.backbones.clip import ClipBackbone
+
+        key = str(resolve(weights, list(CLIP_FILES), cache_dir=self._caches["cache_dir"]).resolve())
+        if key not in self.clip_backbones:
+            self.clip_backbones[key] = ClipBackbone(weights, **self._runtime, **self._caches)
+        return self.clip_backbones[key]
+
+    @property
+    def needs_references(self) -> List[str]:
+        return [key for keys in self.groups.values() for key in keys if COMPONENTS[key].needs_references]
+
+    @property
+    def needs_images(self) -> List[str]:
+        return [key for name, keys in self.groups.items() for key in keys if scorers()[name].needs_images]
+
+    def _score(self, inputs: ValidInputs) -> dict:
+        per_sample: Dict[str, List[float]] = {}
+        truncated = 0
+        for name, keys in self.groups.items():
+            spec = scorers()[name]
+            result = self.scorers[name].score(
+                inputs.predictions, images=inputs.images if spec.images != "unused" else None,
+                references=inputs.references if spec.references != "unused" else None)
+            truncated += sum(v for k, v in result.items() if k.endswith("truncated_texts"))
+            for key in keys:
+                per_sample[key] = result[f"{key}_per_sample"]
+        for key, component in self.extra_components.items():
+            per_sample[key] = _run_extra(key, component, inputs.predictions, inputs.images, inputs.references,
+                                         len(inputs))
+        result = summarize({"ensembeval": weighted_sum(per_sample, self.weights).tolist(), **per_sample})
+        result["truncated_texts"] = truncated
+        return result
+
+
+def _run_extra(key: str, component: ExtraComponent, predictions, images, references, n: int) -> List[float]:
+    """A user's metric: a scorer (``.score`` → ``{key}_per_sample`` or its only per-sample list) or a callable."""
+    if hasattr(component, "score"):
+        result = component.score(predictions, images=images, references=references)
+        lists = [k for k in result if k.endswith("_per_sample")]
+        if f"{key}_per_sample" in result:
+            values = result[f"{key}_per_sample"]
+        elif len(lists) == 1:
+            values = result[lists[0]]
+        else:
+            raise KeyError(f"extra component {key!r}: its scorer returns {lists}; name the component after one")
+    else:
+        values = component(predictions, images, references)
+    values = [float(v) for v in values]
+    if len(values) != n:
+        raise ValueError(f"extra component {key!r} returned {len(values)} scores for {n} captions")
+    return values
+
+
+def is_corpus_level(options: Dict) -> bool:
+    """EnsembEval's per-sample values depend on the scored corpus only through official CIDEr (IDF over the scored
+    references); the other components score each sample alone. With ``cider_idf`` (fixed document frequencies) or
+    weights without ``cider`` every value is per-sample, so the input may be sharded or streamed."""
+    return "cider" in load_weights(options.get("weights", "official"))["weights"] and options.get("cider_idf") is None

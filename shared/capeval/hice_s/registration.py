@@ -1,0 +1,63 @@
+"""HICE-S registration: Alpha-CLIP, SAM, MobileSAM and FACTUAL weights, their converters and the ``hice_s`` scorer."""
+
+from __future__ import annotations
+
+from capeval.backbones.sam import SAM_FILES
+from capeval.core.constants import CLIP_FILES
+from capeval.core.convert import register_converter
+from capeval.core.hub import WeightSpec, register
+from capeval.core.scoring import CACHE_OPTIONS, RUNTIME_OPTIONS, register_scorer
+from capeval.hice_s.converters import convert_alpha_clip, convert_mobile_sam, convert_sam
+
+ALPHA_CLIP_SOURCE = "https://github.com/SunzeY/AlphaCLIP (visual checkpoints, e.g. clip_l14_grit20m_fultune_2xe.pth)"
+
+for _name, _title in (("alpha-clip-vit-b-16", "ViT-B/16"), ("alpha-clip-vit-l-14", "ViT-L/14"),
+                      ("alpha-clip-vit-l-14-336", "ViT-L/14@336px")):
+    register(WeightSpec(
+        name=_name, repo_id=f"capeval/{_name}", revision="main", files=CLIP_FILES, format="open_clip",
+        license="apache-2.0", source_url=ALPHA_CLIP_SOURCE,
+        description=f"Alpha-CLIP {_title} (GRIT-20M visual tower + OpenAI CLIP text tower), capeval layout",
+        options={"model_cfg": {"quick_gelu": True}}))
+
+
+for _arch, _file in (("vit_b", "sam_vit_b_01ec64.pth"), ("vit_l", "sam_vit_l_0b3195.pth"),
+                     ("vit_h", "sam_vit_h_4b8939.pth")):
+    register(WeightSpec(
+        name=f"sam-{_arch.replace('_', '-')}", repo_id=f"capeval/sam-{_arch.replace('_', '-')}", revision="main",
+        files=SAM_FILES, format="safetensors", license="apache-2.0",
+        source_url=f"https://dl.fbaipublicfiles.com/segment_anything/{_file}",
+        description=f"Segment Anything {_arch} (converted to safetensors)", options={"architecture": _arch}))
+
+
+MOBILE_SAM_URL = "https://github.com/ChaoningZhang/MobileSAM/raw/master/weights/mobile_sam.pt"
+register(WeightSpec(
+    name="mobile-sam", repo_id="capeval/mobile-sam", revision="main", files=SAM_FILES, format="safetensors",
+    license="apache-2.0", source_url=MOBILE_SAM_URL,
+    description="MobileSAM (TinyViT-5M image encoder + SAM's prompt encoder and mask decoder), converted to "
+                "safetensors", options={"architecture": "mobile_sam"}))
+
+
+# The hub repo at the pinned commit holds model.safetensors (no pickle) and the fast tokenizer's tokenizer.json
+# next to the older pytorch_model.bin and spiece.model, which are not needed.
+FACTUAL_FILES = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
+                 "tokenizer_config.json")
+register(WeightSpec(
+    name="flan-t5-base-vg-factual-sg", repo_id="lizhuang144/flan-t5-base-VG-factual-sg",
+    revision="2e01585225e8f7fc20d922cdee9c591ea4cd6ef1", files=FACTUAL_FILES, format="transformers", license="mit",
+    source_url="https://github.com/zhuang-li/FACTUAL",
+    description="FACTUAL scene-graph parser (Flan-T5-base pre-trained on VG scene graphs, fine-tuned on FACTUAL); "
+                "HICE-S's phrase parser",
+))
+
+register_converter("alpha-clip", help="Alpha-CLIP visual checkpoint (.pth) + the OpenAI CLIP text tower of its "
+                                      "size")(convert_alpha_clip)
+register_converter("sam", help="Segment Anything sam_vit_{b,l,h}_*.pth or MobileSAM mobile_sam.pt "
+                               "(official state dicts)")(convert_sam)
+register_converter("mobile-sam", help="MobileSAM mobile_sam.pt (official state dict, TinyViT image "
+                                      "encoder)")(convert_mobile_sam)
+register_scorer("hice_s", factory="capeval.hice_s.scorer:HiceScorer", images="required", references="optional",
+                options=("weights", "sam", "phrase_parser", "w", "text_w", "threshold", "caption_prefix",
+                         "phrase_prefix", "empty_phrases", "region_settings", "mask_alignment", *RUNTIME_OPTIONS,
+                         *CACHE_OPTIONS, "phrase_options"),
+                help="HICE-S and, with references, RefHICE-S (Zeng et al. 2024): Alpha-CLIP global + "
+                     "region/phrase local scores")

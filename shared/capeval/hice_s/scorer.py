@@ -1,0 +1,188 @@
+"""HICE-S / RefHICE-S: Alpha-CLIP global and region–phrase scores, with a per-phrase / per-region report."""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+import torch
+
+from capeval.backbones.alpha_clip import AlphaClip
+from capeval.backbones.sam import RegionSettings, SegmentEverything
+from capeval.core.constants import CLIPSCORE_PREFIX
+from capeval.core.inputs import ValidInputs, load_images
+from capeval.core.scoring import Scorer, summarize
+from capeval.functional import hice as H
+
+EMPTY_PHRASE_POLICIES = ("global", "zero")
+
+
+class HiceScorer(Scorer):
+    """HICE-S (reference-free) and, with references, RefHICE-S.
+
+    Per sample: gITC = w·max(cos(Alpha-CLIP(image, whole mask), caption), 0); lITC = hMean(P, R) with P the
+    mean over caption phrases of the best region similarity and R the mean over regions of the best phrase
+    similarity; with references gTTC (best reference) and lTTC (phrases vs the union of the references'
+    phrases). A phrase is *correct* when its precision ≥ ``threshold``; a region is *mentioned* when its
+    recall ≥ ``threshold``. Captions without phrases: ``empty_phrases="global"`` drops the local terms
+    (HICE = gITC), ``"zero"`` sets them to 0. An image where SAM keeps no region is scored with the whole
+    image as its only region. ``phrase_parser`` is a registered parser name ("factual", "spacy") or any
+    object with ``extract(captions) -> list of phrase lists``.
+    """
+
+    name = "hice_s"
+
+    def __init__(self, weights: str = "alpha-clip-vit-l-14", *, sam: str = "sam-vit-b", phrase_parser="factual",
+                 w: float = 2.5, text_w: float = 1.0, threshold: float = 0.5, caption_prefix: str = CLIPSCORE_PREFIX,
+                 phrase_prefix: str = "", empty_phrases: str = "global", region_settings=None,
+                 mask_alignment: str = "official", device: str = "auto", dtype=None, batch_size: int = 64,
+                 cache_dir=None, persist_dir=None, phrase_options: Optional[Dict] = None):
+        if empty_phrases not in EMPTY_PHRASE_POLICIES:
+            raise ValueError(f"empty_phrases must be one of {EMPTY_PHRASE_POLICIES}, not {empty_phrases!r}")
+        self.w, self.text_w, self.threshold = w, text_w, threshold
+        self.caption_prefix, self.phrase_prefix, self.empty_phrases = caption_prefix, phrase_prefix, empty_phrases
+        if isinstance(region_settings, dict):
+            region_settings = RegionSettings(**region_settings)
+        self.backbone = AlphaClip(weights, mask_alignment=mask_alignment, device=device, dtype=dtype,
+                                  batch_size=batch_size, cache_dir=cache_dir, persist_dir=persist_dir)
+        self.regions = SegmentEverything(sam, settings=region_settings, device=device, cache_dir=cache_dir)
+        if isinstance(phrase_parser, str):
+            from capeval.hice_s.phrases import load_phrase_extractor
+
+            phrase_parser = load_phrase_extractor(phrase_parser, **{"device": device, **(phrase_options or {})})
+        self.phrases = phrase_parser
+        self.timings: Dict[str, float] = defaultdict(float)
+
+    def _timed(self, stage: str, fn, *args):
+        start = time.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            self.timings[stage] += time.perf_counter() - start
+
+    def _encode_phrases(self, phrase_lists: Sequence[Sequence[str]]) -> List[torch.Tensor]:
+        flat = [self.phrase_prefix + p for phrases in phrase_lists for p in phrases]
+        dim = self.backbone.model.text_projection.shape[1]
+        embeddings = self.backbone.encode_texts(flat) if flat else torch.zeros(0, dim)
+        out, start = [], 0
+        for phrases in phrase_lists:
+            out.append(embeddings[start:start + len(phrases)])
+            start += len(phrases)
+        return out
+
+    def _region_features(self, images) -> Dict[str, object]:
+        found = [self.regions.masks(image) for image in images]
+        masks = [m if m else [np.ones((im.height, im.width), bool)] for m, im in zip(found, images)]
+        return {"masks": masks, "empty": sum(1 for m in found if not m)}
+
+    def score(self, predictions: Sequence[str], images: Optional[Sequence] = None,
+              references: Optional[Sequence] = None, *, return_report: bool = False) -> dict:
+        """As :meth:`Scorer.score`; ``return_report`` adds the per-phrase / per-region report."""
+        return self._score(self.validate(predictions, images, references), return_report=return_report)
+
+    def _score(self, inputs: ValidInputs, *, return_report: bool = False) -> dict:
+        predictions, pil_images, refs = inputs.predictions, inputs.images, inputs.references
+        self.timings.clear()
+        before = self.backbone.truncated_texts
+
+        regions = self._timed("segmentation", self._region_features, pil_images)
+        caption_phrases = self._timed("parsing", self.phrases.extract, predictions)
+        ref_phrases = None
+        if refs is not None:
+            flat_refs = [r for sample in refs for r in sample]
+            parsed = dict(zip(flat_refs, self._timed("parsing", self.phrases.extract, flat_refs)))
+            ref_phrases = [list(dict.fromkeys(p for r in sample for p in parsed[r])) for sample in refs]
+
+        def encode():
+            image_emb = self.backbone.encode_images(pil_images)
+            region_emb = [self.backbone.encode_regions(im, m) for im, m in zip(pil_images, regions["masks"])]
+            caption_emb = self.backbone.encode_texts([self.caption_prefix + p for p in predictions])
+            phrase_emb = self._encode_phrases(caption_phrases)
+            extra = None
+            if refs is not None:
+                ref_emb = self.backbone.encode_texts([self.caption_prefix + r for sample in refs for r in sample])
+                extra = (ref_emb, self._encode_phrases(ref_phrases))
+            return image_emb, region_emb, caption_emb, phrase_emb, extra
+
+        image_emb, region_emb, caption_emb, phrase_emb, extra = self._timed("encoding", encode)
+        result = self._timed("scoring", self._combine, predictions, refs, caption_phrases, ref_phrases, regions,
+                             image_emb, region_emb, caption_emb, phrase_emb, extra, return_report)
+        result["truncated_texts"] = self.backbone.truncated_texts - before
+        result["no_region_images"] = regions["empty"]
+        result["timings"] = dict(self.timings)
+        return result
+
+    def _combine(self, predictions, refs, caption_phrases, ref_phrases, regions, image_emb, region_emb,
+                 caption_emb, phrase_emb, extra, return_report) -> dict:
+        per_sample: Dict[str, List[float]] = defaultdict(list)
+        reports, no_phrases = [], 0
+        ref_owner_start = 0
+        for i, caption in enumerate(predictions):
+            g_itc = H.global_itc(image_emb[i], caption_emb[i], self.w)
+            match = H.local_match(phrase_emb[i], region_emb[i], self.w) if len(caption_phrases[i]) else None
+            no_phrases += match is None
+            l_itc = self._local_value(match)
+            per_sample["global_itc"].append(g_itc)
+            per_sample["hice_s"].append(H.hice(g_itc, l_itc))
+            if match is not None:
+                per_sample["local_precision"].append(match.precision)
+                per_sample["local_recall"].append(match.recall)
+            per_sample["local_itc"].append(l_itc if l_itc is not None else float("nan"))
+            if refs is not None:
+                ref_emb, ref_phrase_emb = extra
+                k = len(refs[i])
+                g_ttc = H.global_ttc(caption_emb[i], ref_emb[ref_owner_start:ref_owner_start + k], self.text_w)
+                ref_owner_start += k
+                text_match = (H.local_match(phrase_emb[i], ref_phrase_emb[i], self.text_w)
+                              if len(caption_phrases[i]) and len(ref_phrases[i]) else None)
+                l_ttc = self._local_value(text_match)
+                per_sample["global_ttc"].append(g_ttc)
+                per_sample["local_ttc"].append(l_ttc if l_ttc is not None else float("nan"))
+                per_sample["refhice_s"].append(H.ref_hice(g_itc, l_itc, g_ttc, l_ttc))
+            if return_report:
+                reports.append(self._report(caption, caption_phrases[i], match, regions["masks"][i]))
+        result = summarize({k: v for k, v in per_sample.items() if k not in ("local_precision", "local_recall")})
+        for key in ("local_itc", "local_ttc"):
+            if key in result:
+                values = [v for v in result[f"{key}_per_sample"] if not np.isnan(v)]
+                result[key] = float(np.mean(values)) if values else float("nan")
+        result["no_phrase_captions"] = no_phrases
+        if return_report:
+            result["reports"] = reports
+        return result
+
+    def visualize(self, image, caption: str, references: Optional[Sequence[str]] = None):
+        """A PIL image: regions outlined and tinted by status, the phrases listed with wrong ones marked."""
+        from capeval.hice_s.visualize import draw_hice_report
+
+        (pil_image,) = load_images([image])
+        result = self.score([caption], [pil_image], [list(references)] if references else None, return_report=True)
+        return draw_hice_report(pil_image, result["reports"][0], self.regions.masks(pil_image) or
+                                [np.ones((pil_image.height, pil_image.width), bool)])
+
+    def _local_value(self, match: Optional[H.LocalMatch]) -> Optional[float]:
+        if match is not None:
+            return match.score
+        return 0.0 if self.empty_phrases == "zero" else None
+
+    def _report(self, caption: str, phrases: List[str], match: Optional[H.LocalMatch], masks) -> dict:
+        regions = []
+        for m, mask in enumerate(masks):
+            ys, xs = np.nonzero(mask)
+            recall = float(match.recall_per_target[m]) if match is not None else 0.0
+            regions.append({
+                "index": m, "area": int(mask.sum()),
+                "bbox": [int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1],
+                "recall": recall, "mentioned": recall >= self.threshold,
+                "best_phrase": phrases[int(match.best_unit[m])] if match is not None else None,
+            })
+        phrase_rows = [{"phrase": p, "precision": float(match.precision_per_unit[j]),
+                        "correct": float(match.precision_per_unit[j]) >= self.threshold}
+                       for j, p in enumerate(phrases)]
+        return {
+            "caption": caption, "phrases": phrase_rows, "regions": regions,
+            "wrong_phrases": [row["phrase"] for row in phrase_rows if not row["correct"]],
+            "unmentioned_regions": [row["index"] for row in regions if not row["mentioned"]],
+        }

@@ -1,0 +1,36 @@
+"""Image round-trip registration: the SD-Turbo text-to-image weights, the ViT-g/14 CLIP and DINOv2 image encoders
+and the ``image_roundtrip`` scorer."""
+
+from __future__ import annotations
+
+from capeval.backbones.image_features import DINOV2_FILES
+from capeval.core.constants import CLIP_FILES
+from capeval.core.hub import WeightSpec, register
+from capeval.core.scoring import CACHE_OPTIONS, RUNTIME_OPTIONS, register_scorer
+from capeval.image_roundtrip.pipeline import DIFFUSERS_FILES
+
+register(WeightSpec(
+    name="sd-turbo", repo_id="stabilityai/sd-turbo", revision="b261bac6fd2cf515557d5d0707481eafa0485ec2",
+    files=DIFFUSERS_FILES, format="diffusers", license="other (Stability AI Community License)",
+    source_url="https://huggingface.co/stabilityai/sd-turbo",
+    description="SD-Turbo: adversarially distilled Stable Diffusion 2.1, 1-4 steps, no guidance, 512 px",
+))
+register(WeightSpec(
+    name="laion-clip-vit-g-14", repo_id="laion/CLIP-ViT-g-14-laion2B-s34B-b88K", revision="main", files=CLIP_FILES,
+    format="open_clip", license="mit", source_url="https://github.com/mlfoundations/open_clip",
+    description="OpenCLIP ViT-g/14 trained on LAION-2B (the round-trip paper's ViT-g/14 image encoder)",
+    options={"model_cfg": {"quick_gelu": False}},
+))
+register(WeightSpec(
+    name="dinov2-small", repo_id="facebook/dinov2-small", revision="ed25f3a31f01632728cabb09d1542f84ab7b0056",
+    files=DINOV2_FILES, format="transformers", license="apache-2.0",
+    source_url="https://github.com/facebookresearch/dinov2", description="DINOv2 ViT-S/14 self-supervised image encoder",
+))
+
+
+register_scorer("image_roundtrip", factory="capeval.image_roundtrip.scorer:ImageRoundTripScorer", images="required",
+                references="unused",
+                options=("weights", "features", "feature_weights", "similarity", "steps", "guidance_scale", "height",
+                         "width", "images_per_caption", "seed", *RUNTIME_OPTIONS, "generation_dtype",
+                         "generation_batch_size", *CACHE_OPTIONS, "image_cache_dir", "use_image_cache"),
+                help="Image round-trip: text-to-image render of the caption vs the original image (Huang et al. 2024)")

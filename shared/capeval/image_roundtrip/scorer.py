@@ -1,0 +1,82 @@
+"""Image round-trip score (Huang et al. 2024): render the caption with a text-to-image model and compare the
+image features of the original and the rendered image (cosine by default), averaged over the renders."""
+
+from __future__ import annotations
+
+import logging
+from typing import Optional, Sequence, Union
+
+from capeval.backbones.image_features import ImageFeatureExtractor, load_image_features
+from capeval.core.inputs import ValidInputs, check_captions
+from capeval.core.scoring import Scorer, summarize
+from capeval.functional.roundtrip import SIMILARITIES, roundtrip_score
+from capeval.image_roundtrip.pipeline import DiffusersGenerator, GeneratedImageCache, TextToImageGenerator, render
+
+logger = logging.getLogger(__name__)
+
+
+class ImageRoundTripScorer(Scorer):
+    """``mean_j sim(f(image), f(G(caption, seed_j)))`` over ``images_per_caption`` generated images.
+
+    ``weights``: the generator's weights name / hub id / diffusers directory (built as :class:`DiffusersGenerator` with
+    ``steps``, ``guidance_scale``, ``height``, ``width``, ``generation_dtype``, ``generation_batch_size``) or any
+    :class:`~capeval.image_roundtrip.pipeline.TextToImageGenerator`. ``features``: "clip" (default) or "dinov2" with
+    ``feature_weights``, or any :class:`~capeval.backbones.image_features.ImageFeatureExtractor`. ``dtype`` applies to the
+    feature extractor (float32 by default). Generated images are cached in ``image_cache_dir`` (default
+    ``<capeval cache>/roundtrip_images``; ``use_image_cache=False`` keeps them in memory only). The metric is
+    reference-free: references are refused.
+    """
+
+    name, images, references = "image_roundtrip", "required", "unused"
+
+    def __init__(self, weights: Union[str, TextToImageGenerator] = "sd-turbo", *,
+                 features: Union[str, ImageFeatureExtractor] = "clip", feature_weights: Optional[str] = None,
+                 similarity: str = "cosine", steps: int = 1, guidance_scale: float = 0.0, height: int = 512,
+                 width: int = 512, images_per_caption: int = 1, seed: int = 0, device: str = "auto", dtype=None,
+                 generation_dtype=None, batch_size: int = 64, generation_batch_size: int = 4, cache_dir=None,
+                 persist_dir=None, image_cache_dir=None, use_image_cache: bool = True):
+        if similarity not in SIMILARITIES:
+            raise ValueError(f"unknown similarity {similarity!r}; use one of {sorted(SIMILARITIES)}")
+        if images_per_caption < 1:
+            raise ValueError("images_per_caption must be >= 1")
+        self.similarity = similarity
+        self.images_per_caption = images_per_caption
+        self.seed = seed
+        generator = weights
+        if isinstance(generator, str):
+            generator = DiffusersGenerator(generator, steps=steps, guidance_scale=guidance_scale, height=height,
+                                           width=width, device=device, dtype=generation_dtype,
+                                           batch_size=generation_batch_size, cache_dir=cache_dir)
+        self.generator = generator
+        if isinstance(features, str):
+            features = load_image_features(features, feature_weights, device=device, dtype=dtype,
+                                           batch_size=batch_size, cache_dir=cache_dir, persist_dir=persist_dir)
+        self.extractor = features
+        self.image_cache = GeneratedImageCache(image_cache_dir) if use_image_cache else None
+
+    def generated_images(self, predictions: Sequence[str], *, show_progress: Optional[bool] = None):
+        """The images generated for each caption (``images_per_caption`` each; from the cache when there)."""
+        predictions = check_captions(predictions)
+        device = getattr(self.generator, "device", None)
+        if getattr(device, "type", None) == "cpu":
+            logger.info("generating up to %d images on CPU: slow (the progress bar shows the estimate)",
+                        len(predictions) * self.images_per_caption)
+        return render(self.generator, predictions, images_per_caption=self.images_per_caption, seed=self.seed,
+                      cache=self.image_cache, show_progress=show_progress)
+
+    def score(self, predictions: Sequence[str], images: Optional[Sequence] = None,
+              references: Optional[Sequence] = None, *, return_images: bool = False) -> dict:
+        """As :meth:`Scorer.score`; ``return_images`` adds the generated images to the result."""
+        return self._score(self.validate(predictions, images, references), return_images=return_images)
+
+    def _score(self, inputs: ValidInputs, *, return_images: bool = False) -> dict:
+        predictions, originals, n = inputs.predictions, inputs.images, len(inputs)
+        generated = self.generated_images(predictions)
+        original_features = self.extractor.encode_images(originals)
+        generated_features = self.extractor.encode_images([image for row in generated for image in row])
+        generated_features = generated_features.view(n, self.images_per_caption, -1)
+        scores = roundtrip_score(original_features, generated_features, self.similarity)
+        result = summarize({self.name: scores.tolist()})
+        if return_images:
+            result["generated_images"] = generated
+        return result

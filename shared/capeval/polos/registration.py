@@ -1,0 +1,35 @@
+"""Polos registration: the SimCSE encoder and head weights, the official-checkpoint converter, the scorer and
+the M²LHF trainers."""
+
+from __future__ import annotations
+
+from capeval.core.convert import register_converter
+from capeval.core.hub import WeightSpec, register
+from capeval.core.scoring import CACHE_OPTIONS, RUNTIME_OPTIONS, register_scorer
+from capeval.core.training import register_trainer
+from capeval.polos.checkpoint import HEAD_FILES, HEAD_LICENSE, OFFICIAL_TEXT_ENCODER, SIMCSE_FILES, convert_polos
+
+register(WeightSpec(
+    name="simcse-roberta-base", repo_id=OFFICIAL_TEXT_ENCODER,
+    revision="4bf73c6b5df517f74188c5e9ec159b2208c89c08", files=SIMCSE_FILES, format="transformers",
+    license="mit", source_url="https://github.com/princeton-nlp/SimCSE",
+    description="Supervised SimCSE RoBERTa-base (Polos' text encoder)",
+))
+register(WeightSpec(
+    name="polos", repo_id="capeval/polos", revision="main", files=HEAD_FILES, format="safetensors",
+    license=HEAD_LICENSE, source_url="https://github.com/keio-smilab24/Polos (reprod.ckpt)",
+    description="Polos scalar mix + MLP head converted from the official checkpoint",
+))
+
+
+register_converter("polos", help="Polos reprod.ckpt (PyTorch-Lightning; hparams.yaml beside it is checked) -> "
+                                 "polos_head.safetensors + polos_config.json")(convert_polos)
+register_scorer("polos", factory="capeval.polos.scorer:PolosScorer", images="required", references="required",
+                options=("weights", "statistics", *RUNTIME_OPTIONS, *CACHE_OPTIONS, "head", "config", "clip_backbone"),
+                shares=(("clip_backbone", "capeval.polos.scorer:clip_weights_of"),),
+                help="Polos (Wada et al. 2024): CLIP + SimCSE features -> MLP, max over references")
+register_trainer("polos", configure="capeval.polos.training:configure_training", run="capeval.polos.training:train_polos",
+                 help="M2LHF: train the Polos head on human judgments with frozen CLIP/SimCSE encoders")
+register_trainer("polos-features", configure="capeval.polos.training:configure_features",
+                 run="capeval.polos.training:run_polos_features",
+                 help="M2LHF step 1, shardable: the frozen CLIP/SimCSE outputs of judgments, for `train polos --train`")

@@ -1,0 +1,220 @@
+"""Polos: CLIP ViT-B/32 + SimCSE-RoBERTa features → MLP, max over references."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import warnings
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import torch
+from tqdm.auto import tqdm
+
+from capeval.backbones.clip import ClipBackbone
+from capeval.core.constants import CLIPSCORE_PREFIX
+from capeval.core.hub import registered_weights, resolve
+from capeval.core.inputs import ValidInputs, load_images
+from capeval.core.runtime import EmbeddingCache, encode_cached, resolve_device, resolve_dtype, text_key
+from capeval.core.scoring import Scorer, summarize
+from capeval.functional.polos import polos_features, scalar_mix
+from capeval.polos.checkpoint import SIMCSE_FILES, head_config, read_official_head
+
+HEAD_FILE = "polos_head.safetensors"
+CONFIG_FILE = "polos_config.json"
+MAX_TEXT_TOKENS = 512
+STATISTICS = ("per_sentence", "batch")
+
+
+class PolosHead(torch.nn.Module):
+    """The trained part of Polos: the scalar mix (one logit per hidden state + gamma) and the 3-layer MLP."""
+
+    def __init__(self, feature_dim: int, hidden: Sequence[int] = (2304, 1152), num_layers: int = 13,
+                 dropout: float = 0.1):
+        super().__init__()
+        self.scalar_parameters = torch.nn.Parameter(torch.zeros(num_layers))
+        self.gamma = torch.nn.Parameter(torch.ones(1))
+        h1, h2 = hidden
+        self.mlp = torch.nn.Sequential(
+            torch.nn.Linear(feature_dim, h1), torch.nn.Tanh(), torch.nn.Dropout(dropout),
+            torch.nn.Linear(h1, h2), torch.nn.Tanh(), torch.nn.Dropout(dropout),
+            torch.nn.Linear(h2, 1), torch.nn.Sigmoid(),
+        )
+
+    def digest(self) -> str:
+        """Identifies the scalar mix, on which cached sentence vectors depend."""
+        values = torch.cat([self.scalar_parameters.detach().flatten(), self.gamma.detach().flatten()]).cpu()
+        return hashlib.sha256(values.float().numpy().tobytes()).hexdigest()[:16]
+
+
+def head_from_config(config: Dict, state_dict=None) -> PolosHead:
+    head = PolosHead(config["feature_dim"], config["hidden"], config["num_layers"])
+    if state_dict is not None:
+        head.load_state_dict(state_dict)
+    return head.eval()
+
+
+def load_head(weights: str, cache_dir=None) -> Tuple[PolosHead, Dict]:
+    """Our head artifact (registry name, hub id or directory), or the official ``reprod.ckpt`` file itself."""
+    from safetensors.torch import load_file
+
+    if Path(weights).is_file():
+        state, config = read_official_head(Path(weights))
+        return head_from_config(config, state), config
+    directory = resolve(weights, [CONFIG_FILE, HEAD_FILE], cache_dir=cache_dir)
+    config = json.loads((directory / CONFIG_FILE).read_text())
+    return head_from_config(config, load_file(str(directory / HEAD_FILE))), config
+
+
+def clip_weights_of(options: dict) -> str:
+    """The CLIP weights ``PolosScorer(**options)`` loads: its head's ``clip_weights`` (for sharing a backbone)."""
+    if options.get("config") is not None:
+        return options["config"]["clip_weights"]
+    weights = options.get("weights") or "polos"
+    if Path(weights).is_file():  # the official reprod.ckpt: CLIP ViT-B/32
+        return head_config(text_dim=0, clip_dim=0)["clip_weights"]
+    directory = resolve(weights, [CONFIG_FILE, HEAD_FILE], cache_dir=options.get("cache_dir"))
+    return json.loads((directory / CONFIG_FILE).read_text())["clip_weights"]
+
+
+def encoder_dir(name: str, cache_dir=None) -> Path:
+    """The SimCSE files: a registry name, a local directory, or a hub id in the SimCSE repo layout."""
+    weights = registered_weights()
+    if name in weights:
+        return resolve(name, list(weights[name].files), cache_dir=cache_dir)
+    return resolve(name, None if Path(name).is_dir() else list(SIMCSE_FILES), cache_dir=cache_dir)
+
+
+class SimcseEncoder:
+    """SimCSE-RoBERTa returning all hidden states (embeddings + every layer) and the non-pad mask.
+
+    Texts are not truncated below 512 tokens (the encoder's limit); longer ones are truncated, counted and warned.
+    """
+
+    def __init__(self, name: str, *, device, dtype, cache_dir=None):
+        from transformers import AutoModel, AutoTokenizer
+
+        self.directory = encoder_dir(name, cache_dir)
+        self.device, self.dtype = device, dtype
+        self.tokenizer = AutoTokenizer.from_pretrained(str(self.directory))
+        self.model = AutoModel.from_pretrained(str(self.directory)).to(device, dtype).eval()
+        self.hidden_size = int(self.model.config.hidden_size)
+        self.num_states = int(self.model.config.num_hidden_layers) + 1
+        self.truncated_texts = 0
+
+    @torch.inference_mode()
+    def hidden_states(self, texts: List[str]) -> Tuple[List[torch.Tensor], torch.Tensor]:
+        """float32 hidden states, each (B, T, D), and the (B, T) attention mask, on the encoder's device."""
+        limit = min(MAX_TEXT_TOKENS, self.tokenizer.model_max_length)
+        too_long = sum(len(ids) > limit for ids in self.tokenizer(texts)["input_ids"])
+        if too_long:
+            self.truncated_texts += too_long
+            warnings.warn(f"{too_long} of {len(texts)} texts exceed {limit} SimCSE tokens and were truncated")
+        batch = self.tokenizer(texts, padding=True, truncation=True, max_length=limit, return_tensors="pt")
+        batch = {k: v.to(self.device) for k, v in batch.items()}
+        states = self.model(**batch, output_hidden_states=True).hidden_states
+        return [h.float() for h in states], batch["attention_mask"]
+
+
+class PolosScorer(Scorer):
+    """Polos with per-sentence scalar-mix statistics by default (``statistics="batch"``: the official
+    batch-wide statistics, for exact paper reproduction) and every reference used.
+
+    ``weights``: our head artifact or the official ``reprod.ckpt``; or pass an in-memory ``head`` and its ``config``.
+    ``clip_backbone``: a loaded :class:`ClipBackbone` of the head's CLIP weights to share (e.g. with RefCLIP-S).
+    """
+
+    name, images, references = "polos", "required", "required"
+
+    def __init__(self, weights: Optional[str] = "polos", *, statistics: str = "per_sentence", device: str = "auto",
+                 dtype=None, batch_size: int = 64, cache_dir=None, persist_dir=None,
+                 head: Optional[PolosHead] = None, config: Optional[Dict] = None,
+                 clip_backbone: Optional[ClipBackbone] = None):
+        if statistics not in STATISTICS:
+            raise ValueError(f"statistics must be one of {STATISTICS}, not {statistics!r}")
+        self.statistics = statistics
+        self.device, self.dtype, self.batch_size = resolve_device(device), resolve_dtype(dtype), batch_size
+        if head is None:
+            head, config = load_head(weights, cache_dir)
+        self.head, self.config = head.to(self.device), config
+        self.clip = clip_backbone or ClipBackbone(config["clip_weights"], device=device, dtype=dtype,
+                                                  batch_size=batch_size, cache_dir=cache_dir, persist_dir=persist_dir)
+        self.encoder = SimcseEncoder(config["text_encoder"], device=self.device, dtype=self.dtype, cache_dir=cache_dir)
+        self._check_dimensions()
+        self._persist_dir = persist_dir
+        self.reset_caches()
+
+    def _check_dimensions(self) -> None:
+        clip_dim = int(self.clip.model.text_projection.shape[1])
+        expected = (self.config["text_dim"], self.config["clip_dim"], self.config["num_layers"])
+        found = (self.encoder.hidden_size, clip_dim, self.encoder.num_states)
+        if expected != found:
+            raise ValueError(f"the Polos head expects (text dim, CLIP dim, hidden states) = {expected} but its "
+                             f"encoders give {found}")
+
+    def reset_caches(self) -> None:
+        """Empty in-memory caches of sentence vectors (keyed by encoder, scalar mix and dtype) and CLIP features."""
+        self.clip.reset_caches()
+        namespace = f"polos-simcse|{self.encoder.directory.resolve()}|{self.head.digest()}|{self.dtype}"
+        self.text_cache = EmbeddingCache(namespace, self._persist_dir)
+
+    def _sentence_vectors(self, texts: List[str], *, per_sentence: bool) -> torch.Tensor:
+        """Position 0 of the layer-normalised scalar mix of all hidden states (CPU, float32)."""
+        states, mask = self.encoder.hidden_states(texts)
+        with torch.inference_mode():
+            mixed = scalar_mix(states, mask, self.head.scalar_parameters, self.head.gamma, per_sentence=per_sentence)
+        return mixed[:, 0].cpu()
+
+    def sentence_embeddings(self, texts: Sequence[str]) -> torch.Tensor:
+        """Per-sentence statistics: each distinct text encoded once, in batches, independent of its neighbours."""
+        return encode_cached(texts, [text_key(t) for t in texts],
+                             lambda chunk: self._sentence_vectors(chunk, per_sentence=True), self.text_cache,
+                             batch_size=self.batch_size, desc="SimCSE texts")
+
+    def official_batch_embeddings(self, predictions: List[str], refs: List[List[str]]):
+        """Batch-wide statistics as in the official code: consecutive chunks of ``batch_size`` samples; a chunk's
+        candidates form one batch and, for each j, the j-th references of its samples form one batch (the official
+        code stops at the smallest reference count; here samples with fewer references just sit out)."""
+        offsets = [0]
+        for sample in refs:
+            offsets.append(offsets[-1] + len(sample))
+        cand = torch.empty(len(predictions), self.encoder.hidden_size)
+        ref = torch.empty(offsets[-1], self.encoder.hidden_size)
+        chunks = range(0, len(predictions), self.batch_size)
+        for start in tqdm(chunks, desc="SimCSE batches", disable=len(chunks) < 2):
+            members = range(start, min(start + self.batch_size, len(predictions)))
+            cand[start:members.stop] = self._sentence_vectors([predictions[i] for i in members], per_sentence=False)
+            for j in range(max(len(refs[i]) for i in members)):
+                having = [i for i in members if len(refs[i]) > j]
+                vectors = self._sentence_vectors([refs[i][j] for i in having], per_sentence=False)
+                ref[[offsets[i] + j for i in having]] = vectors
+        return cand, ref
+
+    def clip_images(self, images: Sequence) -> torch.Tensor:
+        """Unnormalised CLIP image features; images are converted to RGB first, as the official data loading does."""
+        pil = [image if image.mode == "RGB" else image.convert("RGB") for image in load_images(images)]
+        return self.clip.encode_images(pil)
+
+    def clip_texts(self, texts: Sequence[str]) -> torch.Tensor:
+        """Unnormalised CLIP text features of ``"A photo depicts " + text``."""
+        return self.clip.encode_texts([CLIPSCORE_PREFIX + text for text in texts])
+
+    def _score(self, inputs: ValidInputs) -> dict:
+        predictions, images, refs, n = inputs.predictions, inputs.images, inputs.references, len(inputs)
+        flat = [r for sample in refs for r in sample]
+        owner = torch.as_tensor([i for i, sample in enumerate(refs) for _ in sample])
+        truncated_before, clip_truncated_before = self.encoder.truncated_texts, self.clip.truncated_texts
+        image, cand_clip, ref_clip = self.clip_images(images), self.clip_texts(predictions), self.clip_texts(flat)
+        if self.statistics == "batch":
+            cand_se, ref_se = self.official_batch_embeddings(predictions, refs)
+        else:
+            cand_se, ref_se = self.sentence_embeddings(predictions), self.sentence_embeddings(flat)
+        features = polos_features(ref_se, cand_se[owner], image[owner], cand_clip[owner], ref_clip)
+        with torch.inference_mode():
+            per_ref = torch.cat([self.head.mlp(chunk.to(self.device)).squeeze(-1).float().cpu()
+                                 for chunk in features.split(max(self.batch_size, 1) * 8)])
+        best = torch.full((n,), float("-inf")).scatter_reduce(0, owner, per_ref, reduce="amax")
+        result = summarize({"polos": best.tolist()})
+        result["truncated_texts"] = self.encoder.truncated_texts - truncated_before
+        result["clip_truncated_texts"] = self.clip.truncated_texts - clip_truncated_before
+        return result

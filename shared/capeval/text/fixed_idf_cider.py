@@ -1,0 +1,79 @@
+"""CIDEr-D with a fixed IDF: PTB tokenisation (pycocoevalcap, needs Java) + :mod:`capeval.functional.fixed_idf_cider`.
+
+Official CIDEr takes its IDF from the scored corpus, so a caption's score changes with the other captions
+scored beside it (and is 0 when one caption is scored alone: log(1) = 0). A fixed IDF, built once from a
+reference corpus with :func:`build_document_frequencies`, gives every caption a score of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Dict, List, Sequence, Union
+
+from capeval.core.errors import InputError
+from capeval.core.inputs import ValidInputs, check_references
+from capeval.core.scoring import Scorer, summarize
+from capeval.functional.fixed_idf_cider import DocumentFrequencies, cider_d
+
+IDF_FILE = "cider_idf.json"
+
+
+def ptb_tokenize(texts: Sequence[str]) -> List[str]:
+    """pycocoevalcap's PTBTokenizer (Stanford CoreNLP PTB tokeniser, lower case, punctuation removed), one call."""
+    from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
+
+    tokenized = PTBTokenizer().tokenize({i: [{"caption": text}] for i, text in enumerate(texts)})
+    return [tokenized[i][0] for i in range(len(texts))]
+
+
+def tokenize_reference_sets(reference_sets: Sequence[Sequence[str]]) -> List[List[str]]:
+    flat = ptb_tokenize([r for refs in reference_sets for r in refs])
+    out, start = [], 0
+    for refs in reference_sets:
+        out.append(flat[start:start + len(refs)])
+        start += len(refs)
+    return out
+
+
+def build_document_frequencies(reference_sets: Sequence[Sequence[str]]) -> DocumentFrequencies:
+    """IDF corpus from raw reference sets (one document per set, as pycocoevalcap counts one per scored sample)."""
+    reference_sets = check_references(reference_sets, len(reference_sets))
+    return DocumentFrequencies.from_reference_sets(tokenize_reference_sets(reference_sets))
+
+
+def save_document_frequencies(df: DocumentFrequencies, path: Union[str, os.PathLike], provenance: Dict) -> Path:
+    path = Path(path)
+    path.write_text(json.dumps({"format": "capeval-cider-idf/1", "provenance": provenance, **df.to_json()}))
+    return path
+
+
+def load_document_frequencies(idf: Union[str, os.PathLike, DocumentFrequencies]) -> DocumentFrequencies:
+    """A :class:`DocumentFrequencies`, a JSON file written by :func:`save_document_frequencies` or its folder."""
+    if isinstance(idf, DocumentFrequencies):
+        return idf
+    path = Path(idf)
+    if path.is_dir():
+        path = path / IDF_FILE
+    if not path.is_file():
+        raise InputError(f"CIDEr IDF file not found: {path}")
+    return DocumentFrequencies.from_json(json.loads(path.read_text()))
+
+
+class FixedIdfCiderScorer(Scorer):
+    """Per-sample CIDEr-D (key ``cider``) with document frequencies fixed by ``idf``."""
+
+    name, images, references = "cider", "unused", "required"
+
+    def __init__(self, idf: Union[str, os.PathLike, DocumentFrequencies], *, device=None, dtype=None,
+                 batch_size=None):
+        """Pure Python on the CPU: the runtime options change nothing."""
+        self.document_frequencies = load_document_frequencies(idf)
+
+    def _score(self, inputs: ValidInputs) -> dict:
+        predictions, refs = inputs.predictions, inputs.references
+        candidates = ptb_tokenize(predictions)
+        tokenized_refs = tokenize_reference_sets(refs)
+        scores = [cider_d(c, r, self.document_frequencies) for c, r in zip(candidates, tokenized_refs)]
+        return summarize({"cider": scores})

@@ -1,0 +1,62 @@
+"""MPNetScore (as in EnsembEval): cosine between all-mpnet-base-v2 sentence embeddings (mean pooling over tokens,
+L2-normalised, 384-token limit as sentence-transformers), averaged over the references."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Sequence
+
+import torch
+
+from capeval.core.hub import get_spec, resolve
+from capeval.core.inputs import ValidInputs
+from capeval.core.runtime import EmbeddingCache, encode_cached, resolve_device, resolve_dtype, text_key
+from capeval.core.scoring import Scorer, summarize
+
+MAX_TOKENS = 384  # sentence-transformers' max_seq_length for all-mpnet-base-v2
+
+
+class MPNetScorer(Scorer):
+    name, images, references = "mpnet_score", "unused", "required"
+
+    def __init__(self, weights: str = "all-mpnet-base-v2", *, device: str = "auto", dtype=None, batch_size: int = 64,
+                 cache_dir=None, persist_dir=None):
+        from transformers import AutoModel, AutoTokenizer
+
+        files = list(get_spec(weights).files) if weights == "all-mpnet-base-v2" else None
+        directory = resolve(weights, files, cache_dir=cache_dir)
+        self.device, self.dtype, self.batch_size = resolve_device(device), resolve_dtype(dtype), batch_size
+        self.tokenizer = AutoTokenizer.from_pretrained(str(directory))
+        self.model = AutoModel.from_pretrained(str(directory)).to(self.device, self.dtype).eval()
+        self.cache = EmbeddingCache(f"mpnet|{directory.resolve()}|{self.dtype}", persist_dir)
+        self.truncated_texts = 0
+
+    @torch.inference_mode()
+    def _embed_batch(self, texts):
+        lengths = [len(ids) for ids in self.tokenizer(list(texts))["input_ids"]]
+        too_long = sum(n > MAX_TOKENS for n in lengths)
+        if too_long:
+            self.truncated_texts += too_long
+            warnings.warn(f"{too_long} of {len(texts)} texts exceed {MAX_TOKENS} MPNet tokens and were truncated")
+        batch = self.tokenizer(list(texts), padding=True, truncation=True, max_length=MAX_TOKENS, return_tensors="pt")
+        batch = {k: v.to(self.device) for k, v in batch.items()}
+        hidden = self.model(**batch).last_hidden_state.float()
+        mask = batch["attention_mask"].unsqueeze(-1).float()
+        pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+        return torch.nn.functional.normalize(pooled, dim=-1)
+
+    def embed(self, texts: Sequence[str]) -> torch.Tensor:
+        return encode_cached(texts, [text_key(t) for t in texts], self._embed_batch, self.cache,
+                             batch_size=self.batch_size, desc="MPNet texts")
+
+    def _score(self, inputs: ValidInputs) -> dict:
+        predictions, refs = inputs.predictions, inputs.references
+        flat = [r for sample in refs for r in sample]
+        owner = torch.as_tensor([i for i, sample in enumerate(refs) for _ in sample])
+        cand, ref = self.embed(predictions), self.embed(flat)
+        cos = (cand[owner] * ref).sum(-1)
+        total = torch.zeros(len(predictions)).index_add(0, owner, cos)
+        counts = torch.zeros(len(predictions)).index_add(0, owner, torch.ones_like(cos))
+        result = summarize({"mpnet_score": (total / counts).tolist()})
+        result["truncated_texts"] = self.truncated_texts
+        return result

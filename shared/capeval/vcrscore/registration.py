@@ -1,0 +1,59 @@
+"""VCRScore registration: the weights of its feature extractors (ViLT retrieval, DETR and YOLOS detectors, MCIP
+OpenCLIP ViT-L-14-336) and of its regressor, the MCIP and regressor converters, the scorer and the trainer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from capeval.backbones.registration import convert_clip_checkpoint, register_clip_weights
+from capeval.core.constants import OPENAI_PREPROCESS
+from capeval.core.convert import register_converter
+from capeval.core.hub import WeightSpec, register
+from capeval.core.scoring import CACHE_OPTIONS, RUNTIME_OPTIONS, register_scorer
+from capeval.core.training import register_trainer
+from capeval.vcrscore.constants import DETECTOR_FILES, VILT_FILES
+from capeval.vcrscore.regressor import GBR_FILE, convert_vcrscore_gbr
+
+register(WeightSpec(
+    name="vilt-b32-finetuned-coco", repo_id="dandelin/vilt-b32-finetuned-coco", revision="main", files=VILT_FILES,
+    format="transformers", license="apache-2.0", source_url="https://github.com/dandelin/ViLT",
+    description="ViLT-B/32 fine-tuned for COCO image-text retrieval (VCRScore feature 2)",
+))
+register(WeightSpec(
+    name="detr-resnet-50", repo_id="facebook/detr-resnet-50", revision="main", files=DETECTOR_FILES,
+    format="transformers", license="apache-2.0", source_url="https://github.com/facebookresearch/detr",
+    description="DETR ResNet-50 COCO object detector (VCRScore word pool)",
+))
+register(WeightSpec(
+    name="yolos-small", repo_id="hustvl/yolos-small", revision="main", files=DETECTOR_FILES,
+    format="transformers", license="apache-2.0", source_url="https://github.com/hustvl/YOLOS",
+    description="YOLOS-S COCO object detector: capeval's stand-in for VCRScore's unpublished Keras YOLOv3",
+))
+register(WeightSpec(
+    name="vcrscore-gbr", repo_id="capeval/vcrscore-gbr", revision="main", files=(GBR_FILE,), format="json",
+    license="unknown (no licence file upstream)",
+    source_url="VCRScore official repository, model_GBR_VCR.pickle (sklearn 1.6.1, sha256 95dc58f5...c540)",
+    description="Official VCRScore GradientBoostingRegressor as a JSON tree ensemble",
+))
+MCIP_URL = "https://visual-computing.com/files/MCIP/MCIP-ViT-L-14-336.pth"
+register_clip_weights("mcip-vit-l-14-336", "capeval/mcip-vit-l-14-336", "main", "other",
+                      f"{MCIP_URL} (not on the Hugging Face Hub: convert with `capeval convert mcip`)",
+                      "MCIP retrieval-optimised OpenCLIP ViT-L-14-336 (OpenAI architecture, QuickGELU)")
+
+
+@register_converter("mcip", help="MCIP-ViT-L-14-336.pth (OpenCLIP ViT-L-14-336 state dict) -> capeval CLIP layout")
+def convert_mcip(official: Path, out_dir: Path) -> None:
+    convert_clip_checkpoint(official, out_dir, preprocess=OPENAI_PREPROCESS, quick_gelu=True,
+                            title="MCIP OpenCLIP ViT-L-14-336 (capeval layout)")
+
+
+register_converter("vcrscore-gbr", help="VCRScore model_GBR_VCR.pickle (read with a restricted unpickler) -> "
+                                        "JSON")(convert_vcrscore_gbr)
+register_scorer("vcrscore", factory="capeval.vcrscore.scorer:VcrScorer", images="required", references="required",
+                options=("weights", "vilt", "detr", "yolo", "mcip", "detr_threshold", "yolo_threshold",
+                         "yolo_label_names", "max_references", *RUNTIME_OPTIONS, *CACHE_OPTIONS, "regressor"),
+                help="VCRScore (Ruiz et al. 2024): word precision vs references + detected objects, ViLT retrieval "
+                     "logit, MCIP RefCLIP-S -> official gradient-boosted regressor")
+register_trainer("vcrscore", configure="capeval.vcrscore.regressor:configure_training",
+                 run="capeval.vcrscore.regressor:train_vcrscore",
+                 help="fit VCRScore's GradientBoostingRegressor on cached feature rows; exports JSON")

@@ -1,0 +1,349 @@
+"""VCRScore (Ruiz et al. 2024): three features per caption → the official gradient-boosted regressor.
+
+1. word precision of the caption against a pool of the references and the names of the objects two detectors
+   find in the image (DETR ``facebook/detr-resnet-50`` at 0.9; a YOLO-family detector at 0.6);
+2. the raw image–text retrieval logit of ViLT ``dandelin/vilt-b32-finetuned-coco`` (text ≤ 39 tokens);
+3. MCIP RefCLIP-S (OpenCLIP ViT-L-14-336 with MCIP weights, no text prefix, reference side clipped at 0).
+
+Official image handling for ViLT and DETR: an image with a side under 333 px is first resized to 500×500 (PIL's
+default filter) and converted to RGB, then given to the model's own processor. Models run in batches of images
+that share the processed size (padding would change DETR/YOLOS/ViLT outputs), so results do not depend on the
+batch size or the order; each distinct image is detected once and each distinct (image, caption) pair is scored
+by ViLT once.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections import OrderedDict, defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+import torch
+from PIL import Image
+
+from capeval.backbones.clip import ClipBackbone
+from capeval.core.errors import ModelNotAvailableError
+from capeval.core.hub import registered_weights, resolve
+from capeval.core.inputs import ValidInputs
+from capeval.core.runtime import EmbeddingCache, image_key, resolve_device, resolve_dtype, text_key
+from capeval.core.scoring import Scorer, summarize
+from capeval.functional.vcrscore import limit_references, mcip_refclip_s, word_pool, word_precision
+from capeval.vcrscore.constants import COCO_TO_DARKNET, DETECTOR_FILES, VILT_FILES
+
+SMALL_SIDE = 333
+SMALL_RESIZE = (500, 500)
+VILT_MAX_TEXT_TOKENS = 39
+DETR_THRESHOLD = 0.9
+YOLO_THRESHOLD = 0.6
+LABEL_NAMES = ("darknet", "coco")
+
+
+def official_small_image_resize(image: Image.Image) -> Image.Image:
+    """ViLT/DETR input as in the official code: a side < 333 px → ``resize((500, 500))`` with PIL's default filter
+    (bicubic; nearest for modes "1"/"P"); then RGB (the official code converts only resized images)."""
+    if image.width < SMALL_SIDE or image.height < SMALL_SIDE:
+        image = image.resize(SMALL_RESIZE)
+    return image if image.mode == "RGB" else image.convert("RGB")
+
+
+def load_pil_image_processor(directory):
+    """The model's own image processor with the PIL backend (the numerics of the processors the official code
+    used; transformers 5 defaults to a torchvision backend that resizes differently)."""
+    import transformers
+    from transformers import AutoImageProcessor
+
+    if int(transformers.__version__.split(".")[0]) >= 5:
+        return AutoImageProcessor.from_pretrained(str(directory), backend="pil")
+    return AutoImageProcessor.from_pretrained(str(directory), use_fast=False)
+
+
+def _weights_dir(ref: str, default_files: Sequence[str], cache_dir=None):
+    """A registry name (its pinned files), a local directory, or a hub id in the repo layout of ``default_files``
+    (``model.safetensors`` tried before ``pytorch_model.bin``)."""
+    weights = registered_weights()
+    if ref in weights:
+        return resolve(ref, list(weights[ref].files), cache_dir=cache_dir)
+    if Path(ref).expanduser().is_dir():
+        return resolve(ref, ["config.json"], cache_dir=cache_dir)
+    safetensors = ["model.safetensors" if f == "pytorch_model.bin" else f for f in default_files]
+    try:
+        return resolve(ref, safetensors, cache_dir=cache_dir)
+    except ModelNotAvailableError:
+        return resolve(ref, list(default_files), cache_dir=cache_dir)
+
+
+class _LruDict(OrderedDict):
+    """Detections by image key; the least recently used leave first (bounded memory on long streams)."""
+
+    def __init__(self, max_items: int = 200_000):
+        super().__init__()
+        self.max_items = max_items
+
+    def remember(self, key, value) -> None:
+        self[key] = value
+        self.move_to_end(key)
+        while len(self) > self.max_items:
+            self.popitem(last=False)
+
+
+def _groups_by_shape(keys: Sequence[str], pixels: Dict[str, torch.Tensor], batch_size: int):
+    """Chunks of ``keys`` whose pixel tensors share one shape (stackable without padding), in first-seen order."""
+    groups: Dict[tuple, List[str]] = defaultdict(list)
+    for key in keys:
+        groups[tuple(pixels[key].shape)].append(key)
+    for members in groups.values():
+        for start in range(0, len(members), batch_size):
+            yield members[start:start + batch_size]
+
+
+class ObjectDetector:
+    """A transformers object detector (DETR, YOLOS, ...) returning the label names it finds above ``threshold``.
+
+    ``label_names``: ``{model label: name}`` renames (e.g. COCO → Darknet spelling); ``small_image_resize``: apply
+    the official small-image rule before the processor (the official DETR did; its YOLOv3 did not).
+    """
+
+    def __init__(self, weights: str, *, threshold: float, label_names: Optional[Dict[str, str]] = None,
+                 small_image_resize: bool = True, device: str = "auto", dtype=None, batch_size: int = 8,
+                 cache_dir=None, num_workers: Optional[int] = None):
+        import inspect
+
+        from transformers import AutoModelForObjectDetection
+
+
+        self.weights, self.threshold = weights, float(threshold)
+        self.label_names = dict(label_names or {})
+        self.small_image_resize = small_image_resize
+        self.device, self.dtype, self.batch_size = resolve_device(device), resolve_dtype(dtype), batch_size
+        self.directory = _weights_dir(weights, DETECTOR_FILES, cache_dir)
+        self.model = AutoModelForObjectDetection.from_pretrained(str(self.directory)).to(self.device, self.dtype).eval()
+        self.processor = load_pil_image_processor(self.directory)
+        self.id2label = {int(k): v for k, v in self.model.config.id2label.items()}
+        self._takes_mask = "pixel_mask" in inspect.signature(self.model.forward).parameters
+        self._pool = ThreadPoolExecutor(max_workers=num_workers or 4)
+        self.cache = _LruDict()  # image key -> detected names (for this detector and threshold)
+
+    def preprocess(self, image: Image.Image) -> torch.Tensor:
+        image = official_small_image_resize(image) if self.small_image_resize else image.convert("RGB")
+        return self.processor(images=[image], return_tensors="pt")["pixel_values"][0]
+
+    @torch.inference_mode()
+    def _detect_batch(self, pixels: torch.Tensor) -> List[List[str]]:
+        inputs = {"pixel_values": pixels.to(self.device, self.dtype)}
+        if self._takes_mask:
+            inputs["pixel_mask"] = torch.ones((pixels.shape[0], *pixels.shape[-2:]), dtype=torch.long,
+                                              device=self.device)
+        outputs = self.model(**inputs)
+        outputs.logits = outputs.logits.float()
+        results = self.processor.post_process_object_detection(outputs, threshold=self.threshold)
+        names = []
+        for result in results:
+            labels = [self.id2label[int(i)] for i in result["labels"].tolist()]
+            names.append([self.label_names.get(label, label) for label in labels])
+        return names
+
+    def detect(self, images: Sequence[Image.Image], keys: Optional[Sequence[str]] = None) -> List[List[str]]:
+        """Names of the objects found in each image (each distinct image is run once, then cached)."""
+        keys = list(keys) if keys is not None else [image_key(image) for image in images]
+        found: Dict[str, List[str]] = {}
+        first = {}
+        for key, image in zip(keys, images):
+            if key in found or key in first:
+                continue
+            if key in self.cache:
+                self.cache.move_to_end(key)
+                found[key] = self.cache[key]
+            else:
+                first[key] = image
+        if first:
+            todo = list(first)
+            pixels = dict(zip(todo, self._pool.map(self.preprocess, [first[k] for k in todo])))
+            for chunk in _groups_by_shape(todo, pixels, self.batch_size):
+                for key, names in zip(chunk, self._detect_batch(torch.stack([pixels[k] for k in chunk]))):
+                    found[key] = names
+                    self.cache.remember(key, names)
+        return [list(found[key]) for key in keys]
+
+
+class ViltRetrieval:
+    """ViLT image–text retrieval: the raw logit of ``ViltForImageAndTextRetrieval`` for (image, text) pairs.
+
+    Text: BERT tokens truncated to 39 (as the official code; longer texts are counted and warned). Images: the
+    official small-image rule, then the PIL ViLT processor (shorter side 384, multiple of 32, mean = std = 0.5).
+    """
+
+    def __init__(self, weights: str = "vilt-b32-finetuned-coco", *, device: str = "auto", dtype=None,
+                 batch_size: int = 32, cache_dir=None, persist_dir=None, num_workers: Optional[int] = None):
+        from transformers import AutoTokenizer, ViltForImageAndTextRetrieval
+
+
+        self.device, self.dtype, self.batch_size = resolve_device(device), resolve_dtype(dtype), batch_size
+        self.directory = _weights_dir(weights, VILT_FILES, cache_dir)
+        self.model = ViltForImageAndTextRetrieval.from_pretrained(str(self.directory)).to(self.device, self.dtype)
+        self.model.eval()
+        self.tokenizer = AutoTokenizer.from_pretrained(str(self.directory))
+        self.processor = load_pil_image_processor(self.directory)
+        self._pool = ThreadPoolExecutor(max_workers=num_workers or 4)
+        self.cache = EmbeddingCache(f"vilt-itr|{self.directory.resolve()}|{self.dtype}", persist_dir)
+        self.truncated_texts = 0
+
+    def preprocess(self, image: Image.Image) -> torch.Tensor:
+        return self.processor(images=[official_small_image_resize(image)], return_tensors="pt")["pixel_values"][0]
+
+    def tokenize(self, texts: Sequence[str]) -> List[List[int]]:
+        """Token ids, truncated to 39 ([SEP] kept); texts that were longer are counted and warned about."""
+        full = self.tokenizer(list(texts), verbose=False)["input_ids"]  # lengths only: no "too long" log
+        truncated = sum(len(ids) > VILT_MAX_TEXT_TOKENS for ids in full)
+        if truncated:
+            self.truncated_texts += truncated
+            warnings.warn(f"{truncated} of {len(texts)} texts exceed {VILT_MAX_TEXT_TOKENS} ViLT tokens and were "
+                          f"truncated (as officially)")
+        return self.tokenizer(list(texts), max_length=VILT_MAX_TEXT_TOKENS, truncation=True)["input_ids"]
+
+    @torch.inference_mode()
+    def _score_batch(self, pixels: torch.Tensor, token_ids: List[List[int]]) -> torch.Tensor:
+        length = max(len(ids) for ids in token_ids)
+        pad = self.tokenizer.pad_token_id or 0
+        input_ids = torch.tensor([ids + [pad] * (length - len(ids)) for ids in token_ids], device=self.device)
+        attention = torch.tensor([[1] * len(ids) + [0] * (length - len(ids)) for ids in token_ids], device=self.device)
+        mask = torch.ones((pixels.shape[0], *pixels.shape[-2:]), dtype=torch.long, device=self.device)
+        out = self.model(input_ids=input_ids, attention_mask=attention, token_type_ids=torch.zeros_like(input_ids),
+                         pixel_values=pixels.to(self.device, self.dtype), pixel_mask=mask)
+        return out.logits[:, 0].float().cpu()
+
+    def logits(self, images: Sequence[Image.Image], texts: Sequence[str],
+               image_keys: Optional[Sequence[str]] = None) -> torch.Tensor:
+        """Raw retrieval logit of each (images[i], texts[i]); each distinct pair is run once (cached)."""
+        image_keys = list(image_keys) if image_keys is not None else [image_key(image) for image in images]
+        distinct_texts = list(dict.fromkeys(texts))
+        token_ids = dict(zip(distinct_texts, self.tokenize(distinct_texts)))
+        pair_keys = [f"{ik}|{text_key(t)}" for ik, t in zip(image_keys, texts)]
+        todo: Dict[str, tuple] = {}
+        for pk, ik, image, text in zip(pair_keys, image_keys, images, texts):
+            if pk not in todo and self.cache.get(pk) is None:
+                todo[pk] = (ik, image, text)
+        if todo:
+            need = {ik: image for ik, image, _ in todo.values()}
+            pixels = dict(zip(need, self._pool.map(self.preprocess, list(need.values()))))
+            pair_pixels = {pk: pixels[ik] for pk, (ik, _, _) in todo.items()}
+            for chunk in _groups_by_shape(list(todo), pair_pixels, self.batch_size):
+                scores = self._score_batch(torch.stack([pair_pixels[pk] for pk in chunk]),
+                                           [token_ids[todo[pk][2]] for pk in chunk])
+                for pk, value in zip(chunk, scores):
+                    self.cache.put(pk, value.reshape(1))
+        return torch.cat([self.cache.get(pk) for pk in pair_keys])
+
+
+@dataclass
+class VcrFeatures:
+    """The three features per sample (official order) and what produced feature (1)."""
+
+    word_precision: List[float]
+    vilt_logit: List[float]
+    mcip_refclip_s: List[float]
+    detr_objects: List[List[str]] = field(default_factory=list)
+    yolo_objects: List[List[str]] = field(default_factory=list)
+    truncated_texts: int = 0
+    clip_truncated_texts: int = 0
+
+    def matrix(self) -> np.ndarray:
+        """``(n, 3)`` float64 rows in ``FEATURE_NAMES`` order, as the regressor takes them."""
+        return np.column_stack([self.word_precision, self.vilt_logit, self.mcip_refclip_s]).astype(np.float64)
+
+
+class VcrScorer(Scorer):
+    """VCRScore: features (word precision, ViLT logit, MCIP RefCLIP-S) → gradient-boosted regressor (JSON trees).
+
+    ``weights``: the regressor (registry name, hub id or directory of a converted/retrained ``vcrscore_gbr.json``).
+    ``detr`` / ``yolo``: detector weights (``None`` leaves that detector out of the pool); ``yolo`` defaults to YOLOS-S,
+    capeval's stand-in for the official (unpublished) Keras YOLOv3, with ``yolo_threshold`` 0.6 and its COCO names
+    spelled as Darknet's (``yolo_label_names="darknet"``; ``"coco"`` keeps the model's own names).
+    ``max_references``: use only the first k references for the pool and MCIP (``3`` = official; default all).
+    """
+
+    name, images, references = "vcrscore", "required", "required"
+
+    def __init__(self, weights: str = "vcrscore-gbr", *, vilt: str = "vilt-b32-finetuned-coco",
+                 detr: Optional[str] = "detr-resnet-50", yolo: Optional[str] = "yolos-small",
+                 mcip: str = "mcip-vit-l-14-336", detr_threshold: float = DETR_THRESHOLD,
+                 yolo_threshold: float = YOLO_THRESHOLD, yolo_label_names: str = "darknet",
+                 max_references: Optional[int] = None, device: str = "auto", dtype=None, batch_size: int = 32,
+                 cache_dir=None, persist_dir=None, regressor: Optional[dict] = None):
+        from capeval.vcrscore.regressor import load_regressor
+
+        if yolo_label_names not in LABEL_NAMES:
+            raise ValueError(f"yolo_label_names must be one of {LABEL_NAMES}, not {yolo_label_names!r}")
+        if max_references is not None and max_references < 1:
+            raise ValueError(f"max_references must be None (all) or at least 1, not {max_references!r}")
+        self.max_references = max_references
+        self.regressor = regressor if regressor is not None else load_regressor(weights)
+        options = {"device": device, "dtype": dtype, "cache_dir": cache_dir}
+        self.detr = ObjectDetector(detr, threshold=detr_threshold, small_image_resize=True, batch_size=batch_size,
+                                   **options) if detr else None
+        self.yolo = ObjectDetector(yolo, threshold=yolo_threshold, small_image_resize=False, batch_size=batch_size,
+                                   label_names=COCO_TO_DARKNET if yolo_label_names == "darknet" else None,
+                                   **options) if yolo else None
+        self.vilt = ViltRetrieval(vilt, batch_size=batch_size, persist_dir=persist_dir, **options)
+        self.clip = ClipBackbone(mcip, batch_size=batch_size, persist_dir=persist_dir, **options)
+
+    def detect(self, images: Sequence[Image.Image], keys: Optional[Sequence[str]] = None):
+        """``(detr names, yolo names)`` per image (empty lists for a detector that is switched off)."""
+        keys = list(keys) if keys is not None else [image_key(image) for image in images]
+        detr = self.detr.detect(images, keys) if self.detr else [[] for _ in images]
+        yolo = self.yolo.detect(images, keys) if self.yolo else [[] for _ in images]
+        return detr, yolo
+
+    def features(self, predictions: Sequence[str], images: Sequence, references: Sequence) -> VcrFeatures:
+        """The three features of validated input (the shared validation step runs first)."""
+        return self._features(self.validate(predictions, images, references))
+
+    def _features(self, inputs: ValidInputs) -> VcrFeatures:
+        predictions, pil = inputs.predictions, inputs.images
+        refs = [limit_references(r, self.max_references) for r in inputs.references]
+        keys = [image_key(image) for image in pil]
+        detr, yolo = self.detect(pil, keys)
+        precision = [word_precision(c, word_pool(r, d, y)) for c, r, d, y in zip(predictions, refs, detr, yolo)]
+        vilt_before, clip_before = self.vilt.truncated_texts, self.clip.truncated_texts
+        vilt = self.vilt.logits(pil, predictions, keys)
+        flat = [r for sample in refs for r in sample]
+        owner = [i for i, sample in enumerate(refs) for _ in sample]
+        mcip = mcip_refclip_s(self.clip.encode_images(pil), self.clip.encode_texts(predictions),
+                              self.clip.encode_texts(flat), owner)
+        return VcrFeatures(precision, vilt.tolist(), mcip.tolist(), detr, yolo,
+                           self.vilt.truncated_texts - vilt_before, self.clip.truncated_texts - clip_before)
+
+    def predict(self, features) -> np.ndarray:
+        """The regressor on ``(n, 3)`` feature rows (numpy, sklearn's float32 tree arithmetic)."""
+        from capeval.vcrscore.gradient_boosting import predict
+
+        return np.asarray(predict(self.regressor, np.asarray(features, dtype=np.float64)), dtype=np.float64)
+
+    def score(self, predictions: Sequence[str], images: Optional[Sequence] = None,
+              references: Optional[Sequence] = None, return_features: bool = False) -> dict:
+        """As :meth:`Scorer.score`; ``return_features`` adds the feature rows and the detected objects."""
+        return self._score(self.validate(predictions, images, references), return_features=return_features)
+
+    def _score(self, inputs: ValidInputs, *, return_features: bool = False) -> dict:
+        feats = self._features(inputs)
+        matrix = feats.matrix()
+        result = summarize({"vcrscore": self.predict(matrix).tolist(), "word_precision": feats.word_precision,
+                            "vilt_logit": feats.vilt_logit, "mcip_refclip_s": feats.mcip_refclip_s})
+        result["truncated_texts"] = feats.truncated_texts
+        result["clip_truncated_texts"] = feats.clip_truncated_texts
+        if return_features:
+            result["features"] = matrix.tolist()
+            result["detected_objects"] = [{"detr": d, "yolo": y} for d, y in zip(feats.detr_objects,
+                                                                                 feats.yolo_objects)]
+        return result
+
+    def feature_rows(self, predictions: Sequence[str], images: Sequence, references: Sequence,
+                     scores: Optional[Sequence[float]] = None) -> List[dict]:
+        """``{"features": [f1, f2, f3]}`` rows (with ``"score"`` when human ``scores`` are given) for
+        ``capeval train vcrscore`` / ``capeval score vcrscore --from-features``."""
+        from capeval.vcrscore.regressor import feature_rows
+
+        return feature_rows(self.features(predictions, images, references).matrix().tolist(), scores)

@@ -1,0 +1,67 @@
+import io
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from capeval import InputError
+from capeval.core.inputs import check_captions, check_lengths, check_references, load_image
+
+
+@pytest.mark.parametrize("mode", ["1", "L", "P", "RGB", "RGBA", "CMYK", "I;16", "I", "F", "LA"])
+def test_every_common_mode_loads_and_converts_to_rgb(mode):
+    image = Image.new(mode, (17, 9))
+    loaded = load_image(image)
+    assert loaded.mode == mode
+    assert loaded.convert("RGB").size == (17, 9)
+
+
+def test_sources_path_bytes_dict_array_tensor(tmp_path):
+    rgb = Image.fromarray(np.arange(4 * 5 * 3, dtype=np.uint8).reshape(4, 5, 3))
+    path = tmp_path / "x.png"
+    rgb.save(path)
+    buf = io.BytesIO()
+    rgb.save(buf, format="PNG")
+    arrays = np.asarray(rgb)
+    for source in (str(path), path, {"bytes": buf.getvalue(), "path": None}, {"path": str(path), "bytes": None},
+                   arrays, arrays.astype(np.float32) / 255, torch.from_numpy(arrays).permute(2, 0, 1)):
+        np.testing.assert_array_equal(np.asarray(load_image(source).convert("RGB")), arrays)
+
+
+@pytest.mark.parametrize("bad, message", [
+    (None, "missing"),
+    ("/nonexistent/image.jpg", "not found"),
+    (np.zeros((3, 4, 2), np.uint8), "shape"),
+    (np.full((3, 4), 2.0), r"\[0, 1\]"),
+    (np.zeros((3, 4), np.int64), "dtype"),
+    ({"path": None, "bytes": None}, "neither"),
+    (12, "unsupported image type"),
+])
+def test_bad_images_raise_clear_errors(bad, message):
+    with pytest.raises(InputError, match=message):
+        load_image(bad, index=3)
+
+
+def test_corrupt_image_file(tmp_path):
+    path = tmp_path / "broken.jpg"
+    path.write_bytes(b"\xff\xd8\xff not really a jpeg")
+    with pytest.raises(InputError, match="corrupt or unreadable"):
+        load_image(str(path))
+
+
+def test_captions_and_references_validation():
+    assert check_captions(["a", "b"]) == ["a", "b"]
+    with pytest.raises(InputError, match=r"predictions\[1\] is an empty caption"):
+        check_captions(["a", "  "])
+    with pytest.raises(InputError, match="not a single string"):
+        check_captions("a dog")
+    with pytest.raises(InputError, match="expected a string"):
+        check_captions(["a", 3])
+    assert check_references(["r", ["s", "t"]], 2) == [["r"], ["s", "t"]]
+    with pytest.raises(InputError, match="empty reference list"):
+        check_references([["r"], []], 2)
+    with pytest.raises(InputError, match="2 predictions but 1 reference"):
+        check_references([["r"]], 2)
+    with pytest.raises(InputError, match="mismatched lengths: predictions=2, images=3"):
+        check_lengths(predictions=[1, 2], images=[1, 2, 3])

@@ -1,0 +1,57 @@
+import threading
+
+import torch
+
+from capeval.core.runtime import EmbeddingCache, encode_cached
+
+
+def test_each_distinct_item_encoded_once_in_input_order():
+    calls = []
+
+    def encode(batch):
+        calls.append(list(batch))
+        return torch.tensor([[float(x)] for x in batch])
+
+    cache = EmbeddingCache("t")
+    out = encode_cached([3, 1, 3, 2, 1], ["3", "1", "3", "2", "1"], encode, cache, batch_size=2, desc="x")
+    assert out[:, 0].tolist() == [3, 1, 3, 2, 1]
+    assert calls == [[3, 1], [2]]
+    encode_cached([2, 4], ["2", "4"], encode, cache, batch_size=2, desc="x")
+    assert calls[-1] == [4]
+
+
+def test_lru_bound_and_calls_larger_than_the_bound():
+    cache = EmbeddingCache("t", max_items=2)
+    out = encode_cached(list(range(5)), [str(i) for i in range(5)], lambda b: torch.tensor([[float(x)] for x in b]),
+                        cache, batch_size=4, desc="x")
+    assert out[:, 0].tolist() == [0, 1, 2, 3, 4]
+    assert len(cache) == 2 and cache.get("4") is not None and cache.get("0") is None
+
+
+def test_persisted_cache_concurrent_writers(tmp_path):
+    caches = [EmbeddingCache("model|rev", tmp_path) for _ in range(4)]
+
+    def write(cache):
+        for i in range(20):
+            cache.put(f"k{i}", torch.full((3,), float(i)))
+
+    threads = [threading.Thread(target=write, args=(c,)) for c in caches]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    fresh = EmbeddingCache("model|rev", tmp_path)
+    assert fresh.get("k7").tolist() == [7.0, 7.0, 7.0]
+    assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_cached_rows_share_large_blocks_not_one_allocation_each():
+    cache = EmbeddingCache("t")
+    batch = torch.randn(10, 8)
+    for i, row in enumerate(batch):
+        cache.put(str(i), row)
+    pointers = {cache.get(str(i)).untyped_storage().data_ptr() for i in range(10)}
+    assert len(pointers) == 1  # one block holds them all
+    assert torch.equal(torch.stack([cache.get(str(i)) for i in range(10)]), batch)
+    batch.zero_()  # copies, not views of the caller's tensor
+    assert cache.get("3").abs().sum() > 0

@@ -1,0 +1,198 @@
+"""EnsembEval: the weighted sum with the official weights, component breakdown, shared caches, fixed-IDF CIDEr."""
+
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import capeval.core.scoring as scoring
+from capeval import InputError
+from capeval.core.scoring import ScorerSpec, load_scorer, summarize
+
+# Typed from REFERENCE.md (EnsembEval official weights), not read from the code under test.
+OFFICIAL = {"blip2_score": 0.8274333922692476, "polos": 0.6228690619075461, "pac_s": 0.291263618044046,
+            "refclip_s": -0.16006389033030913, "exact_noun_overlap": 0.07592364139733229,
+            "rouge_l": -0.0724533563543587, "bleu_1": 0.06679993033857672, "cider": -0.021775644060801347,
+            "fuzzy_verb_overlap": 0.01857124581057623}
+STUB_OUTPUTS = {"blip2_score": ["blip2_score"], "polos": ["polos"], "pac_s": ["pac_s", "refpac_s"],
+                "clip_s": ["clip_s", "refclip_s"], "rouge_l": ["rouge_l"], "cider": ["cider"],
+                "bleu": ["bleu_1", "bleu_2", "bleu_3", "bleu_4"],
+                "noun_verb_overlap": ["exact_noun_overlap", "fuzzy_noun_overlap", "exact_verb_overlap",
+                                      "fuzzy_verb_overlap"]}
+
+
+def _known_value(key, caption):
+    return (sum(map(ord, key)) % 17) / 10 + len(caption) / 100
+
+
+class _StubScorer:
+    def __init__(self, keys, calls, **options):
+        self.keys, self.calls, self.options = keys, calls, options
+
+    def score(self, predictions, images=None, references=None):
+        self.calls.append((self.keys[0], len(predictions), images is not None, references is not None))
+        return summarize({k: [_known_value(k, p) for p in predictions] for k in self.keys})
+
+
+@pytest.fixture
+def stub_components(monkeypatch):
+    calls = []
+    scoring.scorers()  # register the real families first, so that the stubs replace them
+    for name, keys in STUB_OUTPUTS.items():
+        def factory(keys=keys, **options):
+            return _StubScorer(keys, calls, **options)
+        monkeypatch.setitem(scoring._SCORERS, name, ScorerSpec(name, factory, name in ("blip2_score", "clip_s",
+                                                                                         "pac_s", "polos"),
+                                                               False, "stub"))
+    return calls
+
+
+def test_official_weights_on_known_component_values_equal_hand_computed_sum(stub_components):
+    preds = ["a dog", "a cat on a mat", "two people riding bikes down the street"]
+    images = [Image.new("RGB", (8, 8), c) for c in ("red", "green", "blue")]
+    refs = [["a dog runs"], ["a cat"], ["people ride", "bikes"]]
+    result = load_scorer("ensembeval").score(preds, images, refs)
+    expected = [sum(w * _known_value(k, p) for k, w in OFFICIAL.items()) for p in preds]
+    np.testing.assert_allclose(result["ensembeval_per_sample"], expected, rtol=0, atol=1e-12)
+    assert result["ensembeval"] == pytest.approx(np.mean(expected), abs=1e-12)
+    for key in OFFICIAL:  # every weighted component is reported per sample
+        assert result[f"{key}_per_sample"] == [_known_value(key, p) for p in preds]
+    # one call per scorer over the whole input; images only to image scorers
+    assert sorted(stub_components) == sorted([
+        ("blip2_score", 3, True, True), ("polos", 3, True, True), ("pac_s", 3, True, True),
+        ("clip_s", 3, True, True), ("exact_noun_overlap", 3, False, True), ("rouge_l", 3, False, True),
+        ("bleu_1", 3, False, True), ("cider", 3, False, True)])
+
+
+def test_missing_inputs_are_named(stub_components):
+    scorer = load_scorer("ensembeval")
+    with pytest.raises(InputError, match="needs references for .*refclip_s"):
+        scorer.score(["a dog"], [Image.new("RGB", (8, 8))])
+    with pytest.raises(InputError, match="needs images for .*blip2_score"):
+        scorer.score(["a dog"], None, [["a dog"]])
+    with pytest.raises(InputError, match="mismatched lengths"):
+        scorer.score(["a dog", "a cat"], [Image.new("RGB", (8, 8))], [["x"], ["y"]])
+    with pytest.raises(InputError, match="empty reference list"):
+        scorer.score(["a dog"], [Image.new("RGB", (8, 8))], [[]])
+
+
+def test_user_components_callable_and_scorer(stub_components):
+    class Length:
+        def score(self, predictions, images=None, references=None):
+            return summarize({"length": [len(p.split()) for p in predictions]})
+
+    weights = {"weights": {"pac_s": 2.0, "length": 0.5, "shout": -1.0}}
+    extras = {"length": Length(), "shout": lambda preds, images, refs: [p.count("!") for p in preds]}
+    result = load_scorer("ensembeval", weights=weights, extra_components=extras).score(
+        ["wow! a dog!", "a cat"], [Image.new("RGB", (4, 4))] * 2)  # no reference-based component: none needed
+    expected = [2.0 * _known_value("pac_s", "wow! a dog!") + 0.5 * 3 - 2, 2.0 * _known_value("pac_s", "a cat") + 1]
+    np.testing.assert_allclose(result["ensembeval_per_sample"], expected, atol=1e-12)
+    assert result["shout_per_sample"] == [2.0, 0.0]
+
+
+def test_clip_s_and_polos_share_one_clip_backbone(tiny_hub, stub_components, monkeypatch):
+    received = {}
+
+    def polos_factory(clip_backbone=None, **options):
+        received["backbone"] = clip_backbone
+        return _StubScorer(["polos"], [], **options)
+
+    monkeypatch.setitem(scoring._SCORERS, "polos", ScorerSpec("polos", polos_factory, True, True, "stub"))
+    from capeval.clip_s.registration import clip_s  # the real CLIP-S scorer, not the stub
+
+    monkeypatch.setitem(scoring._SCORERS, "clip_s", ScorerSpec("clip_s", clip_s, True, False, "real"))
+    scorer = load_scorer("ensembeval", weights={"weights": {"refclip_s": 1.0, "polos": 1.0}}, device="cpu")
+    assert received["backbone"] is scorer.scorers["clip_s"].backbone
+
+
+def test_tiny_models_end_to_end_with_every_official_component(tiny_hub, tmp_path):
+    """Real component scorers on tiny random models, for all nine official components."""
+    from capeval.ensembeval.components import COMPONENTS
+
+    available = scoring.scorers()
+    weights = {k: w for k, w in OFFICIAL.items() if COMPONENTS[k].scorer in available}
+    assert weights == OFFICIAL  # every official component is a registered scorer
+    rng = np.random.default_rng(0)
+    images = [Image.fromarray(rng.integers(0, 256, (32 + i, 40, 3), dtype=np.uint8)) for i in range(3)]
+    preds = ["a dog runs on the grass", "a red car on the street", "two people riding a bike"]
+    refs = [["a dog in a field", "an animal running"], ["a car"], ["people on bikes", "a street", "cyclists"]]
+    path = tmp_path / "weights.json"
+    path.write_text(json.dumps({"name": "available-official", "weights": weights}))
+    result = load_scorer("ensembeval", weights=str(path), device="cpu").score(preds, images, refs)
+    separately = {}
+    for name in {COMPONENTS[k].scorer for k in weights}:
+        separately.update(load_scorer(name, device="cpu").score(preds, images, refs))
+    expected = sum(w * np.array(separately[f"{k}_per_sample"]) for k, w in weights.items())
+    np.testing.assert_allclose(result["ensembeval_per_sample"], expected, atol=1e-5)
+    for key in weights:
+        np.testing.assert_allclose(result[f"{key}_per_sample"], separately[f"{key}_per_sample"], atol=1e-6)
+
+    import evaluate
+
+    from capeval.modules import module_dir
+
+    metric = evaluate.load(str(module_dir("ensembeval")), weights=str(path), device="cpu")
+    out = metric.compute(predictions=preds, images=images, references=refs)
+    np.testing.assert_allclose(out["ensembeval_per_sample"], expected, atol=1e-5)
+    assert set(weights) <= {k[:-len("_per_sample")] for k in out if k.endswith("_per_sample")}
+
+
+def _pycocoevalcap_cider(candidates, reference_sets):
+    from pycocoevalcap.cider.cider import Cider
+
+    _, scores = Cider().compute_score({i: refs for i, refs in enumerate(reference_sets)},
+                                      {i: [c] for i, c in enumerate(candidates)})
+    return scores
+
+
+TOKENIZED_CANDS = ["a dog runs on the grass", "a man rides a red bike", "two cats", "a dog and a man"]
+TOKENIZED_REFS = [["a dog running on grass", "the dog runs"], ["a man riding a bike", "a red bicycle", "man"],
+                  ["two cats sleeping"], ["a man and his dog", "a dog with a man on the grass"]]
+
+
+def test_fixed_idf_cider_equals_pycocoevalcap_when_idf_corpus_is_the_scored_corpus():
+    from capeval.functional.fixed_idf_cider import DocumentFrequencies, cider_d
+
+    df = DocumentFrequencies.from_reference_sets(TOKENIZED_REFS)
+    ours = [cider_d(c, r, df) for c, r in zip(TOKENIZED_CANDS, TOKENIZED_REFS)]
+    np.testing.assert_allclose(ours, _pycocoevalcap_cider(TOKENIZED_CANDS, TOKENIZED_REFS), rtol=1e-12, atol=1e-12)
+    restored = DocumentFrequencies.from_json(json.loads(json.dumps(df.to_json())))
+    assert restored == df
+
+
+def test_fixed_idf_scores_one_caption_alone_like_inside_its_corpus(tmp_path):
+    from capeval.text.fixed_idf_cider import build_document_frequencies, save_document_frequencies
+
+    raw_refs = [["A dog running on grass.", "The dog runs!"], ["A man riding a bike", "A red bicycle."],
+                ["Two cats sleeping"], ["A man and his dog"]]
+    raw_cands = ["A dog runs on the grass.", "A man rides a red bike", "Two cats", "A dog and a man"]
+    path = save_document_frequencies(build_document_frequencies(raw_refs), tmp_path / "idf.json", {"data": "test"})
+    scorer = load_scorer("cider_fixed_idf", idf=str(path))
+    corpus = scorer.score(raw_cands, references=raw_refs)["cider_per_sample"]
+    alone = scorer.score(raw_cands[1:2], references=raw_refs[1:2])["cider_per_sample"]
+    assert alone == pytest.approx(corpus[1:2], abs=1e-12)
+    expected = _pycocoevalcap_cider([c.lower().rstrip(".") for c in raw_cands],
+                                    [[r.lower().rstrip(".!") for r in refs] for refs in raw_refs])
+    np.testing.assert_allclose(corpus, expected, atol=1e-12)  # PTB tokenisation drops the punctuation
+    assert _pycocoevalcap_cider(raw_cands[1:2], raw_refs[1:2])[0] == 0  # official: one caption alone scores 0
+
+
+def test_ensemble_uses_fixed_idf_cider_when_asked(stub_components, tmp_path):
+    from capeval.text.fixed_idf_cider import build_document_frequencies, save_document_frequencies
+
+    refs = [["a dog running on grass"], ["a man riding a bike"]]
+    path = save_document_frequencies(build_document_frequencies(refs), tmp_path / "idf.json", {})
+    weights = {"weights": {"cider": 1.0, "pac_s": 0.0}}
+    result = load_scorer("ensembeval", weights=weights, cider_idf=str(path)).score(
+        ["a dog runs"], [Image.new("RGB", (4, 4))], [refs[0]])
+    assert result["ensembeval_per_sample"] == result["cider_per_sample"]
+    assert result["cider"] > 0 and ("cider", 1, False, True) not in stub_components
+
+
+def test_only_official_cider_makes_the_ensemble_corpus_level():
+    """Sharding/streaming is allowed exactly when no per-sample value depends on the other samples."""
+    spec = scoring.scorers()["ensembeval"]
+    assert spec.corpus_level({}) is True  # official weights hold CIDEr with the scored corpus's IDF
+    assert spec.corpus_level({"cider_idf": "idf-folder"}) is False
+    assert spec.corpus_level({"weights": {"weights": {"pac_s": 1.0, "bleu_1": 0.5}}}) is False

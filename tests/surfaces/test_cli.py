@@ -1,0 +1,282 @@
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from capeval.cli import build_parser, main
+
+
+def test_score_jsonl_writes_per_sample_scores(tiny_hub, tmp_path, capsys):
+    Image.new("RGB", (20, 10), "blue").save(tmp_path / "a.png")
+    Image.new("RGB", (10, 20), "red").save(tmp_path / "b.png")
+    records = [{"image": "a.png", "caption": "blue", "references": ["a blue image"]},
+               {"image": "b.png", "caption": "red", "references": ["red", "a red picture"]}]
+    (tmp_path / "in.jsonl").write_text("\n".join(json.dumps(r) for r in records))
+    code = main(["score", "clip_s", "--input", str(tmp_path / "in.jsonl"), "--images", str(tmp_path),
+                 "--output", str(tmp_path / "out.jsonl"), "--device", "cpu"])
+    assert code == 0
+    rows = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    summary = json.loads(capsys.readouterr().out)
+    assert [r["caption"] for r in rows] == ["blue", "red"]
+    assert [r["index"] for r in rows] == [0, 1]
+    assert summary["clip_s"] == pytest.approx(np.mean([r["scores"]["clip_s"] for r in rows]))
+    assert summary["refclip_s"] == pytest.approx(np.mean([r["scores"]["refclip_s"] for r in rows]))
+
+
+def _score_file(tmp_path, n):
+    rng = np.random.default_rng(0)
+    for i in range(4):
+        Image.fromarray(rng.integers(0, 256, (16, 16, 3), dtype=np.uint8)).save(tmp_path / f"{i}.png")
+    lines = [json.dumps({"image": f"{i % 4}.png", "caption": f"caption {i}", "references": [f"ref {i}", "ref"]})
+             for i in range(n)]
+    (tmp_path / "in.jsonl").write_text("\n".join(lines))
+    return ["score", "clip_s", "--input", str(tmp_path / "in.jsonl"), "--images", str(tmp_path), "--device", "cpu"]
+
+
+def test_shards_and_merge_equal_single_run_and_a_lost_shard_can_be_rerun(tiny_hub, tmp_path, capsys):
+    base = _score_file(tmp_path, 11)
+    assert main(base + ["--output", str(tmp_path / "single.jsonl")]) == 0
+    single_summary = json.loads(capsys.readouterr().out)
+    for i in range(3):
+        assert main(base + ["--shard", f"{i}/3", "--chunk-size", "2", "--output", str(tmp_path / f"s{i}.jsonl")]) == 0
+    capsys.readouterr()
+    (tmp_path / "s1.jsonl").write_text("")  # a killed shard ...
+    shards = [str(tmp_path / f"s{i}.jsonl") for i in range(3)]
+    assert main(["merge", *shards, "--output", str(tmp_path / "merged.jsonl")]) == 2
+    assert "missing" in capsys.readouterr().err
+    assert main(base + ["--shard", "1/3", "--output", shards[1]]) == 0  # ... is re-run alone
+    capsys.readouterr()
+    assert main(["merge", *shards, "--output", str(tmp_path / "merged.jsonl")]) == 0
+    merged_summary = json.loads(capsys.readouterr().out)
+    single = [json.loads(x) for x in (tmp_path / "single.jsonl").read_text().splitlines()]
+    merged = [json.loads(x) for x in (tmp_path / "merged.jsonl").read_text().splitlines()]
+    assert [r["index"] for r in merged] == list(range(11))
+    for a, b in zip(single, merged):
+        assert a["caption"] == b["caption"]
+        for key in ("clip_s", "refclip_s"):
+            assert b["scores"][key] == pytest.approx(a["scores"][key], abs=1e-5)
+    assert merged_summary["clip_s"] == pytest.approx(single_summary["clip_s"], abs=1e-6)
+    assert main(["merge", shards[0], shards[0], "--output", str(tmp_path / "m.jsonl")]) == 2
+    assert "more than one shard" in capsys.readouterr().err
+
+
+def test_score_csv_input(tiny_hub, tmp_path, capsys):
+    Image.new("RGB", (20, 10)).save(tmp_path / "a.png")
+    (tmp_path / "in.csv").write_text('image,caption,references\na.png,a dark image,"[""black"", ""dark""]"\n')
+    assert main(["score", "clip_s", "--input", str(tmp_path / "in.csv"), "--images", str(tmp_path), "--device", "cpu"]) == 0
+    assert "refclip_s" in json.loads(capsys.readouterr().out)
+
+
+def test_bad_input_exits_nonzero_with_message(tiny_hub, tmp_path, capsys):
+    (tmp_path / "in.jsonl").write_text(json.dumps({"image": "missing.png", "caption": "x"}) + "\n")
+    assert main(["score", "clip_s", "--input", str(tmp_path / "in.jsonl"), "--images", str(tmp_path)]) == 2
+    assert "image file not found" in capsys.readouterr().err
+    assert main(["score", "clip_s", "--input", str(tmp_path / "nope.jsonl")]) == 2
+    assert "input file not found" in capsys.readouterr().err
+
+
+def test_convert_pac_s_from_fabricated_official_checkpoint(tiny_hub, tmp_path):
+    from capeval.backbones.clip import ClipBackbone, build_clip
+    from capeval.clip_s.registration import tiny_clip_factory
+
+    tiny_clip_factory(seed=7)(tmp_path / "src")
+    cfg = json.loads((tmp_path / "src" / "open_clip_config.json").read_text())["model_cfg"]
+    torch.manual_seed(7)
+    model = build_clip(cfg)
+    # the official file: {"state_dict": OpenAI-format CLIP}, partly fp16, with DataParallel "module." keys
+    state = {f"module.{k}": (v.half() if k.endswith("weight") and v.ndim == 2 else v) for k, v in model.state_dict().items()}
+    torch.save({"state_dict": state, "epoch": 3}, tmp_path / "clip_ViT-B-32.pth")
+    assert main(["convert", "pac-s", str(tmp_path / "clip_ViT-B-32.pth"), str(tmp_path / "out")]) == 0
+    assert (tmp_path / "out" / "README.md").exists()
+    converted = ClipBackbone(str(tmp_path / "out"), device="cpu")
+    expected = model.float()
+    with torch.no_grad():
+        for k, v in model.state_dict().items():
+            if k.endswith("weight") and v.ndim == 2:
+                v.copy_(v.half().float())  # the fabricated file stored these in fp16
+        tokens = converted.tokenize(["A photo depicts a dog"])
+        np.testing.assert_allclose(converted.encode_texts(["A photo depicts a dog"]).numpy(),
+                                   expected.encode_text(tokens).numpy(), atol=1e-5)
+
+
+def test_convert_refuses_pickled_objects(tmp_path):
+    import os
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, ("echo pwned",))
+
+    import pickle
+
+    with open(tmp_path / "evil.pth", "wb") as f:
+        pickle.dump({"state_dict": Evil()}, f)
+    with pytest.raises(Exception, match="(?i)weights_only|unsupported|global"):
+        main(["convert", "pac-s", str(tmp_path / "evil.pth"), str(tmp_path / "out")])
+
+
+def test_every_subcommand_has_help():
+    parser = build_parser()
+    commands = parser._subparsers._group_actions[0].choices
+    assert {"score", "merge", "convert", "push", "publish-spaces", "train", "bench", "install-modules"} <= set(commands)
+    for name in commands:
+        out = subprocess.run([sys.executable, "-m", "capeval.cli", name, "--help"], capture_output=True, text=True)
+        assert out.returncode == 0 and "usage: capeval" in out.stdout, name
+
+
+def test_push_uploads_the_folder_and_prints_the_revision_to_pin(tmp_path, monkeypatch, capsys):
+    import huggingface_hub
+
+    calls = {}
+
+    class FakeApi:
+        def __init__(self, library_name=None, **_):
+            calls["library_name"] = library_name
+
+        def create_repo(self, repo_id, **kwargs):
+            calls["create"] = (repo_id, kwargs)
+
+        def upload_folder(self, folder_path, repo_id, **kwargs):
+            calls["upload"] = (folder_path, repo_id)
+            return type("CommitInfo", (), {"oid": "a" * 40})()
+
+    monkeypatch.setattr(huggingface_hub, "HfApi", FakeApi)
+    (tmp_path / "art").mkdir()
+    assert main(["push", str(tmp_path / "art"), "capeval/x"]) == 0
+    assert calls["library_name"] == "capeval" and calls["upload"] == (str(tmp_path / "art"), "capeval/x")
+    assert "pin revision " + "a" * 40 in capsys.readouterr().out
+    assert main(["push", str(tmp_path / "nope"), "capeval/x"]) == 2
+
+
+def test_publish_spaces_pushes_each_module_folder_as_a_gradio_space(monkeypatch, capsys):
+    import huggingface_hub
+
+    pushed = []
+
+    class FakeApi:
+        def __init__(self, library_name=None, **_):
+            assert library_name == "capeval"
+
+        def create_repo(self, repo_id, repo_type=None, space_sdk=None, **_):
+            assert (repo_type, space_sdk) == ("space", "gradio")
+
+        def upload_folder(self, folder_path, repo_id, repo_type=None, **_):
+            pushed.append((repo_id, sorted(p.name for p in __import__("pathlib").Path(folder_path).iterdir())))
+            return type("CommitInfo", (), {"oid": "b" * 40})()
+
+    monkeypatch.setattr(huggingface_hub, "HfApi", FakeApi)
+    assert main(["publish-spaces", "--org", "me", "--modules", "clip_s", "pac_s"]) == 0
+    assert [repo for repo, _ in pushed] == ["me/clip_s", "me/pac_s"]
+    assert {"app.py", "README.md", "clip_s.py", "requirements.txt"} <= set(pushed[0][1])
+    assert main(["publish-spaces", "--modules", "nope"]) == 2
+
+
+def test_score_parquet_and_datasets_inputs_equal_jsonl(tiny_hub, tmp_path, capsys):
+    import datasets
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = []
+    for k, colour in enumerate(["red", "navy", "olive"]):
+        Image.new("RGB", (20, 12), colour).save(tmp_path / f"{k}.png")
+        rows.append({"image": f"{k}.png", "caption": f"a {colour} image", "references": [colour, "a picture"]})
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "in.parquet", row_group_size=1)
+    with_images = [{**r, "image": str(tmp_path / r["image"])} for r in rows]
+    ds = datasets.Dataset.from_list(with_images).cast_column("image", datasets.Image())
+    ds.save_to_disk(str(tmp_path / "ds"))
+
+    def run(path, *extra):
+        out = tmp_path / f"out-{Path(path).name}.jsonl"
+        assert main(["score", "clip_s", "--input", str(path), *extra, "--device", "cpu", "--output", str(out)]) == 0
+        capsys.readouterr()
+        return [json.loads(line)["scores"] for line in out.read_text().splitlines()]
+
+    expected = run(tmp_path / "in.jsonl", "--images", str(tmp_path))
+    assert run(tmp_path / "in.parquet", "--images", str(tmp_path)) == expected
+    from_dataset = run(tmp_path / "ds")
+    for a, b in zip(from_dataset, expected):
+        assert a["clip_s"] == pytest.approx(b["clip_s"], abs=1e-6)
+    # parquet is read in row batches of --chunk-size rows, not materialised at once
+    seen = []
+    original = pq.ParquetFile.iter_batches
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pq.ParquetFile, "iter_batches",
+                      lambda self, **kw: (seen.append(kw["batch_size"]) or b for b in original(self, **kw)))
+        assert run(tmp_path / "in.parquet", "--images", str(tmp_path), "--chunk-size", "2") == expected
+    assert seen == [2, 2]
+
+
+def test_score_a_streamed_data_folder_standing_in_for_a_hub_dataset(tiny_hub, tmp_path, capsys, monkeypatch):
+    """``--input`` names a folder of data files (what a hub dataset id resolves to), opened with
+    ``datasets.load_dataset(folder, streaming=True)``; ``--split`` picks the split; shards merge to the single run."""
+    import datasets
+
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    opened = []
+    real_load = datasets.load_dataset
+    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **kw: opened.append((a, kw)) or real_load(*a, **kw))
+    base = _score_file(tmp_path, 7)
+    records = [json.loads(line) for line in (tmp_path / "in.jsonl").read_text().splitlines()]
+    folder = tmp_path / "hub_dataset" / "data"
+    folder.mkdir(parents=True)
+    # two splits, written as a hub repo lays them out: data/<split>-*.jsonl
+    (folder / "test-00000.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (folder / "train-00000.jsonl").write_text(json.dumps({**records[0], "caption": "another split"}) + "\n")
+    hub_like = str(tmp_path / "hub_dataset")
+    assert main(base + ["--output", str(tmp_path / "single.jsonl")]) == 0  # the JSONL file itself
+    capsys.readouterr()
+    for i in range(3):
+        args = [a if a != str(tmp_path / "in.jsonl") else hub_like for a in base]
+        assert main(args + ["--split", "test", "--shard", f"{i}/3", "--output", str(tmp_path / f"s{i}.jsonl")]) == 0
+    assert opened and all(kw.get("streaming") is True and kw.get("split") == "test" for _, kw in opened)
+    capsys.readouterr()
+    assert main(["merge", *(str(tmp_path / f"s{i}.jsonl") for i in range(3)), "--output",
+                 str(tmp_path / "merged.jsonl")]) == 0
+    single = [json.loads(x) for x in (tmp_path / "single.jsonl").read_text().splitlines()]
+    merged = [json.loads(x) for x in (tmp_path / "merged.jsonl").read_text().splitlines()]
+    assert [r["caption"] for r in merged] == [r["caption"] for r in records]
+    for a, b in zip(single, merged):
+        assert b["scores"]["clip_s"] == pytest.approx(a["scores"]["clip_s"], abs=1e-5)
+    capsys.readouterr()
+    hub_args = [a if a != str(tmp_path / "in.jsonl") else hub_like for a in base]
+    assert main(hub_args) == 2  # two splits and no --split
+    err = capsys.readouterr().err
+    assert "holds the splits ['train', 'test']" in err and "--split" in err
+    assert main(hub_args + ["--split", "validation"]) == 2
+    assert "validation" in capsys.readouterr().err
+    assert main(base + ["--split", "test"]) == 2  # a single file has no splits
+    assert "single file" in capsys.readouterr().err
+    assert main(hub_args[:3] + ["nobody/missing-dataset"] + hub_args[4:]) == 2  # offline: a clear error, no traceback
+    assert "cannot open 'nobody/missing-dataset'" in capsys.readouterr().err
+
+
+def test_merge_refuses_a_missing_last_shard_and_a_failed_shard_leaves_no_output(tiny_hub, tmp_path, capsys):
+    base = _score_file(tmp_path, 2)  # shard 1/2 holds only the last record: its loss must not go unnoticed
+    assert main(base + ["--shard", "0/2", "--output", str(tmp_path / "s0.jsonl")]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "s0.jsonl").read_text().splitlines()]
+    assert [(r["index"], r["shard"]) for r in rows] == [(0, "0/2")]
+    capsys.readouterr()
+    assert main(["merge", str(tmp_path / "s0.jsonl"), "--output", str(tmp_path / "m.jsonl")]) == 2
+    assert "shard(s) 1/2 are missing" in capsys.readouterr().err
+    assert main(base + ["--shard", "1/3", "--output", str(tmp_path / "t1.jsonl")]) == 0
+    capsys.readouterr()
+    assert main(["merge", str(tmp_path / "s0.jsonl"), str(tmp_path / "t1.jsonl"), "--output", "m.jsonl"]) == 2
+    assert "cut in different ways" in capsys.readouterr().err
+    assert main(base + ["--shard", "1/2", "--output", str(tmp_path / "s1.jsonl")]) == 0
+    assert main(["merge", str(tmp_path / "s0.jsonl"), str(tmp_path / "s1.jsonl"),
+                 "--output", str(tmp_path / "m.jsonl")]) == 0
+    merged = [json.loads(line) for line in (tmp_path / "m.jsonl").read_text().splitlines()]
+    assert [r["index"] for r in merged] == [0, 1] and all("shard" not in r for r in merged)
+    # a shard that fails half-way writes nothing under its output name (no partial file to merge by mistake)
+    good = json.dumps({"image": "0.png", "caption": "fine", "references": ["y"]})  # record 2: shard 0/2
+    bad = json.dumps({"image": "gone.png", "caption": "x", "references": ["y"]})  # record 3: shard 1/2, after record 1
+    (tmp_path / "in.jsonl").write_text((tmp_path / "in.jsonl").read_text() + f"\n{good}\n{bad}\n")
+    (tmp_path / "s1.jsonl").unlink()
+    assert main(base + ["--shard", "1/2", "--chunk-size", "1", "--output", str(tmp_path / "s1.jsonl")]) == 2
+    assert "image file not found" in capsys.readouterr().err
+    assert not (tmp_path / "s1.jsonl").exists() and not (tmp_path / "s1.jsonl.partial").exists()

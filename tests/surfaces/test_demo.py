@@ -1,0 +1,212 @@
+"""The Gradio demos: served on localhost, called with gradio_client, and rendered by headless Chromium."""
+
+import os
+import runpy
+import shutil
+import socket
+import subprocess
+
+import numpy as np
+import pytest
+from PIL import Image
+
+pytest.importorskip("gradio")
+gradio_client = pytest.importorskip("gradio_client")
+
+from capeval import functional as F  # noqa: E402
+from capeval.demo import Explanation, parse_references  # noqa: E402
+from capeval.modules import module_dir  # noqa: E402
+from capeval.core.scoring import load_scorer  # noqa: E402
+
+CHROMIUM = "/usr/bin/chromium"
+CAPTION = "a red and blue picture"
+REFERENCES = ["a picture in red and blue", "two colours"]
+
+
+@pytest.fixture(scope="module")
+def quiet_gradio():
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("GRADIO_ANALYTICS_ENABLED", "False")
+        yield
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def serve(demo) -> str:
+    demo.launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
+    return demo.local_url
+
+
+def app_demo(name):
+    return runpy.run_path(str(module_dir(name) / "app.py"))["demo"]
+
+
+def call_app(metric, image_file):
+    """Serve ``metrics/<metric>/app.py`` on localhost and score CAPTION/REFERENCES through gradio_client."""
+    demo = app_demo(metric)
+    try:
+        client = gradio_client.Client(serve(demo), verbose=False)
+        return client.predict(gradio_client.handle_file(str(image_file)), CAPTION, "\n".join(REFERENCES),
+                              api_name="/score")
+    finally:
+        demo.close()
+
+
+@pytest.fixture(scope="module")
+def image_file(tmp_path_factory):
+    array = np.zeros((48, 64, 3), dtype=np.uint8)
+    array[:, :32] = (220, 30, 30)
+    array[:, 32:] = (30, 30, 220)
+    path = tmp_path_factory.mktemp("demo") / "image.png"
+    Image.fromarray(array).save(path)
+    return path
+
+
+def components_from_embeddings(scorer, image, caption, references):
+    """The breakdown's cosines, computed here from the backbone's raw embeddings."""
+    backbone = scorer.backbone
+    image_emb = backbone.encode_images([image])[0].float()
+    texts = backbone.encode_texts([scorer.prefix + t for t in [caption] + references]).float()
+    cos = [float(F.normalize(image_emb) @ F.normalize(texts[0]))]
+    cos += [float(F.normalize(texts[0]) @ F.normalize(t)) for t in texts[1:]]
+    return cos
+
+
+@pytest.mark.parametrize("metric", ["clip_s", "pac_s"])
+def test_app_served_and_called_with_gradio_client(tiny_hub, quiet_gradio, image_file, metric):
+    scores, breakdown = call_app(metric, image_file)
+    scorer = load_scorer(metric)
+    image = Image.open(image_file)
+    expected = scorer.score([CAPTION], images=[image], references=[REFERENCES])
+    assert scores[metric] == pytest.approx(expected[metric], abs=1e-6)
+    assert scores[f"ref{metric}"] == pytest.approx(expected[f"ref{metric}"], abs=1e-6)
+    table = dict(breakdown["data"])
+    image_cos, *ref_cos = components_from_embeddings(scorer, image, CAPTION, REFERENCES)
+    assert table["cosine(image, caption)"] == pytest.approx(image_cos, abs=1e-6)
+    assert table["w"] == (2.5 if metric == "clip_s" else 2.0)
+    assert table["max reference cosine"] == pytest.approx(max(ref_cos), abs=1e-6)
+    assert scores[metric] == pytest.approx(table["w"] * max(image_cos, 0), abs=1e-5)
+
+
+def test_bad_input_is_a_clear_error(tiny_hub, quiet_gradio, image_file):
+    demo = app_demo("clip_s")
+    try:
+        client = gradio_client.Client(serve(demo), verbose=False)
+        with pytest.raises(Exception, match="empty caption"):
+            client.predict(gradio_client.handle_file(str(image_file)), "   ", "", api_name="/score")
+        with pytest.raises(Exception, match="upload an image"):
+            client.predict(None, CAPTION, "", api_name="/score")
+    finally:
+        demo.close()
+
+
+def test_image_explanation_and_reference_free_call(tiny_hub, image_file):
+    def half_size(scorer, result, inputs):
+        return inputs.image.resize((inputs.image.width // 2, inputs.image.height // 2))
+
+    from capeval.demo import DemoScorer
+
+    scorer = DemoScorer("clip_s", explanation=Explanation("image", "Half size", half_size))
+    scores, panel = scorer.score(Image.open(image_file), CAPTION, "\n \n")
+    assert set(scores) == {"clip_s", "truncated_texts"}
+    assert panel.size == (32, 24)
+    assert parse_references(" a \n\n b ") == ["a", "b"]
+    with pytest.raises(ValueError, match="kind"):
+        Explanation("plot", "x", half_size)
+
+
+def chromium_or_skip() -> str:
+    if os.path.exists(CHROMIUM):
+        return CHROMIUM
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{CHROMIUM} is missing in CI: apt-get install -y chromium")
+    pytest.skip(f"{CHROMIUM} not installed (Debian package 'chromium')")
+
+
+def chromium(url, tmp_path, *action):
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1200,900", "--virtual-time-budget=20000"]
+    return subprocess.run([chromium_or_skip(), *flags, *action, url], capture_output=True, text=True, timeout=120)
+
+
+def test_headless_chromium_screenshot(quiet_gradio, tmp_path):
+    binary = chromium_or_skip()
+    assert shutil.which(binary)
+    demo = app_demo("clip_s")  # the scorer loads on the first request: no weights needed to render
+    try:
+        url = serve(demo)
+        shot = tmp_path / "demo.png"
+        run = chromium(url, tmp_path, f"--screenshot={shot}")
+        assert run.returncode == 0, run.stderr[-2000:]
+        dom = chromium(url, tmp_path, "--dump-dom")
+    finally:
+        demo.close()
+    assert shot.is_file() and shot.stat().st_size > 0
+    pixels = np.asarray(Image.open(shot).convert("L"), dtype=np.float32)
+    assert pixels.shape == (900, 1200)
+    assert pixels.std() > 5 and len(np.unique(pixels)) > 20  # not a blank page
+    # the labels exist only once the Svelte front end has rendered the Blocks
+    for text in ("CLIP-S / RefCLIP-S", "References, one per line", "How the score is made"):
+        assert text in dom.stdout
+
+
+@pytest.mark.parametrize("metric, key", [("polos", "polos"), ("ensembeval", "ensembeval")])
+def test_learned_metric_apps_served_and_called(tiny_hub, quiet_gradio, image_file, metric, key):
+    scores, panel = call_app(metric, image_file)
+    direct = load_scorer(metric, device="cpu").score([CAPTION], [Image.open(image_file)], [REFERENCES])
+    assert scores[key] == pytest.approx(direct[key], abs=1e-5)
+    if metric == "ensembeval":  # the breakdown's contributions add up to the ensemble score
+        rows = panel["data"] if isinstance(panel, dict) else panel
+        assert sum(float(value) for _, value in rows) == pytest.approx(direct[key], abs=1e-4)
+
+
+def test_human_correlation_app_served_and_called(quiet_gradio):
+    from capeval.functional.correlation import kendall_tau
+
+    demo = app_demo("human_correlation")
+    try:
+        client = gradio_client.Client(serve(demo), verbose=False)
+        out = client.predict("0.1 0.4 0.35 0.8", "1, 2, 2, 4", api_name="/correlate")
+    finally:
+        demo.close()
+    assert out["kendall_tau_c"] == pytest.approx(kendall_tau([0.1, 0.4, 0.35, 0.8], [1, 2, 2, 4], "c"))
+
+
+def test_roundtrip_app_shows_the_generated_image(tiny_hub, quiet_gradio, image_file, tmp_path, monkeypatch):
+    monkeypatch.setenv("CAPEVAL_CACHE", str(tmp_path / "cache"))
+    scores, generated = call_app("image_roundtrip", image_file)
+    direct = load_scorer("image_roundtrip", device="cpu").score([CAPTION], [Image.open(image_file)])
+    assert scores["image_roundtrip"] == pytest.approx(direct["image_roundtrip"], abs=1e-5)
+    assert generated is not None
+
+
+def test_hice_app_shows_the_region_phrase_overlay(tiny_hub, quiet_gradio, image_file):
+    scores, overlay = call_app("hice_s", image_file)
+    direct = load_scorer("hice_s", device="cpu").score([CAPTION], [Image.open(image_file)], [REFERENCES])
+    assert scores["hice_s"] == pytest.approx(direct["hice_s"], abs=1e-5)
+    assert scores["refhice_s"] == pytest.approx(direct["refhice_s"], abs=1e-5)
+    picture = Image.open(overlay["path"] if isinstance(overlay, dict) else overlay)
+    original = Image.open(image_file)
+    assert picture.width == original.width and picture.height > original.height  # image + phrase panel
+
+
+def test_vcrscore_app_shows_the_three_features_and_the_detected_objects(tiny_hub, quiet_gradio, image_file):
+    scores, panel = call_app("vcrscore", image_file)
+    direct = load_scorer("vcrscore", device="cpu").score([CAPTION], [Image.open(image_file)], [REFERENCES],
+                                                          return_features=True)
+    assert scores["vcrscore"] == pytest.approx(direct["vcrscore"], abs=1e-9)
+    rows = dict(panel["data"] if isinstance(panel, dict) else panel)
+    features = {"(1) word precision vs references + detected objects, %": direct["word_precision"],
+                "(2) ViLT image-text retrieval logit": direct["vilt_logit"],
+                "(3) MCIP RefCLIP-S": direct["mcip_refclip_s"], "VCRScore = regressor(1, 2, 3)": direct["vcrscore"]}
+    for name, value in features.items():
+        assert float(rows[name]) == pytest.approx(value, abs=1e-5), name
+    objects = direct["detected_objects"][0]
+    assert rows["objects found by DETR"] == (", ".join(sorted(set(objects["detr"]))) or "(none)")
+    assert rows["objects found by the YOLO-family detector"] == (", ".join(sorted(set(objects["yolo"]))) or "(none)")
+    assert objects["yolo"]  # the tiny YOLOS finds something, so the row is not trivially "(none)"

@@ -1,0 +1,72 @@
+"""The VCRScore family: registered weights and their tiny stand-ins, the MCIP converter (a fabricated open_clip
+ViT-L-14-336-shaped state dict, scaled down), and feature rows."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from capeval.cli import main
+from capeval.core.hub import registered_weights
+
+
+def test_registered_weights_and_tiny_layouts(tmp_path):
+    weights = registered_weights()
+    expected = {"vilt-b32-finetuned-coco": "dandelin/vilt-b32-finetuned-coco",
+                "detr-resnet-50": "facebook/detr-resnet-50", "yolos-small": "hustvl/yolos-small",
+                "mcip-vit-l-14-336": "capeval/mcip-vit-l-14-336"}
+    for name, repo in expected.items():
+        spec = weights[name]
+        assert spec.repo_id == repo and spec.tiny_factory is not None
+        spec.tiny_factory(tmp_path / name)
+        assert sorted(p.name for p in (tmp_path / name).iterdir()) == sorted(spec.files), name
+    assert "convert" in weights["mcip-vit-l-14-336"].source_url  # unpublished: the card says to convert it
+    config = json.loads((tmp_path / "mcip-vit-l-14-336" / "open_clip_config.json").read_text())["model_cfg"]
+    assert config["vision_cfg"]["image_size"] == 336 and config["vision_cfg"]["patch_size"] == 14
+    detr = json.loads((tmp_path / "detr-resnet-50" / "config.json").read_text())
+    assert detr["id2label"]["1"] == "person" and len(detr["id2label"]) == 91
+
+
+def test_mcip_converter_round_trip(tmp_path):
+    """An open_clip CLIP state dict with ViT-L-14-336's geometry (patch 14, 336 px, 77 tokens), saved as a plain
+    ``.pth`` like MCIP's, converts with ``weights_only=True`` and encodes exactly as the original model."""
+    from open_clip.model import CLIP
+    from open_clip.tokenizer import tokenize
+
+    from capeval.backbones.clip import ClipBackbone
+
+    cfg = {"embed_dim": 24, "quick_gelu": True,
+           "vision_cfg": {"layers": 1, "width": 64, "patch_size": 14, "image_size": 336},
+           "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 64, "heads": 1, "layers": 1}}
+    torch.manual_seed(0)
+    original = CLIP(**cfg).eval()
+    torch.save(original.state_dict(), tmp_path / "MCIP-ViT-L-14-336.pth")
+    assert main(["convert", "mcip", str(tmp_path / "MCIP-ViT-L-14-336.pth"), str(tmp_path / "mcip")]) == 0
+    backbone = ClipBackbone(str(tmp_path / "mcip"), device="cpu")
+    assert backbone.image_size == 336
+    texts = ["a bluebery cake is on a plate", "a plate of food"]
+    with torch.no_grad():
+        expected = original.encode_text(tokenize(texts))
+    torch.testing.assert_close(backbone.encode_texts(texts), expected, atol=1e-5, rtol=1e-5)
+    image = Image.fromarray(np.random.default_rng(0).integers(0, 256, (340, 400, 3), dtype=np.uint8))
+    from open_clip.transform import image_transform
+
+    transform = image_transform(336, is_train=False, mean=(0.48145466, 0.4578275, 0.40821073),
+                                std=(0.26862954, 0.26130258, 0.27577711))
+    with torch.no_grad():
+        expected_image = original.encode_image(transform(image).unsqueeze(0))
+    torch.testing.assert_close(backbone.encode_images([image]), expected_image, atol=1e-5, rtol=1e-5)
+
+
+def test_feature_rows_validate_their_length(tmp_path):
+    from capeval.vcrscore.regressor import feature_rows, write_feature_rows
+    from capeval.vcrscore.regressor import read_feature_rows
+
+    rows = feature_rows([[70.0, 0.44, 0.68], [10, -1, 0]], scores=[0.8, 0.1], extra=[{"id": "a"}, {"id": "b"}])
+    assert rows == [{"id": "a", "features": [70.0, 0.44, 0.68], "score": 0.8},
+                    {"id": "b", "features": [10.0, -1.0, 0.0], "score": 0.1}]
+    assert read_feature_rows(write_feature_rows(tmp_path / "rows.jsonl", rows)) == rows
+    with pytest.raises(ValueError, match="expected 3"):
+        feature_rows([[1.0, 2.0]])
