@@ -3,30 +3,37 @@
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import os
 import sys
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional
 
-from capeval.core.errors import InputError, ModelNotAvailableError
+from capeval.core.errors import ConversionError, InputError, ModelNotAvailableError
 from capeval.core.records import DEFAULT_CHUNK_ROWS, iter_records, parse_shard
 
 
-def _columns(records: List[Dict], images_dir: Optional[Path]):
-    missing = [r["index"] for r in records if "caption" not in r]
-    if missing:
-        raise InputError(f"records {missing[:5]} have no 'caption' field")
-    captions = [r["caption"] for r in records]
-    images = None
-    if all("image" in r for r in records):
-        images = [str(images_dir / r["image"]) if images_dir and isinstance(r["image"], str) else r["image"]
-                  for r in records]
-    references = None
-    if any("references" in r for r in records):
-        references = [r.get("references") or [] for r in records]
-    return captions, images, references
+def _columns(records: List[Dict], images_dir: Optional[Path], spec):
+    """A chunk of records → (captions, images, references) for ``spec``; a field the metric uses must be in every
+    record (errors name the record number), a field it does not use is left out."""
+    def column(field: str, need: str):
+        if need == "unused":
+            return None
+        having = [r for r in records if field in r and r[field] is not None]
+        if not having and need == "optional":
+            return None
+        if len(having) < len(records):
+            missing = next(r["index"] for r in records if field not in r or r[field] is None)
+            raise InputError(f"record {missing}: no '{field}' field" + (f" ({spec.name} needs {field})"
+                                                                      if need == "required" else
+                                                                      " (give it in every record or in none)"))
+        return [r[field] for r in records]
+
+    captions = column("caption", "required")
+    images = column("image", spec.images)
+    if images is not None and images_dir is not None:
+        images = [str(images_dir / image) if isinstance(image, str) else image for image in images]
+    return captions, images, column("references", spec.references)
 
 
 def _batches(records: Iterator[Dict], size: Optional[int]) -> Iterator[List[Dict]]:
@@ -103,13 +110,13 @@ def cmd_score(args) -> int:
     if args.weights:
         options["weights"] = args.weights
     if args.cider_idf:
-        if "cider_idf" not in inspect.signature(spec.factory).parameters:
+        if "cider_idf" not in spec.options:
             raise InputError(f"--cider-idf applies to ensembeval, not {args.metric}")
         options["cider_idf"] = args.cider_idf
-    corpus_level = spec.corpus_level(options) if callable(spec.corpus_level) else spec.corpus_level
+    corpus_level = spec.is_corpus_level(options)
     if corpus_level and (num_shards > 1 or chunk_size):
         hint = (" (or fix CIDEr's IDF: --cider-idf <folder of `capeval train cider-idf`>)"
-                if "cider_idf" in inspect.signature(spec.factory).parameters else "")
+                if "cider_idf" in spec.options else "")
         raise InputError(f"{args.metric} is corpus-level (its per-sample values depend on the whole corpus): "
                          f"score the whole input in one process, without --shard or --chunk-size{hint}")
     scorer = load_scorer(args.metric, **options)
@@ -124,12 +131,9 @@ def cmd_score(args) -> int:
     out = open(partial, "w", encoding="utf-8") if partial else None
     try:
         for batch in _batches(records, chunk_size):
-            captions, images, references = _columns(batch, images_dir)
-            if spec.needs_images and images is None:
-                raise InputError(f"{args.metric} needs an 'image' field in every record")
-            if spec.needs_references and references is None:
-                raise InputError(f"{args.metric} needs 'references' in every record")
-            result = scorer.score(captions, images=images, references=references)
+            captions, images, references = _columns(batch, images_dir, spec)
+            inputs = scorer.validate(captions, images, references, indices=[r["index"] for r in batch])
+            result = scorer.score_inputs(inputs)
             per_sample = {k[: -len("_per_sample")]: v for k, v in result.items() if k.endswith("_per_sample")}
             summary.add_scores(per_sample)
             for key, value in result.items():
@@ -383,7 +387,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (InputError, ModelNotAvailableError, FileNotFoundError, KeyError) as exc:
+    except (InputError, ModelNotAvailableError, ConversionError, FileNotFoundError, KeyError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"capeval {args.command}: error: {message}", file=sys.stderr)
         return 2

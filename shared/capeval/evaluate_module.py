@@ -12,8 +12,8 @@ from typing import Any, Dict, List, Optional, Sequence
 import datasets
 import evaluate
 
-from capeval.core.inputs import check_captions, check_lengths, load_image
-from capeval.core.scoring import load_scorer, scorers
+from capeval.core.inputs import as_list, validate_inputs
+from capeval.core.scoring import get_scorer_spec, load_scorer
 
 
 def caption_features(*, images: bool = True, references: bool = True) -> List[datasets.Features]:
@@ -27,13 +27,6 @@ def caption_features(*, images: bool = True, references: bool = True) -> List[da
         datasets.Features({**base, "references": datasets.Sequence(datasets.Value("string"))}),
         datasets.Features({**base, "references": datasets.Value("string")}),
     ]
-
-
-def _portable_image(image: Any, index: int):
-    """Paths, dicts and PIL images pass through; arrays/tensors become PIL with capeval's conversion rules."""
-    if isinstance(image, (str, dict)) or hasattr(image, "getpixel"):
-        return image
-    return load_image(image, index=index)
 
 
 class CaptionMetric(evaluate.Metric):
@@ -51,28 +44,32 @@ class CaptionMetric(evaluate.Metric):
         if weights is not None:
             self.scorer_options["weights"] = weights
         self.scorer = None
+        self._samples_added = 0
         super().__init__(**kwargs)
 
     def _download_and_prepare(self, dl_manager):
         self.scorer = load_scorer(self.scorer_name, **self.scorer_options)
 
-    def _needs_images(self) -> bool:
-        return scorers()[self.scorer_name].needs_images
-
     def _prepare_inputs(self, predictions, references, images):
+        """The shared validation step (errors name the sample's index over every batch added so far); then paths and
+        ``datasets.Image`` dicts pass on as they are, other images as the validated 8-bit PIL images, and references
+        as lists (Arrow would split a bare string into characters)."""
         if predictions is None:
             return None, None, None
-        check_captions(predictions)
-        check_lengths(predictions=predictions, images=images if self._needs_images() else None,
-                      references=references)
+        spec = get_scorer_spec(self.scorer_name)
+        start = self._samples_added
+        n = len(predictions) if hasattr(predictions, "__len__") else 0
+        valid = validate_inputs(predictions, images, references, images_needed=spec.images,
+                                references_needed=spec.references, metric=spec.name,
+                                indices=range(start, start + n))
+        self._samples_added += len(valid)
+        if valid.images is not None:
+            images = [image if isinstance(image, (str, dict)) else pil
+                      for image, pil in zip(as_list(images, "images"), valid.images)]
+        references = valid.references
         if references is None and "references" in self._feature_names():
-            references = [[] for _ in predictions]
-        elif references is not None and not all(isinstance(r, str) for r in references):
-            # one reference string beside lists: a one-element list (Arrow would split it into characters)
-            references = [[r] if isinstance(r, str) else r for r in references]
-        if images is not None:
-            images = [_portable_image(image, i) for i, image in enumerate(images)]
-        return predictions, references, images
+            references = [[] for _ in valid.predictions]
+        return valid.predictions, references, images
 
     def _module_inputs(self, predictions, references, images) -> Dict[str, Any]:
         inputs = {"predictions": predictions}
@@ -90,6 +87,7 @@ class CaptionMetric(evaluate.Metric):
     def compute(self, *, predictions=None, references=None, images=None, **kwargs):
         """Score ``predictions`` (with ``images`` and optional ``references``); see the module description."""
         predictions, references, images = self._prepare_inputs(predictions, references, images)
+        self._samples_added = 0  # the next compute() starts a new input
         if predictions is None:
             return super().compute(**kwargs)
         return super().compute(**self._module_inputs(predictions, references, images), **kwargs)

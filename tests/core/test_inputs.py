@@ -9,12 +9,32 @@ from capeval import InputError
 from capeval.core.inputs import check_captions, check_lengths, check_references, load_image
 
 
-@pytest.mark.parametrize("mode", ["1", "L", "P", "RGB", "RGBA", "CMYK", "I;16", "I", "F", "LA"])
+@pytest.mark.parametrize("mode", ["1", "L", "P", "RGB", "RGBA", "CMYK", "LA"])
 def test_every_common_mode_loads_and_converts_to_rgb(mode):
     image = Image.new(mode, (17, 9))
     loaded = load_image(image)
     assert loaded.mode == mode
     assert loaded.convert("RGB").size == (17, 9)
+
+
+@pytest.mark.parametrize("mode", ["I;16", "I"])
+def test_sixteen_bit_images_are_scaled_not_saturated(mode, tmp_path):
+    values = np.array([[0, 257, 25700], [32896, 65535, 1000]], dtype=np.uint16)
+    image = Image.fromarray(values.astype(np.int32 if mode == "I" else np.uint16), mode=mode)
+    expected = np.round(values / 257.0).astype(np.uint8)  # 8-bit value v is 16-bit v * 257
+    loaded = load_image(image)
+    assert loaded.mode == "L"
+    np.testing.assert_array_equal(np.asarray(loaded), expected)
+    assert image.convert("RGB").getpixel((1, 0)) == (255, 255, 255)  # what convert("RGB") alone does: saturate
+    path = tmp_path / "sixteen.png"
+    Image.fromarray(values).save(path)  # a real 16-bit PNG
+    np.testing.assert_array_equal(np.asarray(load_image(str(path))), expected)
+    np.testing.assert_array_equal(np.asarray(load_image(values)), expected)  # uint16 arrays alike
+
+
+def test_float_mode_images_are_refused():
+    with pytest.raises(InputError, match="mode 'F'"):
+        load_image(Image.new("F", (4, 3)))
 
 
 def test_sources_path_bytes_dict_array_tensor(tmp_path):

@@ -193,6 +193,6 @@ def test_ensemble_uses_fixed_idf_cider_when_asked(stub_components, tmp_path):
 def test_only_official_cider_makes_the_ensemble_corpus_level():
     """Sharding/streaming is allowed exactly when no per-sample value depends on the other samples."""
     spec = scoring.scorers()["ensembeval"]
-    assert spec.corpus_level({}) is True  # official weights hold CIDEr with the scored corpus's IDF
-    assert spec.corpus_level({"cider_idf": "idf-folder"}) is False
-    assert spec.corpus_level({"weights": {"weights": {"pac_s": 1.0, "bleu_1": 0.5}}}) is False
+    assert spec.is_corpus_level({}) is True  # official weights hold CIDEr with the scored corpus's IDF
+    assert spec.is_corpus_level({"cider_idf": "idf-folder"}) is False
+    assert spec.is_corpus_level({"weights": {"weights": {"pac_s": 1.0, "bleu_1": 0.5}}}) is False

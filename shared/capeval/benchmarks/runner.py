@@ -67,7 +67,7 @@ def metric_scores(metric: str, benchmark: Benchmark, *, images_dir: Optional[Pat
     loaded = {} if loaded is None else loaded
     scorer = loaded.get(name) or loaded.setdefault(name, load_scorer(name, device=device, batch_size=batch_size))
     keys = [(c, tuple(r), i) for c, r, i in zip(benchmark.candidates, benchmark.references, benchmark.images)]
-    if not scorers()[name].corpus_level:  # identical rows (several raters of one caption) are scored once
+    if not scorers()[name].is_corpus_level():  # identical rows (several raters of one caption) are scored once
         unique = list(dict.fromkeys(keys))
         values = dict(zip(unique, _score_rows(scorer, key, unique, images_dir)))
         scores = [values[k] for k in keys]

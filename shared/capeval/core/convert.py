@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Callable, Dict
 
 from capeval.core.discovery import load_registrations
+from capeval.core.errors import ConversionError
 
 Converter = Callable[[Path, Path], None]
 
@@ -48,7 +49,13 @@ def convert(name: str, official_file, out_dir) -> Path:
     official_file, out_dir = Path(official_file), Path(out_dir)
     if not official_file.exists():
         raise FileNotFoundError(f"official file not found: {official_file}")
-    available[name].convert(official_file, out_dir)
+    try:
+        available[name].convert(official_file, out_dir)
+    except ConversionError:
+        raise
+    except Exception as exc:  # a refused or malformed checkpoint: one line naming the file, never a traceback
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
+        raise ConversionError(f"{official_file}: cannot convert to {name!r}: {detail}") from exc
     return out_dir
 
 

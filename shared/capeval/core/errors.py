@@ -7,3 +7,7 @@ class InputError(ValueError):
 
 class ModelNotAvailableError(OSError):
     """Weights could not be found locally and could not be downloaded."""
+
+
+class ConversionError(ValueError):
+    """An official checkpoint was refused by a converter (malformed, unsafe or of the wrong kind)."""

@@ -1,7 +1,6 @@
 """The one input layer: validation and conversion of captions, references and images for every entry point.
 
-Images are accepted as PIL images, file paths, numpy arrays (HW or HWC; CHW when unambiguous), torch tensors
-(CHW or HW; HWC when unambiguous), or ``datasets.Image`` dicts (``{"bytes", "path"}``). uint8 values are used
+Images are accepted as PIL images, file paths, numpy arrays (HW or HWC), torch tensors (HW or CHW), or ``datasets.Image`` dicts (``{"bytes", "path"}``). uint8 values are used
 as they are, uint16 / 16-bit images are scaled to 8 bits (``v / 257``: the official pipelines' ``convert("RGB")``
 would saturate them), floats (float16, bfloat16, float32, float64) must be finite and in [0, 1]. Images are
 returned as PIL images in their original mode (8-bit): metrics convert to RGB where their official
@@ -28,7 +27,7 @@ CHANNELS = (1, 3, 4)
 
 
 def _where(field: str, index: Optional[int]) -> str:
-    return f"{field}[{index}]" if index is not None else field
+    return f"{field}[{index}]" if index is not None else field.rstrip("s")
 
 
 def load_image(image: Any, *, index: Optional[int] = None, field: str = "images") -> Image.Image:
@@ -71,7 +70,7 @@ def _open(fp, where: str, source: str) -> Image.Image:
     except Image.DecompressionBombError as exc:
         raise InputError(f"{where}: refused as a decompression bomb ({source}): {exc}") from exc
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
-        raise InputError(f"{where}: corrupt, truncated or not an image ({source}): {exc}") from exc
+        raise InputError(f"{where}: corrupt or unreadable image: truncated or not an image ({source}): {exc}") from exc
     return pil
 
 
@@ -107,22 +106,19 @@ def _from_tensor(tensor, where: str) -> Image.Image:
 
 
 def _hwc(array: np.ndarray, where: str, layout: str) -> np.ndarray:
-    """HW / HWC array; a 3-D array in the other layout is transposed only when its shape says so unambiguously."""
+    """HW, or 3-D in ``layout`` (numpy: HWC, torch: CHW) with 1, 3 or 4 channels, as an HW / HWC array. The layout is
+    never guessed: an array in the other layout is refused with a hint."""
     if array.ndim == 2:
         return array
-    if array.ndim != 3:
-        raise InputError(f"{where}: array of shape {array.shape} is not an HW, HWC or CHW image")
-    first, last = array.shape[0] in CHANNELS, array.shape[-1] in CHANNELS
+    axis = 0 if layout == "CHW" else -1
+    if array.ndim != 3 or array.shape[axis] not in CHANNELS:
+        other = "HWC" if layout == "CHW" else "CHW"
+        hint = (f"; a {other} array? {'permute' if layout == 'CHW' else 'transpose'} it to {layout}"
+                if array.ndim == 3 and array.shape[-1 - axis] in CHANNELS else "")
+        raise InputError(f"{where}: array of shape {tuple(array.shape)} is not an HW or {layout} image with 1, 3 or 4 "
+                         f"channels{hint}")
     if layout == "CHW":
-        channels_first = first or not last
-    else:
-        channels_first = first and not last
-    if channels_first:
-        if not first:
-            raise InputError(f"{where}: array of shape {array.shape} has no 1, 3 or 4 channel axis")
         array = np.moveaxis(array, 0, -1)
-    elif not last:
-        raise InputError(f"{where}: array of shape {array.shape} has no 1, 3 or 4 channel axis")
     return array[..., 0] if array.shape[-1] == 1 else array
 
 
@@ -140,29 +136,32 @@ def _from_array(array: np.ndarray, where: str, *, layout: str) -> Image.Image:
             raise InputError(f"{where}: float image values must be in [0, 1], got [{low:g}, {high:g}] "
                              f"(values in [0, 255]? pass a uint8 array or divide by 255)")
         data = np.round(array * 255).astype(np.uint8)
-    elif np.issubdtype(array.dtype, np.integer):
-        low, high = int(array.min()), int(array.max())
-        if low < 0 or high > 255:
-            raise InputError(f"{where}: integer image values must be in [0, 255] for dtype {array.dtype}, got "
-                             f"[{low}, {high}] (use uint16 for 16-bit images)")
-        data = array.astype(np.uint8)
     else:
         raise InputError(f"{where}: unsupported array dtype {array.dtype} (use uint8, uint16 or float in [0, 1])")
     return Image.fromarray(np.ascontiguousarray(data))
 
 
-def load_images(images: Sequence[Any], *, start: int = 0, field: str = "images") -> List[Image.Image]:
-    """``start``: index of the first image in the whole input (for error messages of chunked input)."""
-    return [load_image(image, index=start + i, field=field) for i, image in enumerate(images)]
+def _index(indices: Optional[Sequence[int]], i: int) -> int:
+    """The sample index of position ``i``: its index in the whole input (``indices``) or ``i``."""
+    return int(indices[i]) if indices is not None else i
+
+
+def load_images(images: Sequence[Any], *, indices: Optional[Sequence[int]] = None,
+                field: str = "images") -> List[Image.Image]:
+    """``indices``: the samples' indices in the whole input (for error messages of chunked or sharded input)."""
+    return [load_image(image, index=_index(indices, i), field=field) for i, image in enumerate(images)]
 
 
 def as_list(value: Any, field: str) -> list:
     """A sequence of per-sample values as a list; strings, mappings and sets are refused (no order, or not a list)."""
     if isinstance(value, (str, bytes)):
-        raise InputError(f"{field} must be a list with one entry per sample, not a single {type(value).__name__}")
+        raise InputError(f"{field} must be a list with one entry per sample, not a single "
+                         f"{'string' if isinstance(value, str) else 'bytes object'}")
     if isinstance(value, (dict, set, frozenset)) or hasattr(value, "keys"):
         raise InputError(f"{field} must be a list with one entry per sample, not a {type(value).__name__}")
-    if isinstance(value, np.ndarray) or type(value).__module__.startswith("pandas"):
+    if isinstance(value, np.ndarray):
+        return list(value) if value.ndim > 1 else value.tolist()  # a batch of image arrays stays arrays
+    if type(value).__module__.startswith("pandas"):
         return list(value.tolist())
     if isinstance(value, (list, tuple)) or (hasattr(value, "__len__") and hasattr(value, "__getitem__")):
         return list(value)
@@ -177,9 +176,9 @@ def check_caption(caption: Any, where: str) -> str:
     return caption
 
 
-def check_captions(captions: Any, name: str = "predictions", *, start: int = 0) -> List[str]:
+def check_captions(captions: Any, name: str = "predictions", *, indices: Optional[Sequence[int]] = None) -> List[str]:
     """Captions as a list of non-empty strings."""
-    out = [check_caption(c, f"{name}[{start + i}]") for i, c in enumerate(as_list(captions, name))]
+    out = [check_caption(c, f"{name}[{_index(indices, i)}]") for i, c in enumerate(as_list(captions, name))]
     if not out:
         raise InputError(f"{name} is empty")
     return out
@@ -200,12 +199,12 @@ def parse_references(entry: Any, index: int, *, allow_empty: bool = False) -> Li
     return refs
 
 
-def check_references(references: Any, n: int, *, start: int = 0) -> List[List[str]]:
+def check_references(references: Any, n: int, *, indices: Optional[Sequence[int]] = None) -> List[List[str]]:
     """References normalised to one non-empty list of strings per sample (a bare string = one reference)."""
     references = as_list(references, "references")
     if len(references) != n:
         raise InputError(f"got {n} predictions but {len(references)} reference entries")
-    return [parse_references(entry, start + i) for i, entry in enumerate(references)]
+    return [parse_references(entry, _index(indices, i)) for i, entry in enumerate(references)]
 
 
 def check_lengths(**named: Optional[Sequence]) -> int:
@@ -228,31 +227,17 @@ class ValidInputs:
         return len(self.predictions)
 
 
-def _optional_references(references: Any, n: int, start: int) -> Optional[List[List[str]]]:
-    """Optional references: all given, or none (every entry empty); a mix is refused (it would score two metrics)."""
-    entries = as_list(references, "references")
-    if len(entries) != n:
-        raise InputError(f"got {n} predictions but {len(entries)} reference entries")
-    parsed = [parse_references(entry, start + i, allow_empty=True) for i, entry in enumerate(entries)]
-    empty = [start + i for i, refs in enumerate(parsed) if not refs]
-    if len(empty) == n:
-        return None
-    if empty:
-        raise InputError(f"references[{empty[0]}] is an empty reference list while other samples have references "
-                         f"({len(empty)} of {n} empty); give references for every sample or for none")
-    return parsed
-
-
 def validate_inputs(predictions: Any, images: Any = None, references: Any = None, *, images_needed: str = "required",
-                    references_needed: str = "optional", metric: str = "this metric", start: int = 0) -> ValidInputs:
+                    references_needed: str = "optional", metric: str = "this metric",
+                    indices: Optional[Sequence[int]] = None) -> ValidInputs:
     """The shared validation step of every scorer: lengths, captions, references and decoded images.
 
     ``images_needed`` / ``references_needed``: "required", "optional" or "unused" (given anyway: an error).
-    ``start``: index of the first sample in the whole input, for error messages.
+    ``indices``: the samples' indices in the whole input (record numbers of a chunk or shard), for error messages.
     """
     if predictions is None:
         raise InputError("predictions is missing (None)")
-    preds = check_captions(predictions, start=start)
+    preds = check_captions(predictions, indices=indices)
     n = len(preds)
     for field, value, need in (("images", images, images_needed), ("references", references, references_needed)):
         if value is None and need == "required":
@@ -261,11 +246,6 @@ def validate_inputs(predictions: Any, images: Any = None, references: Any = None
             raise InputError(f"{metric} takes no {field}")
         if value is not None and len(as_list(value, field)) != n:
             raise InputError(f"mismatched lengths: predictions={n}, {field}={len(as_list(value, field))}")
-    if references is None:
-        refs = None
-    elif references_needed == "required":
-        refs = check_references(references, n, start=start)
-    else:
-        refs = _optional_references(references, n, start)
-    pil = load_images(as_list(images, "images"), start=start) if images is not None else None
+    refs = check_references(references, n, indices=indices) if references is not None else None
+    pil = load_images(as_list(images, "images"), indices=indices) if images is not None else None
     return ValidInputs(preds, pil, refs)

@@ -128,9 +128,15 @@ class Scorer:
               references: Optional[Sequence] = None) -> dict:
         return self._score(self.validate(predictions, images, references))
 
-    def validate(self, predictions, images=None, references=None) -> ValidInputs:
+    def validate(self, predictions, images=None, references=None, *,
+                 indices: Optional[Sequence[int]] = None) -> ValidInputs:
+        """The shared validation step; ``indices`` name the samples in errors (record numbers of a chunk)."""
         return validate_inputs(predictions, images, references, images_needed=self.images,
-                               references_needed=self.references, metric=self.name)
+                               references_needed=self.references, metric=self.name, indices=indices)
+
+    def score_inputs(self, inputs: ValidInputs, **options) -> dict:
+        """Score input that :meth:`validate` returned (for callers that validate with record numbers)."""
+        return self._score(inputs, **options)
 
     def _score(self, inputs: ValidInputs) -> dict:
         raise NotImplementedError

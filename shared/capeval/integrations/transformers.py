@@ -21,8 +21,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 from capeval.core.errors import InputError
-from capeval.core.inputs import check_references
-from capeval.core.scoring import scorers
+from capeval.core.scoring import Scorer, scorers
 
 FINGERPRINT_SIZE = 256
 _FINGERPRINT_ROWS = 64  # dataset rows read per chunk while fingerprinting
@@ -122,10 +121,12 @@ class _MetricAdapter:
             self.name = getattr(metric, "name", type(metric).__name__)
         else:
             raise TypeError("metric must be a capeval scorer name, a scorer object or a capeval evaluate module")
-        self.needs_images: Optional[bool] = spec.needs_images if spec else None  # None: unknown, pass if given
+        # True: required, False: not used (not read), None: optional or unknown (passed when given)
+        self.needs_images: Optional[bool] = {"required": True, "unused": False}.get(spec.images) if spec else None
         self.needs_references = bool(spec and spec.needs_references)
 
-    def score(self, predictions, images, references) -> Dict[str, Any]:
+    def score(self, predictions, images, references, rows: Optional[List[int]] = None) -> Dict[str, Any]:
+        """``rows``: the samples' row numbers in the eval dataset, named in input errors."""
         if self.module is not None:
             inputs = {"predictions": predictions}
             if images is not None:
@@ -133,6 +134,8 @@ class _MetricAdapter:
             if references is not None:
                 inputs["references"] = references
             return self.module.compute(**inputs)
+        if isinstance(self.scorer, Scorer):
+            return self.scorer.score_inputs(self.scorer.validate(predictions, images, references, indices=rows))
         return self.scorer.score(predictions, images=images, references=references)
 
 
@@ -342,8 +345,8 @@ def _score(adapter: _MetricAdapter, predictions: List[str], rows: List[int], dat
         images = raw_column(dataset, image_column, kept_rows) if image_column else None
         references = None
         if references_column:
-            references = check_references(raw_column(dataset, references_column, kept_rows), len(kept_rows))
-        result = adapter.score([predictions[i] for i in keep], images, references)
+            references = raw_column(dataset, references_column, kept_rows)
+        result = adapter.score([predictions[i] for i in keep], images, references, rows=kept_rows)
     out = {}
     for key, value in result.items():
         if key.endswith("_per_sample"):
