@@ -255,7 +255,7 @@ def cmd_bench(args) -> int:
 
 
 def cmd_benchmark(args) -> int:
-    from capeval.benchmarks.runner import run
+    from capeval.benchmarks.command import run
 
     print(json.dumps(run(args), indent=2))
     return 0
@@ -364,7 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--batch-size", type=int, default=64)
     bench.add_argument("--dtype", default="float32")
     bench.set_defaults(func=cmd_bench)
-    from capeval.benchmarks.runner import configure as configure_benchmark
+    from capeval.benchmarks.command import configure as configure_benchmark
 
     benchmark = sub.add_parser("benchmark", help="correlate a metric with human judgments on a benchmark")
     configure_benchmark(benchmark)

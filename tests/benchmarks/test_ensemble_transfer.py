@@ -12,7 +12,7 @@ from capeval import InputError
 from capeval.benchmarks import catalog, loaders
 from capeval.benchmarks.ensemble_transfer import ensemble_text_transfer
 from capeval.benchmarks.loaders import Benchmark
-from capeval.benchmarks.runner import configure, run
+from capeval.benchmarks.command import configure, run
 
 NOUNS = ["dog", "cat", "man", "woman", "ball", "car", "tree", "beach", "child", "horse", "bike", "street"]
 VERBS = ["runs", "jumps", "sits", "walks", "plays", "rides", "stands", "eats"]

@@ -6,7 +6,6 @@ Per-sample scores are cached (``<capeval cache>/benchmarks``), so re-running wit
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 from pathlib import Path
@@ -14,7 +13,7 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from capeval.benchmarks.catalog import BENCHMARKS, load
+from capeval.benchmarks.catalog import load
 from capeval.benchmarks.loaders import Benchmark
 from capeval.benchmarks.pairwise import PairwiseBenchmark
 from capeval.benchmarks.plots import category_bar_plot, scatter_plot
@@ -181,38 +180,3 @@ def run_benchmark(metric: str, dataset: str, *, data_dir=None, images_dir=None, 
         return run_pairwise(metric, benchmark, ties=ties, resamples=resamples, seed=seed, plot=plot, **scoring)
     return run_correlation(metric, benchmark, statistic=statistic, resamples=resamples, seed=seed, plot=plot,
                            **scoring)
-
-
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("metric", help="bleu1..bleu4, rouge_l, meteor, cider, any registered scorer name, or "
-                                       f"{ENSEMBLE_TEXT} (a text-only EnsembEval refit on --fit-on, evaluated here)")
-    parser.add_argument("dataset", choices=sorted(BENCHMARKS))
-    parser.add_argument("--data-dir", help="folder holding the raw releases or converted folders (default "
-                                           "$CAPEVAL_BENCHMARK_DIR; without one: the hub dataset capeval/<name>)")
-    parser.add_argument("--revision", help="hub dataset revision (commit) when no data dir is given")
-    parser.add_argument("--images", help="benchmark images (image metrics only)")
-    parser.add_argument("--statistic", choices=sorted(STATISTICS), help="default: the one the literature reports")
-    parser.add_argument("--ties", choices=["wrong", "half"], default="wrong",
-                        help="pairwise benchmarks: a metric tie counts as wrong (the literature) or as half")
-    parser.add_argument("--sample-references-per", choices=["image", "pair"],
-                        help="pairwise benchmarks that sample references (Pascal-50S): one sample per image, shared "
-                             "by its pairs (default, the EnsembEval code), or an independent sample per pair")
-    parser.add_argument("--plot", metavar="PATH", help="write a PNG: metric vs human scores (correlation "
-                                                         "benchmarks) or accuracy per category (pairwise)")
-    parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples for the CI (0: none)")
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--batch-size", type=int, default=64)
-    from capeval.benchmarks.ensemble_transfer import configure_ensembeval_text
-
-    configure_ensembeval_text(parser)
-
-
-def run(args: argparse.Namespace) -> Dict:
-    if args.metric == ENSEMBLE_TEXT:
-        from capeval.benchmarks.ensemble_transfer import run_ensembeval_text
-
-        return run_ensembeval_text(args)
-    return run_benchmark(args.metric, args.dataset, data_dir=args.data_dir, revision=args.revision,
-                         images_dir=args.images, statistic=args.statistic, ties=args.ties,
-                         resamples=args.resamples, plot=args.plot, device=args.device, batch_size=args.batch_size,
-                         sample_references_per=args.sample_references_per)

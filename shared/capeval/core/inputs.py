@@ -23,6 +23,7 @@ from capeval.core.errors import InputError
 NEEDS = ("required", "optional", "unused")
 EIGHT_BIT_MODES = ("1", "L", "LA", "P", "PA", "RGB", "RGBA", "RGBX", "CMYK", "YCbCr", "LAB", "HSV")
 SIXTEEN_BIT_MODES = ("I;16", "I;16B", "I;16L", "I;16N")
+SUPPORTED_MODES = EIGHT_BIT_MODES + SIXTEEN_BIT_MODES + ("I",)  # "I": 32-bit ints holding 8- or 16-bit values
 CHANNELS = (1, 3, 4)
 
 
