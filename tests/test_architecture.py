@@ -152,3 +152,14 @@ def test_registration_modules_load_no_model_code():
             "print(sorted(m for m in sys.modules if m.startswith('capeval.') and m.endswith('.scorer')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_registries_are_data_with_a_tiny_builder_for_every_weight():
+    from capeval.core.hub import registered_weights
+    from capeval.core.scoring import scorers
+    from capeval.core.training import trainers
+    from capeval.testing import TINY_BUILDERS
+
+    assert set(TINY_BUILDERS) == set(registered_weights())
+    assert all(isinstance(spec.factory, str) and ":" in spec.factory for spec in scorers().values())
+    assert all(":" in spec.configure and ":" in spec.run for spec in trainers().values())

@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Optional
 
 from capeval.core.errors import ConversionError, InputError, ModelNotAvailableError
-from capeval.core.records import DEFAULT_CHUNK_ROWS, iter_records, parse_shard
+from capeval.core.records import DEFAULT_CHUNK_ROWS, RecordFingerprint, iter_records, parse_shard
+
+SHARD_RUN_KEYS = ("input", "records", "metric", "options")  # the "shard_of" stamp of every `capeval score --shard` row
 
 
 def _columns(records: List[Dict], images_dir: Optional[Path], spec):
@@ -94,8 +96,21 @@ def cmd_score_features(args) -> int:
     return 0
 
 
+def _stamp_rows(partial: Path, stamp: Dict) -> None:
+    """Add ``"shard_of": stamp`` to every row of the finished ``partial`` output (rewritten under a second temporary
+    name, then renamed over it)."""
+    stamped = partial.with_name(partial.name + ".stamped")
+    try:
+        with open(partial, encoding="utf-8") as rows, open(stamped, "w", encoding="utf-8") as out:
+            for line in rows:
+                out.write(json.dumps({**json.loads(line), "shard_of": stamp}) + "\n")
+        os.replace(stamped, partial)
+    finally:
+        stamped.unlink(missing_ok=True)
+
+
 def cmd_score(args) -> int:
-    from capeval.core.scoring import load_scorer, scorers
+    from capeval.core.scoring import RUNTIME_OPTIONS, load_scorer, scorers
 
     if args.from_features:
         return cmd_score_features(args)
@@ -124,6 +139,9 @@ def cmd_score(args) -> int:
     if chunk_size is not None and chunk_size < 1:
         raise InputError(f"--chunk-size must be a positive number of records, got {chunk_size}")
     source = iter_records(args.input, chunk_size=chunk_size or DEFAULT_CHUNK_ROWS, split=args.split, name=args.config)
+    fingerprint = RecordFingerprint()
+    if num_shards > 1:  # every shard streams the whole input: each fingerprints all of it, so all shards agree
+        source = fingerprint.watch(source)
     records = ({**record, "index": index} for index, record in enumerate(source) if index % num_shards == shard)
     summary, n, corpus_values = RunningSummary(), 0, {}
     # written under a temporary name and renamed once complete: a killed shard leaves no output to merge
@@ -151,13 +169,17 @@ def cmd_score(args) -> int:
                     out.write(json.dumps(row, default=_json_value) + "\n")
                 out.flush()
             n += len(batch)
+        if out:
+            out.close()
+            if num_shards > 1 and n:  # the input is read to its end: its fingerprint is complete
+                _stamp_rows(partial, {"input": fingerprint.hexdigest(), "records": fingerprint.records,
+                                      "metric": args.metric,
+                                      "options": {k: v for k, v in options.items() if k not in RUNTIME_OPTIONS}})
     except BaseException:
         if out:
             out.close()
             partial.unlink(missing_ok=True)
         raise
-    if out:
-        out.close()
     if n == 0:
         if partial:
             partial.unlink(missing_ok=True)
@@ -172,9 +194,49 @@ def cmd_score(args) -> int:
     return 0
 
 
+def _shard_run(path, row) -> Optional[Dict]:
+    """The ``shard_of`` stamp of a ``capeval score --shard`` row (None for unsharded rows), checked."""
+    if "shard" not in row:
+        return None
+    stamp = row.pop("shard_of", None)
+    if stamp is None:
+        raise InputError(f"{path}: record {row['index']} of shard {row['shard']} carries no 'shard_of' stamp (the "
+                         "input fingerprint, metric and options of its run); it was written by an older capeval, "
+                         "so it cannot be checked against the other shards: score that shard again")
+    if not isinstance(stamp, dict) or sorted(stamp) != sorted(SHARD_RUN_KEYS):
+        raise InputError(f"{path}: record {row['index']}: malformed 'shard_of' stamp {stamp!r}")
+    return stamp
+
+
+def _different_runs(first_path, first: Dict, path, other: Dict) -> str:
+    differences = []
+    if (first["input"], first["records"]) != (other["input"], other["records"]):
+        differences.append(f"input fingerprint {first['input']} of {first['records']} records vs {other['input']} "
+                           f"of {other['records']} records")
+    if first["metric"] != other["metric"]:
+        differences.append(f"metric {first['metric']} vs {other['metric']}")
+    if first["options"] != other["options"]:
+        differences.append(f"options {json.dumps(first['options'], sort_keys=True)} vs "
+                           f"{json.dumps(other['options'], sort_keys=True)}")
+    where = f"{first_path} and {path}" if str(first_path) != str(path) else f"rows of {path}"
+    return (f"{where} come from different runs: {'; '.join(differences)}. Score the stale shard(s) again from the "
+            "same input with the same metric and options")
+
+
 def cmd_merge(args) -> int:
     """Join shard outputs in input order; fail on missing or duplicated records. Shards of ``capeval score --shard``
-    (JSONL) or feature folders of ``capeval train polos-features --shard``."""
+    (JSONL) or feature folders of ``capeval train polos-features --shard``.
+
+    Shards of different runs are refused: every row of ``capeval score --shard i/n`` carries ``"shard": "i/n"`` and
+    ``"shard_of": {"input", "records", "metric", "options"}``: a fingerprint of the whole input (sha256 over every
+    record's canonical JSON in input order, :class:`capeval.core.records.RecordFingerprint`; every shard streams
+    the whole input, so all shards of one input agree), its number of records, the metric and the options that
+    change scores (``weights``, ``cider_idf``; not device or batch size). The fingerprint is complete only at the
+    end of the stream, so the shard writes its rows to ``<output>.partial``, rewrites them with the stamp once the
+    input is read, and renames the result to ``<output>``: one self-describing file, which appears complete or not
+    at all. All stamps must be equal; they and the shard tags are dropped from the merged rows, which equal those of
+    a one-process run. Rows without a shard tag (unsharded outputs) merge as before; shard rows without a stamp
+    (older outputs) are refused, since they cannot be checked."""
     from capeval.polos.training import is_feature_folder, merge_features
 
     folders = [is_feature_folder(path) for path in args.shards]
@@ -186,10 +248,17 @@ def cmd_merge(args) -> int:
         return 0
     rows: Dict[int, Dict] = {}
     shards_seen: Dict[int, set] = {}
+    run, run_path = None, None  # the stamp of the first shard row, and its file
     for path in args.shards:
         for row in iter_records(path):
             if "index" not in row or "scores" not in row:
                 raise InputError(f"{path}: not a `capeval score` output (rows need 'index' and 'scores')")
+            stamp = _shard_run(path, row)
+            if stamp is not None:
+                if run is None:
+                    run, run_path = stamp, path
+                elif stamp != run:
+                    raise InputError(_different_runs(run_path, run, path, stamp))
             if row["index"] in rows:
                 raise InputError(f"record {row['index']} appears in more than one shard ({path})")
             if "shard" in row:
@@ -203,7 +272,8 @@ def cmd_merge(args) -> int:
         if absent:
             raise InputError(f"shard(s) {', '.join(f'{i}/{n}' for i in absent)} are missing (no rows); "
                              "run them and merge again")
-    missing = sorted(set(range(max(rows, default=-1) + 1)) - set(rows))
+    total = max(max(rows, default=-1) + 1, run["records"] if run else 0)  # the stamp knows the input's last record
+    missing = sorted(set(range(total)) - set(rows))
     if missing:
         raise InputError(f"{len(missing)} records are missing (first: {missing[:5]}); re-run the shard(s) holding them")
     summary = RunningSummary()

@@ -122,7 +122,7 @@ def build_demo(metric: str, *, title: Optional[str] = None, description: Optiona
                 caption = gr.Textbox(label="Caption", placeholder="a dog running on the beach")
                 references = gr.Textbox(
                     label="References, one per line" + (" (required)" if spec.needs_references else " (optional)"),
-                    lines=4)
+                    lines=4, visible=spec.references != "unused")  # a reference-free metric takes none
                 button = gr.Button("Score", variant="primary")
             with gr.Column():
                 scores = gr.JSON(label="Scores")

@@ -7,26 +7,68 @@ A module script subclasses :class:`CaptionMetric`, sets ``scorer_name`` and impl
 
 from __future__ import annotations
 
+import io
+import os
 from typing import Any, Dict, List, Optional, Sequence
 
 import datasets
 import evaluate
+from PIL import Image
 
 from capeval.core.inputs import as_list, validate_inputs
 from capeval.core.scoring import get_scorer_spec, load_scorer
 
+PNG_MODES = ("1", "L", "LA", "P", "RGB", "RGBA")  # modes PNG stores losslessly
+TIFF_MODES = ("CMYK", "LAB")  # modes TIFF stores losslessly (and PNG does not)
+
 
 def caption_features(*, images: bool = True, references: bool = True) -> List[datasets.Features]:
-    """Feature sets: references as a list of strings (any length, possibly empty) or a single string."""
+    """Feature sets: references as a list of strings (any length, possibly empty) or a single string; images
+    undecoded (``{"bytes", "path"}``): the scorer decodes them with :func:`capeval.core.inputs.load_image`, as
+    ``load_scorer`` and the CLI do (``datasets``' own decoder would apply EXIF orientation)."""
     base = {"predictions": datasets.Value("string")}
     if images:
-        base["images"] = datasets.Image()
+        base["images"] = datasets.Image(decode=False)
     if not references:
         return [datasets.Features(base)]
     return [
         datasets.Features({**base, "references": datasets.Sequence(datasets.Value("string"))}),
         datasets.Features({**base, "references": datasets.Value("string")}),
     ]
+
+
+def _lossless_bytes(image: Image.Image) -> bytes:
+    """A validated 8-bit image as PNG (TIFF for CMYK / LAB) bytes: the same pixels and mode back (modes neither
+    stores, e.g. YCbCr or HSV, as RGB / RGBA, which is what a metric's ``convert("RGB")`` makes of them)."""
+    if image.mode not in PNG_MODES + TIFF_MODES:
+        image = image.convert("RGBA" if image.mode.endswith("A") else "RGB")
+    buffer = io.BytesIO()
+    image.save(buffer, format="TIFF" if image.mode in TIFF_MODES else "PNG")
+    return buffer.getvalue()
+
+
+def _arrow_image(given: Any, valid: Image.Image) -> Dict[str, Any]:
+    """What goes through evaluate's Arrow table for one validated image: a path as a path (the scorer reads it
+    again), given bytes as they are, and anything else (PIL images, arrays, tensors) as the validated pixels in
+    lossless bytes: never the file a PIL image was once read from (it may have been edited since) nor a lossy
+    re-encoding in its original format (``datasets`` would save a JPEG-decoded image as JPEG again)."""
+    if isinstance(given, (str, os.PathLike)):
+        return {"path": os.fspath(given), "bytes": None}
+    if isinstance(given, dict) and given.get("bytes"):
+        return {"path": None, "bytes": given["bytes"]}  # no path: datasets would keep the path and drop the bytes
+    if isinstance(given, dict):
+        return {"path": given["path"], "bytes": None}
+    return {"path": None, "bytes": _lossless_bytes(valid)}
+
+
+class _From:
+    """Sample indices ``start, start + 1, ...`` (of a batch added after ``start`` samples)."""
+
+    def __init__(self, start: int):
+        self.start = start
+
+    def __getitem__(self, i: int) -> int:
+        return self.start + i
 
 
 class CaptionMetric(evaluate.Metric):
@@ -51,21 +93,16 @@ class CaptionMetric(evaluate.Metric):
         self.scorer = load_scorer(self.scorer_name, **self.scorer_options)
 
     def _prepare_inputs(self, predictions, references, images):
-        """The shared validation step (errors name the sample's index over every batch added so far); then paths and
-        ``datasets.Image`` dicts pass on as they are, other images as the validated 8-bit PIL images, and references
-        as lists (Arrow would split a bare string into characters)."""
-        if predictions is None:
-            return None, None, None
+        """The shared validation step (errors name the sample's index over every batch added so far); then images
+        as :func:`_arrow_image` stores them and references as lists (Arrow would split a bare string into
+        characters; samples without references get an empty list, read back as "no references")."""
         spec = get_scorer_spec(self.scorer_name)
-        start = self._samples_added
-        n = len(predictions) if hasattr(predictions, "__len__") else 0
         valid = validate_inputs(predictions, images, references, images_needed=spec.images,
                                 references_needed=spec.references, metric=spec.name,
-                                indices=range(start, start + n))
+                                indices=_From(self._samples_added))
         self._samples_added += len(valid)
         if valid.images is not None:
-            images = [image if isinstance(image, (str, dict)) else pil
-                      for image, pil in zip(as_list(images, "images"), valid.images)]
+            images = [_arrow_image(image, pil) for image, pil in zip(as_list(images, "images"), valid.images)]
         references = valid.references
         if references is None and "references" in self._feature_names():
             references = [[] for _ in valid.predictions]
@@ -84,13 +121,20 @@ class CaptionMetric(evaluate.Metric):
         predictions, references, images = self._prepare_inputs(predictions, references, images)
         return super().add_batch(**self._module_inputs(predictions, references, images), **kwargs)
 
+    def add(self, *, prediction=None, reference=None, images=None, **kwargs):
+        """Add one sample (validated first, as a batch of one): ``images`` is its image."""
+        return self.add_batch(predictions=None if prediction is None else [prediction],
+                              references=None if reference is None else [reference],
+                              images=None if images is None else [images], **kwargs)
+
     def compute(self, *, predictions=None, references=None, images=None, **kwargs):
-        """Score ``predictions`` (with ``images`` and optional ``references``); see the module description."""
-        predictions, references, images = self._prepare_inputs(predictions, references, images)
-        self._samples_added = 0  # the next compute() starts a new input
-        if predictions is None:
-            return super().compute(**kwargs)
-        return super().compute(**self._module_inputs(predictions, references, images), **kwargs)
+        """Score ``predictions`` (with ``images`` and optional ``references``) and every batch added before; see
+        the module description. The inputs are validated once, here (``evaluate``'s own ``compute`` would pass them
+        through :meth:`add_batch` again)."""
+        if predictions is not None or references is not None or images is not None:
+            self.add_batch(predictions=predictions, references=references, images=images)
+        self._samples_added = 0  # the next batch starts a new input
+        return super().compute(**kwargs)
 
     def _compute(self, predictions: Sequence[str], references: Optional[Sequence] = None,
                  images: Optional[Sequence] = None, **options) -> Dict[str, Any]:

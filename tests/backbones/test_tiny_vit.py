@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from PIL import Image
 
 from capeval.core.convert import convert
+from capeval.core.errors import ConversionError
 from capeval.backbones.sam import SAM_ARCHITECTURES, RegionSettings, SegmentEverything, build_sam, load_sam
 from capeval.backbones.tiny_vit import TinyViTEncoder
 
@@ -256,8 +257,9 @@ def test_mobile_sam_converter_refuses_code_execution(tmp_path, artifact):
             return (os.system, ("echo pwned > " + str(tmp_path / "pwned"),))
 
     (tmp_path / "mobile_sam.pt").write_bytes(pickle.dumps({"image_encoder.patch_embed.seq.0.c.weight": Exploit()}))
-    with pytest.raises(pickle.UnpicklingError):
+    with pytest.raises(ConversionError, match="mobile_sam.pt: cannot convert") as refused:
         convert(artifact, tmp_path / "mobile_sam.pt", tmp_path / "out")
+    assert isinstance(refused.value.__cause__, pickle.UnpicklingError)  # refused by the weights-only unpickler
     assert not (tmp_path / "pwned").exists()
     assert not (tmp_path / "out").exists()
 

@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 
 from capeval import ModelNotAvailableError
@@ -35,3 +37,69 @@ def test_local_directory_and_bad_reference(tiny_hub, tmp_path):
         resolve(str(tmp_path), ["open_clip_config.json"])
     with pytest.raises(ModelNotAvailableError, match="neither a local directory"):
         resolve("not-a-name")
+
+
+def _damage(path, how):
+    """Overwrite a safetensors file the ways a download or copy goes wrong."""
+    import random
+    import struct
+
+    data = path.read_bytes()
+    damaged = {"truncated": data[: len(data) // 2],
+               "last byte lost": data[:-1],
+               "header only": data[:8],
+               "garbage": random.Random(0).randbytes(len(data)),
+               "bad header": struct.pack("<Q", 16) + b"{not json at all"}[how]
+    path.write_bytes(damaged)
+
+
+@pytest.mark.parametrize("how", ["truncated", "last byte lost", "header only", "garbage", "bad header"])
+def test_a_corrupt_clip_weights_file_is_named(tmp_path, capsys, how):
+    """A damaged ``open_clip_model.safetensors`` in a local weights directory: the error names the file (safetensors'
+    own error names none), through the backbone and as the CLI's one-line error."""
+    from capeval.cli import main
+    from capeval.testing import tiny_clip_factory
+
+    directory = tmp_path / "weights"
+    tiny_clip_factory(seed=3)(directory)
+    weights = directory / "open_clip_model.safetensors"
+    ClipBackbone(str(directory), device="cpu")  # intact: loads
+    _damage(weights, how)
+    with pytest.raises(ModelNotAvailableError) as info:
+        ClipBackbone(str(directory), device="cpu")
+    message = str(info.value)
+    assert str(weights) in message and "corrupt or truncated" in message
+    (tmp_path / "in.jsonl").write_text('{"caption": "a dog", "image": "dog.png"}\n')
+    assert main(["score", "clip_s", "--weights", str(directory), "--input", str(tmp_path / "in.jsonl"),
+                 "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("capeval score: error: weights file ") and str(weights) in err
+
+
+def test_a_corrupt_file_behind_a_hub_cache_link_names_the_link_and_its_blob(tmp_path):
+    """A snapshot file of the Hugging Face cache is a link to a blob: both are named (both must be deleted)."""
+    from capeval.core.hub import load_safetensors
+    from capeval.testing import tiny_clip_factory
+
+    tiny_clip_factory(seed=3)(tmp_path / "w")
+    blob = tmp_path / "blobs" / "0123abcd"
+    blob.parent.mkdir()
+    (tmp_path / "w" / "open_clip_model.safetensors").rename(blob)
+    link = tmp_path / "snapshots" / "main" / "open_clip_model.safetensors"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(Path("..") / ".." / "blobs" / "0123abcd")
+    assert set(load_safetensors(link)) == set(load_safetensors(blob))  # intact: loads
+    _damage(blob, "truncated")
+    with pytest.raises(ModelNotAvailableError) as info:
+        load_safetensors(link)
+    assert str(link) in str(info.value) and str(blob.resolve()) in str(info.value)
+
+
+def test_a_corrupt_polos_head_is_named(tmp_path):
+    from capeval.polos.scorer import CONFIG_FILE, HEAD_FILE, load_head
+
+    (tmp_path / CONFIG_FILE).write_text("{}")
+    (tmp_path / HEAD_FILE).write_bytes(b"version https://git-lfs.github.com/spec/v1\noid sha256:0\nsize 1\n")
+    with pytest.raises(ModelNotAvailableError, match="corrupt or truncated") as info:
+        load_head(str(tmp_path))
+    assert str(tmp_path / HEAD_FILE) in str(info.value)

@@ -163,3 +163,44 @@ def test_bad_data_files_and_options_are_clear_errors(tmp_path):
     (tmp_path / "bad.parquet").write_text("not parquet")
     with pytest.raises(InputError, match="not a readable parquet file"):
         list(iter_records(tmp_path / "bad.parquet"))
+
+
+def test_record_fingerprint_is_the_same_for_every_input_kind_and_changes_with_any_edit(tmp_path):
+    """``RecordFingerprint``: sha256 over each record's sorted-key JSON line in order (computed here independently),
+    equal for the same records from every input kind and read in any chunk size; an edit, a reordering or a lost
+    record changes it; embedded image bytes count by their content."""
+    import hashlib
+
+    from capeval.core.records import RecordFingerprint
+
+    def fingerprint(records):
+        fp = RecordFingerprint()
+        seen = list(fp.watch(records))  # passed through unchanged
+        assert not isinstance(records, list) or seen == records
+        return fp.hexdigest(), fp.records
+
+    def independent(records):
+        lines = "".join(json.dumps(r, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n" for r in records)
+        return hashlib.sha256(lines.encode("utf-8")).hexdigest()[:16]
+
+    dataset = _write_inputs(tmp_path)
+    expected = (independent(RECORDS), len(RECORDS))
+    assert fingerprint(RECORDS) == expected
+    for source in ("in.jsonl", "in.csv", "in.parquet", "saved", "files"):
+        for chunk_size in (1, 3, 1024):
+            assert fingerprint(iter_records(tmp_path / source, chunk_size=chunk_size)) == expected, source
+    assert fingerprint(iter_records(dataset, chunk_size=2)) == expected
+    edited = [dict(r) for r in RECORDS]
+    edited[3]["caption"] += "."
+    assert fingerprint(edited)[0] != expected[0]
+    assert fingerprint(RECORDS[1::-1] + RECORDS[2:])[0] != expected[0]
+    assert fingerprint(RECORDS[:-1]) == (independent(RECORDS[:-1]), len(RECORDS) - 1) != expected
+    # a record split across two or merged into one is a different input (one line per record)
+    assert fingerprint([{"caption": "a\nb"}])[0] != fingerprint([{"caption": "a"}, {"caption": "b"}])[0]
+    png = io.BytesIO()
+    Image.new("RGB", (4, 4), "red").save(png, format="PNG")
+    red = {"caption": "x", "image": {"bytes": png.getvalue(), "path": None}}
+    blue = io.BytesIO()
+    Image.new("RGB", (4, 4), "blue").save(blue, format="PNG")
+    assert fingerprint([red])[0] != fingerprint([{**red, "image": {"bytes": blue.getvalue(), "path": None}}])[0]
+    assert fingerprint([red]) == fingerprint([{**red, "image": {"path": None, "bytes": png.getvalue()}}])

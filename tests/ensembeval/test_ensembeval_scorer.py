@@ -42,9 +42,9 @@ def stub_components(monkeypatch):
     for name, keys in STUB_OUTPUTS.items():
         def factory(keys=keys, **options):
             return _StubScorer(keys, calls, **options)
-        monkeypatch.setitem(scoring._SCORERS, name, ScorerSpec(name, factory, name in ("blip2_score", "clip_s",
-                                                                                         "pac_s", "polos"),
-                                                               False, "stub"))
+        images = "required" if name in ("blip2_score", "clip_s", "pac_s", "polos") else "unused"
+        monkeypatch.setitem(scoring._SCORERS, name, ScorerSpec(name, factory, images, "optional",
+                                                               ("device", "dtype", "batch_size"), "stub"))
     return calls
 
 
@@ -91,19 +91,54 @@ def test_user_components_callable_and_scorer(stub_components):
     assert result["shout_per_sample"] == [2.0, 0.0]
 
 
-def test_clip_s_and_polos_share_one_clip_backbone(tiny_hub, stub_components, monkeypatch):
-    received = {}
+def test_refclip_s_and_polos_share_one_clip_backbone_on_the_real_factories(tiny_hub, monkeypatch):
+    """The real registered factories: one OpenAI CLIP load and one image forward per distinct image serve RefCLIP-S
+    and Polos; PAC-S (other weights) keeps its own; the scores equal separately loaded scorers."""
+    from capeval.backbones.clip import ClipBackbone
 
-    def polos_factory(clip_backbone=None, **options):
-        received["backbone"] = clip_backbone
-        return _StubScorer(["polos"], [], **options)
+    loads, encoded = [], []
+    init, encode = ClipBackbone.__init__, ClipBackbone._encode_image_batch
 
-    monkeypatch.setitem(scoring._SCORERS, "polos", ScorerSpec("polos", polos_factory, True, True, "stub"))
-    from capeval.clip_s.registration import clip_s  # the real CLIP-S scorer, not the stub
+    def counting_init(self, weights, **options):
+        loads.append(weights)
+        init(self, weights, **options)
 
-    monkeypatch.setitem(scoring._SCORERS, "clip_s", ScorerSpec("clip_s", clip_s, True, False, "real"))
-    scorer = load_scorer("ensembeval", weights={"weights": {"refclip_s": 1.0, "polos": 1.0}}, device="cpu")
-    assert received["backbone"] is scorer.scorers["clip_s"].backbone
+    def counting_encode(self, images):
+        encoded.append((self.weights, len(images)))
+        return encode(self, images)
+
+    monkeypatch.setattr(ClipBackbone, "__init__", counting_init)
+    monkeypatch.setattr(ClipBackbone, "_encode_image_batch", counting_encode)
+    scorer = load_scorer("ensembeval", weights={"weights": {"refclip_s": 1.0, "polos": 1.0, "pac_s": 1.0}},
+                         device="cpu")
+    assert sorted(loads) == ["openai-clip-vit-b-32", "pacs-clip-vit-b-32"]
+    assert scorer.scorers["polos"].clip is scorer.scorers["clip_s"].backbone
+    assert scorer.scorers["pac_s"].backbone is not scorer.scorers["clip_s"].backbone
+    rng = np.random.default_rng(1)
+    distinct = [Image.fromarray(rng.integers(0, 256, (30 + i, 40, 3), dtype=np.uint8)) for i in range(3)]
+    images = [distinct[0], distinct[1], distinct[2], distinct[0]]
+    preds = ["a dog", "a red car", "two people", "a dog on grass"]
+    refs = [["a dog runs"], ["a car", "red"], ["people"], ["grass", "a dog"]]
+    result = scorer.score(preds, images, refs)
+    assert sum(n for weights, n in encoded if weights == "openai-clip-vit-b-32") == 3
+    assert sum(n for weights, n in encoded if weights == "pacs-clip-vit-b-32") == 3
+    alone = {"polos": load_scorer("polos", device="cpu").score(preds, images, refs)["polos_per_sample"],
+             "refclip_s": load_scorer("clip_s", device="cpu").score(preds, images, refs)["refclip_s_per_sample"]}
+    for key, values in alone.items():
+        np.testing.assert_allclose(result[f"{key}_per_sample"], values, rtol=0, atol=1e-6)
+
+
+def test_component_options_and_caches_reach_every_component(tiny_hub, tmp_path):
+    scorer = load_scorer("ensembeval", weights={"weights": {"polos": 1.0, "refclip_s": 1.0}}, device="cpu",
+                         persist_dir=tmp_path, component_options={"polos": {"statistics": "batch"}})
+    assert scorer.scorers["polos"].statistics == "batch"
+    assert scorer.scorers["polos"]._persist_dir == tmp_path  # dropped for Polos before
+    with pytest.raises(InputError, match=r"polos: unknown option\(s\) \['no_such'\]"):
+        load_scorer("ensembeval", weights={"weights": {"polos": 1.0}}, device="cpu",
+                    component_options={"polos": {"no_such": 1}})
+    with pytest.raises(KeyError, match="component_options for \\['pac_s'\\]"):
+        load_scorer("ensembeval", weights={"weights": {"polos": 1.0}}, device="cpu",
+                    component_options={"pac_s": {}})
 
 
 def test_tiny_models_end_to_end_with_every_official_component(tiny_hub, tmp_path):
@@ -122,7 +157,8 @@ def test_tiny_models_end_to_end_with_every_official_component(tiny_hub, tmp_path
     result = load_scorer("ensembeval", weights=str(path), device="cpu").score(preds, images, refs)
     separately = {}
     for name in {COMPONENTS[k].scorer for k in weights}:
-        separately.update(load_scorer(name, device="cpu").score(preds, images, refs))
+        uses_images = scoring.scorers()[name].images != "unused"
+        separately.update(load_scorer(name, device="cpu").score(preds, images if uses_images else None, refs))
     expected = sum(w * np.array(separately[f"{k}_per_sample"]) for k, w in weights.items())
     np.testing.assert_allclose(result["ensembeval_per_sample"], expected, atol=1e-5)
     for key in weights:

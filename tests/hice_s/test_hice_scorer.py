@@ -165,3 +165,37 @@ def test_default_factual_parser_end_to_end_on_real_images(tiny_hub, images):
         assert len(values) == 2 and all(np.isfinite(v) and 0 <= v <= 2.5 for v in values), key
     assert 0 <= result["no_phrase_captions"] <= 2
     assert all(len(r["regions"]) >= 1 for r in result["reports"])
+
+
+def test_bounded_mask_cache_keeps_scores_bitwise_and_segments_an_evicted_image_once_more(tiny_hub):
+    from unittest import mock
+
+    from PIL import Image
+
+    rng = np.random.default_rng(3)
+    images = [Image.fromarray(rng.integers(0, 255, (40 + 4 * i, 56, 3), dtype=np.uint8)) for i in range(5)]
+    captions = ["a dog on the grass", "two cats sleeping", "a cat", "cats on a blanket", "a dog on the grass"]
+    reference = make_scorer()
+    expected = [reference.score([c], [im], return_report=True) for c, im in zip(captions, images)]
+
+    budget = 2 * 4 * 56 * 56  # bytes of two images' masks at most (≤ 4 regions of ≤ 56×56 each)
+    scorer = make_scorer(max_cached_images=2, max_cached_masks_bytes=budget)
+    generator = scorer.regions.generator
+    with mock.patch.object(generator, "generate", wraps=generator.generate) as spy:
+        first = [scorer.score([c], [im], return_report=True) for c, im in zip(captions, images)]
+        cache = scorer.regions.cache
+        assert len(spy.call_args_list) == 5 and 1 <= len(cache) <= 2 and 0 < cache.nbytes <= budget
+        spy.reset_mock()
+        again = scorer.score([captions[0]], [images[0]], return_report=True)  # evicted by now
+        assert [call.args[0].shape for call in spy.call_args_list] == [(40, 56, 3)]
+        spy.reset_mock()
+        scorer.score([captions[0]], [images[0]])  # just cached
+        assert spy.call_args_list == []
+        spy.reset_mock()
+        both = scorer.score(captions[1:3] * 2, images[1:3] * 2)  # both evicted; each segmented once in the call
+        assert sorted(call.args[0].shape[0] for call in spy.call_args_list) == [44, 48]
+        assert len(cache) <= 2 and cache.nbytes <= budget
+    keys = ("hice_s_per_sample", "global_itc_per_sample", "local_itc_per_sample", "reports")
+    for got, want in zip([*first, again], [*expected, expected[0]]):
+        assert all(got[k] == want[k] for k in keys)  # bitwise: exact float equality
+    assert both["hice_s_per_sample"] == [r["hice_s_per_sample"][0] for r in expected[1:3]] * 2

@@ -169,3 +169,23 @@ def test_factual_dtype_option(tiny_hub):
     raw = parser.generate(["two dogs on grass"])
     assert parser.extract(["two dogs on grass"]) == [phrases_from_graph(parse_scene_graph(raw[0]),
                                                                         attribute_phrases=False)]
+
+
+def test_factual_graph_cache_is_bounded_and_evicted_captions_are_parsed_again(tiny_hub):
+    # generation is sorted by token length, then text: "a cat", "a red car", "two dogs on grass", ...
+    captions = ["two dogs on grass", "a cat", "a man riding a horse", "a red car"]
+    parser = load_phrase_extractor("factual", device="cpu", batch_size=1, max_output_length=24,
+                                   max_cached_captions=2)
+    spy = GenerateSpy(parser.model)
+    first = parser.graphs(captions)  # more distinct captions than the bound in one call
+    assert len(spy.calls) == 4 and len(parser.graph_cache) == 2
+    raw = parser.generate(captions)
+    assert first == [parse_scene_graph(r) for r in raw]
+    assert "a cat" not in parser.graph_cache  # generated first, evicted
+
+    spy.calls.clear()
+    assert parser.extract(["a cat"]) == [phrases_from_graph(first[1])]
+    sent = [call["input_ids"].tolist() for call in spy.calls]
+    assert sent == [[parser.tokenizer(FACTUAL_PROMPT + "a cat")["input_ids"]]]  # the evicted one, exactly once
+    assert parser.graphs(["a cat"]) == [first[1]] and len(spy.calls) == 1  # now cached
+    assert len(parser.graph_cache) == 2

@@ -112,7 +112,7 @@ def test_evaluate_module_scores_offline(tiny_hub, tmp_path):
     module = evaluate.load(str(REPO / "metrics" / "image_roundtrip"), device="cpu",
                            scorer_options={"height": 32, "width": 32, "image_cache_dir": str(tmp_path)})
     result = module.compute(predictions=CAPTIONS[:2], images=_images()[:2])
-    assert set(result) == {"image_roundtrip", "image_roundtrip_per_sample"}
+    assert set(result) == {"image_roundtrip", "image_roundtrip_per_sample", "truncated_texts"}
     direct = load_scorer("image_roundtrip", image_cache_dir=tmp_path, **TINY).score(CAPTIONS[:2], _images()[:2])
     assert result["image_roundtrip_per_sample"] == pytest.approx(direct["image_roundtrip_per_sample"], abs=1e-6)
 
@@ -130,3 +130,50 @@ def test_dinov2_preprocessing_matches_the_repository_image_processor(tiny_hub):
     expected = processor(images=image, return_tensors="pt").pixel_values[0]
     # the processor resizes through float arrays: at most one 8-bit step (1/255/std) apart
     torch.testing.assert_close(extractor.preprocess(image), expected, atol=1 / 255 / 0.224 + 1e-6, rtol=0)
+
+
+def test_captions_over_the_generator_token_limit_are_counted_and_warned_once(tiny_hub, tmp_path):
+    """``truncated_texts`` counts the captions the pipeline's CLIP tokenizer cuts to 77 tokens (start and end tokens
+    included), counted here independently with the tokenizer of the pipeline's files; the images are those of the
+    cut prompt; a second call whose images come from the cache counts them again."""
+    import warnings
+
+    from transformers import CLIPTokenizer
+
+    from capeval.core.hub import resolve
+    from capeval.image_roundtrip.pipeline import DIFFUSERS_FILES
+
+    tokenizer = CLIPTokenizer.from_pretrained(str(resolve("sd-turbo", DIFFUSERS_FILES) / "tokenizer"))
+    limit = tokenizer.model_max_length
+    assert limit == 77
+    at_limit, over_limit = " ".join(["a"] * (limit - 2)), " ".join(["a"] * (limit - 1))
+    long_sentence = "a small brown dog with a red collar runs across a wide green field of tall grass " * 3
+    captions = ["a dog runs on the grass", at_limit, over_limit, long_sentence, "a blue square"]
+    lengths = [len(tokenizer(caption).input_ids) for caption in captions]
+    assert lengths[1] == limit and lengths[2] == limit + 1
+    expected = sum(length > limit for length in lengths)
+    assert expected == 2
+    images = (_images() * 2)[: len(captions)]
+
+    scorer = load_scorer("image_roundtrip", image_cache_dir=tmp_path, **TINY)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = scorer.score(captions, images)
+    assert result["truncated_texts"] == expected
+    ours = [str(w.message) for w in caught if "truncated" in str(w.message)]
+    assert len(ours) == 1 and ours[0].startswith(f"{expected} of {len(captions)} captions") and "77" in ours[0]
+    assert scorer.generator.images_generated == len(captions)
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        again = scorer.score(captions, images)  # images from the cache: the captions are still truncated
+    assert again["truncated_texts"] == expected and scorer.generator.images_generated == len(captions)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert scorer.score(CAPTIONS, _images())["truncated_texts"] == 0
+    assert not [w for w in caught if "captions exceed" in str(w.message)]
+    # what is counted is what the pipeline does: the over-limit caption renders exactly as its first 75 words
+    seed = [123]
+    cut = scorer.generator.generate([over_limit], seed)[0]
+    assert np.array_equal(np.asarray(cut), np.asarray(scorer.generator.generate([at_limit], seed)[0]))
+    assert not np.array_equal(np.asarray(scorer.generator.generate([" ".join(["a"] * 40)], seed)[0]),
+                              np.asarray(cut))

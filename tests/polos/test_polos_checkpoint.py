@@ -74,15 +74,17 @@ def test_official_checkpoint_converts_and_loads_directly(tmp_path):
         assert torch.equal(direct.state_dict()[key], value), key
 
 
-def test_unsupported_official_configurations_are_refused(tmp_path):
+def test_unsupported_official_configurations_are_refused(tmp_path, capsys):
     _write_checkpoint(tmp_path / "reprod.ckpt", _official_state())
     (tmp_path / "hparams.yaml").write_text("pool: avg\nlayer: mix\n")
     with pytest.raises(ValueError, match="unsupported Polos configuration"):
         load_head(str(tmp_path / "reprod.ckpt"))
     (tmp_path / "b").mkdir()  # no hparams.yaml beside these
     torch.save({"state_dict": {"unrelated": torch.zeros(1)}}, tmp_path / "b" / "other.ckpt")
-    with pytest.raises(ValueError, match="not an official Polos checkpoint"):
-        main(["convert", "polos", str(tmp_path / "b" / "other.ckpt"), str(tmp_path / "out2")])
+    assert main(["convert", "polos", str(tmp_path / "b" / "other.ckpt"), str(tmp_path / "out2")]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and error.startswith("capeval convert: error: ")
+    assert "other.ckpt" in error and "not an official Polos checkpoint" in error
     state = _official_state()
     state["clip.text_projection"] = torch.randn(8, 768)
     torch.save({"state_dict": state}, tmp_path / "b" / "mismatch.ckpt")
@@ -106,7 +108,7 @@ def test_registered_weights_and_tiny_models(tiny_hub):
 
 
 def test_head_and_encoders_must_agree(tiny_hub, tmp_path):
-    from capeval.polos.registration import head_config, write_head
+    from capeval.polos.checkpoint import head_config, write_head
     from capeval.polos.scorer import PolosScorer, head_from_config
 
     config = head_config(text_dim=32, clip_dim=32, hidden=(8, 4))

@@ -1,4 +1,6 @@
+import hashlib
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -65,6 +67,79 @@ def test_shards_and_merge_equal_single_run_and_a_lost_shard_can_be_rerun(tiny_hu
     assert "more than one shard" in capsys.readouterr().err
 
 
+def test_merge_refuses_shards_of_an_edited_input_or_of_another_metric_or_weights(tiny_hub, tmp_path, capsys):
+    """Every shard row carries a stamp of its run: a fingerprint of the whole input (the same in every shard), the
+    metric and the options that change scores. A shard re-scored after the input was edited, or scored with another
+    metric or weights, is refused by name; shards of one run merge to the one-process rows, without the stamps."""
+    base = _score_file(tmp_path, 7)
+    source = tmp_path / "in.jsonl"
+    original = source.read_text()
+    assert main(base + ["--output", str(tmp_path / "single.jsonl")]) == 0
+    shards = [str(tmp_path / f"s{i}.jsonl") for i in range(2)]
+    merged_path = str(tmp_path / "merged.jsonl")
+    for i in range(2):
+        assert main(base + ["--shard", f"{i}/2", "--chunk-size", "2", "--output", shards[i]]) == 0
+    capsys.readouterr()
+    # the fingerprint, computed here independently: sha256 over each record's sorted-key JSON line, in input order
+    records = [json.loads(line) for line in original.splitlines()]
+    digest = hashlib.sha256("".join(json.dumps(r, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n"
+                                    for r in records).encode("utf-8")).hexdigest()[:16]
+    stamp = {"input": digest, "records": 7, "metric": "clip_s", "options": {}}
+    rows = [json.loads(line) for path in shards for line in Path(path).read_text().splitlines()]
+    assert [r["shard_of"] for r in rows] == [stamp] * 7
+
+    def merge_error():
+        assert main(["merge", *shards, "--output", merged_path]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("capeval merge: error: ") and err.count("\n") == 1, err
+        return err
+
+    # record 2 (shard 0) is edited and only shard 1 is scored again: shard 0 holds the old caption and its score
+    edited = [{**r, "caption": "an edited caption"} if i == 2 else r for i, r in enumerate(records)]
+    source.write_text("\n".join(json.dumps(r) for r in edited))
+    assert main(base + ["--shard", "1/2", "--output", shards[1]]) == 0
+    capsys.readouterr()
+    err = merge_error()
+    assert f"{shards[0]} and {shards[1]} come from different runs" in err
+    assert f"input fingerprint {digest} of 7 records vs " in err
+    assert not Path(merged_path).exists()
+    source.write_text(original)  # the input as it was: the re-scored shard matches again (whatever its chunk size)
+    assert main(base + ["--shard", "1/2", "--output", shards[1]]) == 0
+    capsys.readouterr()
+    assert main(["merge", *shards, "--output", merged_path]) == 0
+    merged_summary = json.loads(capsys.readouterr().out)
+    single = [json.loads(line) for line in (tmp_path / "single.jsonl").read_text().splitlines()]
+    merged = [json.loads(line) for line in Path(merged_path).read_text().splitlines()]
+    assert [{k: v for k, v in r.items() if k != "scores"} for r in merged] == \
+        [{k: v for k, v in r.items() if k != "scores"} for r in single]  # no shard tags or stamps left
+    for a, b in zip(single, merged):
+        assert b["scores"].keys() == a["scores"].keys()
+        for key in a["scores"]:
+            assert b["scores"][key] == pytest.approx(a["scores"][key], abs=1e-5)
+    assert merged_summary["n"] == 7
+    # another metric, or other weights, for one shard
+    assert main(base[:1] + ["pac_s"] + base[2:] + ["--shard", "1/2", "--output", shards[1]]) == 0
+    capsys.readouterr()
+    assert "metric clip_s vs pac_s" in merge_error()
+    assert main(base + ["--weights", "pacs-clip-vit-b-32", "--shard", "1/2", "--output", shards[1]]) == 0
+    capsys.readouterr()
+    assert 'options {} vs {"weights": "pacs-clip-vit-b-32"}' in merge_error()
+    # a shard file that lost its last row (record 6 of 7): the stamp knows the input has 7 records
+    assert main(base + ["--shard", "1/2", "--output", shards[1]]) == 0
+    capsys.readouterr()
+    lines = Path(shards[0]).read_text().splitlines()
+    assert json.loads(lines[-1])["index"] == 6
+    Path(shards[0]).write_text("\n".join(lines[:-1]) + "\n")
+    assert "1 records are missing (first: [6])" in merge_error()
+    Path(shards[0]).write_text("\n".join(lines) + "\n")
+    # shard rows without a stamp cannot be checked: refused; unsharded outputs merge as before
+    Path(shards[1]).write_text("".join(json.dumps({k: v for k, v in json.loads(line).items() if k != "shard_of"}) + "\n"
+                                       for line in Path(shards[1]).read_text().splitlines()))
+    assert f"{shards[1]}: record 1 of shard 1/2 carries no 'shard_of' stamp" in merge_error()
+    assert main(["merge", str(tmp_path / "single.jsonl"), "--output", merged_path]) == 0
+    assert [json.loads(line) for line in Path(merged_path).read_text().splitlines()] == single
+
+
 def test_score_csv_input(tiny_hub, tmp_path, capsys):
     Image.new("RGB", (20, 10)).save(tmp_path / "a.png")
     (tmp_path / "in.csv").write_text('image,caption,references\na.png,a dark image,"[""black"", ""dark""]"\n')
@@ -82,7 +157,7 @@ def test_bad_input_exits_nonzero_with_message(tiny_hub, tmp_path, capsys):
 
 def test_convert_pac_s_from_fabricated_official_checkpoint(tiny_hub, tmp_path):
     from capeval.backbones.clip import ClipBackbone, build_clip
-    from capeval.clip_s.registration import tiny_clip_factory
+    from capeval.testing import tiny_clip_factory
 
     tiny_clip_factory(seed=7)(tmp_path / "src")
     cfg = json.loads((tmp_path / "src" / "open_clip_config.json").read_text())["model_cfg"]
@@ -104,7 +179,7 @@ def test_convert_pac_s_from_fabricated_official_checkpoint(tiny_hub, tmp_path):
                                    expected.encode_text(tokens).numpy(), atol=1e-5)
 
 
-def test_convert_refuses_pickled_objects(tmp_path):
+def test_convert_refuses_pickled_objects(tmp_path, capsys):
     import os
 
     class Evil:
@@ -115,8 +190,11 @@ def test_convert_refuses_pickled_objects(tmp_path):
 
     with open(tmp_path / "evil.pth", "wb") as f:
         pickle.dump({"state_dict": Evil()}, f)
-    with pytest.raises(Exception, match="(?i)weights_only|unsupported|global"):
-        main(["convert", "pac-s", str(tmp_path / "evil.pth"), str(tmp_path / "out")])
+    assert main(["convert", "pac-s", str(tmp_path / "evil.pth"), str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and error.startswith("capeval convert: error: ")  # one line, no traceback
+    assert re.search("(?i)weights.only|unsupported|global", error) and "evil.pth" in error
+    assert not (tmp_path / "out").exists()
 
 
 def test_every_subcommand_has_help():

@@ -16,7 +16,7 @@ gradio_client = pytest.importorskip("gradio_client")
 from capeval import functional as F  # noqa: E402
 from capeval.demo import Explanation, parse_references  # noqa: E402
 from capeval.modules import module_dir  # noqa: E402
-from capeval.core.scoring import load_scorer  # noqa: E402
+from capeval.core.scoring import load_scorer, scorers  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 CAPTION = "a red and blue picture"
@@ -50,8 +50,8 @@ def call_app(metric, image_file):
     demo = app_demo(metric)
     try:
         client = gradio_client.Client(serve(demo), verbose=False)
-        return client.predict(gradio_client.handle_file(str(image_file)), CAPTION, "\n".join(REFERENCES),
-                              api_name="/score")
+        references = "" if scorers()[metric].references == "unused" else "\n".join(REFERENCES)
+        return client.predict(gradio_client.handle_file(str(image_file)), CAPTION, references, api_name="/score")
     finally:
         demo.close()
 

@@ -55,7 +55,7 @@ def test_two_gloo_processes_equal_single_process(tiny_hub, tmp_path):
             "references": [[f"ref {i}"] + ["extra"] * (i % 2) for i in range(n)]}
     (tmp_path / "data.json").write_text(json.dumps(data))
     (tmp_path / "worker.py").write_text(WORKER)
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = {**os.environ, "HF_HUB_CACHE": str(tiny_hub), "HF_MODULES_CACHE": str(tmp_path / "modules"),
            "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",

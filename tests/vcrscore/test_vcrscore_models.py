@@ -10,6 +10,7 @@ from PIL import Image
 
 from capeval.cli import main
 from capeval.core.hub import registered_weights
+from capeval.testing import TINY_BUILDERS
 
 
 def test_registered_weights_and_tiny_layouts(tmp_path):
@@ -19,8 +20,8 @@ def test_registered_weights_and_tiny_layouts(tmp_path):
                 "mcip-vit-l-14-336": "capeval/mcip-vit-l-14-336"}
     for name, repo in expected.items():
         spec = weights[name]
-        assert spec.repo_id == repo and spec.tiny_factory is not None
-        spec.tiny_factory(tmp_path / name)
+        assert spec.repo_id == repo
+        TINY_BUILDERS[name](tmp_path / name)
         assert sorted(p.name for p in (tmp_path / name).iterdir()) == sorted(spec.files), name
     assert "convert" in weights["mcip-vit-l-14-336"].source_url  # unpublished: the card says to convert it
     config = json.loads((tmp_path / "mcip-vit-l-14-336" / "open_clip_config.json").read_text())["model_cfg"]

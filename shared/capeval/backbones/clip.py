@@ -19,7 +19,7 @@ from PIL import Image
 from capeval.core.constants import CLIP_CONFIG_FILE as CONFIG_FILE
 from capeval.core.constants import CLIP_WEIGHTS_FILE as WEIGHTS_FILE
 from capeval.core.constants import OPENAI_MEAN, OPENAI_STD
-from capeval.core.hub import registered_weights, resolve
+from capeval.core.hub import load_safetensors, registered_weights, resolve
 from capeval.core.runtime import EmbeddingCache, encode_cached, image_key, resolve_device, resolve_dtype, text_key
 
 
@@ -81,15 +81,13 @@ def load_open_clip(ref: str, *, cache_dir=None, builder=build_clip) -> Tuple[tor
 
     Returns (model, preprocess_cfg, directory the files were read from).
     """
-    from safetensors.torch import load_file
-
     directory = resolve(ref, [CONFIG_FILE, WEIGHTS_FILE], cache_dir=cache_dir)
     config = json.loads((directory / CONFIG_FILE).read_text())
     model_cfg = dict(config["model_cfg"])
     if ref in registered_weights():  # e.g. OpenAI weights need QuickGELU, which hub configs do not record
         model_cfg.update(registered_weights()[ref].options.get("model_cfg", {}))
     model = builder(model_cfg)
-    state_dict = load_file(str(directory / WEIGHTS_FILE))
+    state_dict = load_safetensors(directory / WEIGHTS_FILE)
     state_dict = {k: v for k, v in state_dict.items() if k != "attn_mask"}
     missing, unexpected = model.load_state_dict(state_dict, strict=False)
     missing = [k for k in missing if not k.endswith("attn_mask")]

@@ -1,5 +1,9 @@
 """Segment-everything regions with ``segment-anything``: model building, safe loading, cached mask generation.
 
+The mask cache is a bounded LRU (:class:`LruCache`, also used by the HICE-S phrase parser): at most
+``max_cached_images`` images and ``max_cached_masks_bytes`` bytes of masks stay in memory; an evicted image is
+segmented again when asked for (the same masks, SAM being deterministic), so only time, never a score, changes.
+
 Weights use our layout: ``sam_config.json`` (encoder/decoder sizes) + ``sam_model.safetensors``; the official
 ``sam_vit_*.pth`` and MobileSAM ``mobile_sam.pt`` files are converted with ``capeval convert sam``
 (``torch.load(weights_only=True)``), because ``segment_anything``'s own builder unpickles its checkpoint.
@@ -10,9 +14,11 @@ encoder of :mod:`capeval.backbones.tiny_vit`; a config with a ``tiny_vit`` entry
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Callable, Dict, Generic, Hashable, List, Optional, Sequence, Tuple, TypeVar
 
 import numpy as np
 from PIL import Image
@@ -184,15 +190,84 @@ class RegionSettings:
     max_regions: Optional[int] = None
 
 
+V = TypeVar("V")
+
+
+class LruCache(Generic[V]):
+    """A least-recently-used map bounded by its number of entries and, with ``sizeof``, by the total size of its
+    values (``max_bytes``). Storing evicts the least recently used entries until both bounds hold; a value larger
+    than ``max_bytes`` on its own (or any value when ``max_entries`` is 0) is not stored. Thread-safe."""
+
+    def __init__(self, max_entries: int, *, max_bytes: Optional[int] = None,
+                 sizeof: Optional[Callable[[V], int]] = None):
+        if max_entries < 0 or (max_bytes is not None and max_bytes < 0):
+            raise ValueError(f"cache bounds must be ≥ 0, not max_entries={max_entries}, max_bytes={max_bytes}")
+        if max_bytes is not None and sizeof is None:
+            raise ValueError("a byte bound needs sizeof")
+        self.max_entries, self.max_bytes = max_entries, max_bytes
+        self._sizeof = sizeof
+        self._items: "OrderedDict[Hashable, Tuple[V, int]]" = OrderedDict()
+        self._lock = threading.Lock()
+        self.nbytes = 0  # total size of the stored values (0 without ``sizeof``)
+        self.evictions = 0
+
+    def get(self, key: Hashable, default: Optional[V] = None) -> Optional[V]:
+        with self._lock:
+            item = self._items.get(key)
+            if item is None:
+                return default
+            self._items.move_to_end(key)
+            return item[0]
+
+    def put(self, key: Hashable, value: V) -> None:
+        size = int(self._sizeof(value)) if self._sizeof is not None else 0
+        with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self.nbytes -= old[1]
+            if self.max_entries == 0 or (self.max_bytes is not None and size > self.max_bytes):
+                return
+            self._items[key] = (value, size)
+            self.nbytes += size
+            while len(self._items) > self.max_entries or (self.max_bytes is not None and self.nbytes > self.max_bytes):
+                _, (_, evicted) = self._items.popitem(last=False)
+                self.nbytes -= evicted
+                self.evictions += 1
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self.nbytes = 0
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+MAX_CACHED_IMAGES = 1024
+MAX_CACHED_MASKS_BYTES = 256 * 2 ** 20  # one boolean byte per pixel and region: ~30 images of 640×480 × 100 regions
+
+
+def masks_nbytes(masks: Sequence[np.ndarray]) -> int:
+    return sum(int(m.nbytes) for m in masks)
+
+
 class SegmentEverything:
-    """Region masks of images (boolean [H, W] arrays, largest first), each distinct image segmented once.
+    """Region masks of images (boolean [H, W] arrays, largest first), each distinct image segmented once while it
+    stays in the cache.
 
     ``weights``: SAM weights (registry name such as ``"sam-vit-b"`` or ``"mobile-sam"``, hub id or directory)
     or a segmenter name of :data:`SEGMENTER_WEIGHTS` (``"vit_b"``, ``"vit_l"``, ``"vit_h"``, ``"mobile_sam"``).
+    The masks of at most ``max_cached_images`` images and ``max_cached_masks_bytes`` bytes are kept (least recently
+    used leave first; an image whose masks alone exceed the byte budget is not kept); an evicted image is segmented
+    again on demand, giving the same masks.
     """
 
     def __init__(self, weights: str = "sam-vit-b", *, settings: Optional[RegionSettings] = None,
-                 device: str = "auto", cache_dir=None):
+                 device: str = "auto", cache_dir=None, max_cached_images: int = MAX_CACHED_IMAGES,
+                 max_cached_masks_bytes: int = MAX_CACHED_MASKS_BYTES):
         from segment_anything import SamAutomaticMaskGenerator
 
         self.settings = settings or RegionSettings()
@@ -201,13 +276,27 @@ class SegmentEverything:
         options = {k: v for k, v in asdict(self.settings).items() if k not in ("min_area", "max_regions")}
         self.generator = SamAutomaticMaskGenerator(sam.to(self.device), output_mode="binary_mask", **options)
         self._namespace = f"{directory.resolve()}|{self.settings}"
-        self._masks: Dict[str, List[np.ndarray]] = {}
+        self.cache: LruCache[List[np.ndarray]] = LruCache(max_cached_images, max_bytes=max_cached_masks_bytes,
+                                                          sizeof=masks_nbytes)
 
     def masks(self, image: Image.Image) -> List[np.ndarray]:
-        key = f"{self._namespace}|{image_key(image)}"
-        if key not in self._masks:
-            self._masks[key] = self._segment(image)
-        return self._masks[key]
+        return self.masks_of([image])[0]
+
+    def masks_of(self, images: Sequence[Image.Image]) -> List[List[np.ndarray]]:
+        """The masks of each image; an image repeated in ``images`` is segmented at most once, whatever the
+        cache bounds."""
+        found: Dict[str, List[np.ndarray]] = {}
+        out = []
+        for image in images:
+            key = f"{self._namespace}|{image_key(image)}"
+            if key not in found:
+                masks = self.cache.get(key)
+                if masks is None:
+                    masks = self._segment(image)
+                    self.cache.put(key, masks)
+                found[key] = masks
+            out.append(found[key])
+        return out
 
     def _segment(self, image: Image.Image) -> List[np.ndarray]:
         import torch

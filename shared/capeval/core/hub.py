@@ -15,6 +15,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence
 from capeval.core.discovery import load_registrations
 from capeval.core.errors import ModelNotAvailableError
 
+
 @dataclass(frozen=True)
 class WeightSpec:
     """One named set of weights: where it lives on the hub and what it is."""
@@ -134,3 +135,20 @@ def _download(repo_id: str, revision: Optional[str], files: Sequence[str], cache
             ) from exc
     first = Path(paths[0])
     return first.parents[len(Path(files[0]).parts) - 1]
+
+
+def load_safetensors(path: os.PathLike, *, device: str = "cpu") -> Dict[str, Any]:
+    """The tensors of the safetensors file ``path`` (``safetensors.torch.load_file``); a file that is not a complete
+    safetensors file (truncated download or copy, a Git LFS pointer, other bytes) raises
+    :class:`ModelNotAvailableError` naming it, instead of safetensors' own error, which names no file."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    try:
+        return load_file(str(path), device=device)
+    except SafetensorError as exc:
+        links = f" (a link to {Path(path).resolve()}: delete both)" if os.path.islink(path) else ""
+        raise ModelNotAvailableError(
+            f"weights file {path} is corrupt or truncated: not a complete safetensors file ({exc}). Delete it{links} "
+            f"and download or convert it again"
+        ) from exc

@@ -156,7 +156,7 @@ def load_images(images: Sequence[Any], *, indices: Optional[Sequence[int]] = Non
 def as_list(value: Any, field: str) -> list:
     """A sequence of per-sample values as a list; strings, mappings and sets are refused (no order, or not a list)."""
     if isinstance(value, (str, bytes)):
-        raise InputError(f"{field} must be a list with one entry per sample, not a single "
+        raise InputError(f"{field} must be a list (of strings, one entry per sample), not a single "
                          f"{'string' if isinstance(value, str) else 'bytes object'}")
     if isinstance(value, (dict, set, frozenset)) or hasattr(value, "keys"):
         raise InputError(f"{field} must be a list with one entry per sample, not a {type(value).__name__}")
@@ -240,13 +240,15 @@ def validate_inputs(predictions: Any, images: Any = None, references: Any = None
         raise InputError("predictions is missing (None)")
     preds = check_captions(predictions, indices=indices)
     n = len(preds)
+    missing = {"images": "one image per caption (images=None)",
+               "references": "references (at least one per caption; references=None)"}
     for field, value, need in (("images", images, images_needed), ("references", references, references_needed)):
         if value is None and need == "required":
-            raise InputError(f"{metric} needs {field}")
+            raise InputError(f"{metric} needs {missing[field]}")
         if value is not None and need == "unused":
             raise InputError(f"{metric} takes no {field}")
-        if value is not None and len(as_list(value, field)) != n:
-            raise InputError(f"mismatched lengths: predictions={n}, {field}={len(as_list(value, field))}")
+    if images is not None and len(as_list(images, "images")) != n:
+        raise InputError(f"mismatched lengths: predictions={n}, images={len(as_list(images, 'images'))}")
     refs = check_references(references, n, indices=indices) if references is not None else None
     pil = load_images(as_list(images, "images"), indices=indices) if images is not None else None
     return ValidInputs(preds, pil, refs)

@@ -3,17 +3,18 @@ JSONL, CSV, parquet, a ``datasets`` Dataset/IterableDataset, a ``save_to_disk`` 
 a hub dataset id (opened with ``datasets.load_dataset(..., streaming=True)``).
 
 ``capeval score --input``, ``capeval merge`` and ``capeval score vcrscore --from-features`` read through
-:func:`iter_records`. Images stay as they are stored: path strings, or ``datasets.Image`` dicts ``{"bytes", "path"}``
+:func:`iter_records`; :class:`RecordFingerprint` identifies an input by its records while they stream past. Images stay as they are stored: path strings, or ``datasets.Image`` dicts ``{"bytes", "path"}``
 (an ``Image`` column is read undecoded; :func:`capeval.core.inputs.load_image` decodes both).
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any, Dict, Iterator, Optional, Union
+from typing import Any, Dict, Iterable, Iterator, Optional, Union
 
 from capeval.core.errors import InputError
 
@@ -177,3 +178,42 @@ def parse_shard(text: Optional[str]):
     if not 0 <= i < n:
         raise InputError(f"--shard {text}: need 0 <= i < n")
     return i, n
+
+
+def _canonical_value(value):
+    """JSON stand-ins for record values JSON does not know: bytes (embedded images) by their sha256, numpy values
+    and arrays as lists, dates in ISO format, anything else by its type and text."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {"sha256": hashlib.sha256(value).hexdigest()}
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return f"{type(value).__name__}:{value}"
+
+
+class RecordFingerprint:
+    """A short sha256 over records in order, each as its canonical JSON (sorted keys, one line), fed as they are
+    read: the same records in the same order give the same digest whatever the source format or chunking;
+    an edited, added, removed or reordered record changes it. It covers the records as read (captions, references,
+    image paths or embedded image bytes), not image files on disk that the records name."""
+
+    DIGEST_CHARS = 16
+
+    def __init__(self):
+        self._sha = hashlib.sha256()
+        self.records = 0
+
+    def update(self, record: Dict) -> None:
+        line = json.dumps(record, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=_canonical_value)
+        self._sha.update(line.encode("utf-8") + b"\n")  # JSON escapes newlines in strings: one line per record
+        self.records += 1
+
+    def watch(self, records: Iterable[Dict]) -> Iterator[Dict]:
+        """Yield ``records`` unchanged, fingerprinting each (the digest is complete once they are exhausted)."""
+        for record in records:
+            self.update(record)
+            yield record
+
+    def hexdigest(self) -> str:
+        return self._sha.hexdigest()[: self.DIGEST_CHARS]

@@ -30,7 +30,7 @@ class ScorerSpec:
     """What a registered scorer needs and offers. ``factory`` is a ``"module:attr"`` string, imported on use."""
 
     name: str
-    factory: str
+    factory: Union[str, Callable]  # "module:attr" (every registered family); a callable for ad-hoc scorers
     images: str  # "required" | "optional" | "unused"
     references: str  # "required" | "optional" | "unused"
     options: Tuple[str, ...]  # keyword options the factory accepts; anything else is an error
@@ -57,7 +57,7 @@ class ScorerSpec:
         return self.references == "required"
 
     def load_factory(self) -> Callable:
-        return import_attr(self.factory)
+        return import_attr(self.factory) if isinstance(self.factory, str) else self.factory
 
     def is_corpus_level(self, options: Optional[Mapping] = None) -> bool:
         """Whether per-sample values depend on the whole scored corpus (e.g. CIDEr's IDF) under ``options``."""

@@ -143,6 +143,9 @@ def resolve_metric(spec: Union[str, Callable, object]) -> Callable:
 
 def _scorer_metric(scorer, key: Optional[str]) -> Callable:
     def metric(predictions, images, references):
+        # a capeval scorer receives only the inputs it uses (giving it others is an input error)
+        images = None if getattr(scorer, "images", None) == "unused" else images
+        references = None if getattr(scorer, "references", None) == "unused" else references
         result = scorer.score(predictions, images=images, references=references)
         lists = sorted(k for k in result if k.endswith("_per_sample"))
         wanted = f"{key}_per_sample" if key else (lists[0] if len(lists) == 1 else None)

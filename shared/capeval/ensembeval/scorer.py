@@ -23,6 +23,7 @@ from capeval.core.inputs import ValidInputs
 from capeval.core.scoring import CACHE_OPTIONS, Scorer, import_attr, load_scorer, scorers, summarize
 from capeval.ensembeval.components import COMPONENTS, OFFICIAL_WEIGHTS
 from capeval.functional.ensemble import weighted_sum
+from capeval.core.errors import InputError
 
 ExtraComponent = Union[Callable[..., Sequence[float]], Any]  # callable(predictions, images, references) or scorer
 
@@ -111,6 +112,14 @@ class EnsembleScorer(Scorer):
     @property
     def needs_images(self) -> List[str]:
         return [key for name, keys in self.groups.items() for key in keys if scorers()[name].needs_images]
+
+    def validate(self, predictions, images=None, references=None, *, indices=None) -> ValidInputs:
+        """The shared validation step, after naming the components that need missing images or references."""
+        for field, value, needed in (("references", references, self.needs_references),
+                                     ("images", images, self.needs_images)):
+            if value is None and needed:
+                raise InputError(f"EnsembEval ({self.spec.get('name', 'custom')} weights) needs {field} for {needed}")
+        return super().validate(predictions, images, references, indices=indices)
 
     def _score(self, inputs: ValidInputs) -> dict:
         per_sample: Dict[str, List[float]] = {}

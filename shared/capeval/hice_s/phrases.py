@@ -107,19 +107,26 @@ def _stripped_captions(captions: Sequence[str]) -> List[str]:
     return [caption.strip() for caption in check_captions(captions, name="captions")]
 
 
+MAX_CACHED_CAPTIONS = 50_000  # parsed scene graphs kept by FactualParser (~0.3–2 KB each with its caption)
+
+
 class FactualParser:
     """FACTUAL (``lizhuang144/flan-t5-base-VG-factual-sg``) as the official ``SceneGraphParser.parse``: prompt
     ``"Generate Scene Graph: " + caption.strip()``, input truncated to ``max_input_length`` (64) tokens, beam
     search (5 beams, early stopping), output ≤ ``max_output_length`` (128) tokens, decoder started with the pad
-    token. Distinct captions are generated once (cached by text), in batches of ``batch_size`` sorted by length;
-    truncated inputs (``truncated_inputs``, with a warning) and skipped output pieces (``malformed_pieces``) are
-    counted. ``dtype``: float32 by default; on a GPU prefer bfloat16 (T5 overflows in float16)."""
+    token. Distinct captions are generated once, in batches of ``batch_size`` sorted by length, and their scene
+    graphs cached by text: the ``max_cached_captions`` most recently used stay in memory (``graph_cache``), an
+    evicted caption is generated again when asked for. Truncated inputs (``truncated_inputs``, with a warning) and
+    skipped output pieces (``malformed_pieces``) are counted per generation. ``dtype``: float32 by default; on a
+    GPU prefer bfloat16 (T5 overflows in float16)."""
 
     def __init__(self, weights: str = "flan-t5-base-vg-factual-sg", *, device: str = "auto", dtype=None,
                  batch_size: int = 32, max_input_length: int = 64, max_output_length: int = 128, num_beams: int = 5,
-                 attribute_phrases: bool = True, show_progress: Optional[bool] = None, cache_dir=None):
+                 attribute_phrases: bool = True, show_progress: Optional[bool] = None, cache_dir=None,
+                 max_cached_captions: int = MAX_CACHED_CAPTIONS):
         from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
+        from capeval.backbones.sam import LruCache
         from capeval.core.hub import resolve
         from capeval.core.runtime import resolve_device, resolve_dtype
         from capeval.hice_s.registration import FACTUAL_FILES
@@ -132,7 +139,7 @@ class FactualParser:
         self.max_input_length, self.max_output_length = max_input_length, max_output_length
         self.attribute_phrases = attribute_phrases
         self.truncated_inputs = self.malformed_pieces = 0
-        self._graphs: Dict[str, SceneGraph] = {}
+        self.graph_cache: "LruCache[SceneGraph]" = LruCache(max_cached_captions)
 
     def generate(self, texts: List[str]) -> List[str]:
         """The raw scene-graph strings of one batch of (stripped) captions."""
@@ -152,9 +159,16 @@ class FactualParser:
         from tqdm.auto import tqdm
 
         texts = _stripped_captions(captions)
-        todo = [t for t in dict.fromkeys(texts) if t not in self._graphs]
+        found: Dict[str, SceneGraph] = {}  # this call's graphs: the cache may evict some before the call ends
+        todo = []
+        for text in dict.fromkeys(texts):
+            graph = self.graph_cache.get(text)
+            if graph is None:
+                todo.append(text)
+            else:
+                found[text] = graph
         if not todo:
-            return [self._graphs[t] for t in texts]
+            return [found[t] for t in texts]
         lengths = dict(zip(todo, map(len, self.tokenizer([FACTUAL_PROMPT + t for t in todo])["input_ids"])))
         truncated = sum(length > self.max_input_length for length in lengths.values())
         if truncated:
@@ -167,10 +181,11 @@ class FactualParser:
             for start in range(0, len(todo), self.batch_size):
                 chunk = todo[start:start + self.batch_size]
                 for text, output in zip(chunk, self.generate(chunk)):
-                    self._graphs[text] = parse_scene_graph(output)
-                    self.malformed_pieces += self._graphs[text].malformed
+                    found[text] = parse_scene_graph(output)
+                    self.graph_cache.put(text, found[text])
+                    self.malformed_pieces += found[text].malformed
                 bar.update(len(chunk))
-        return [self._graphs[t] for t in texts]
+        return [found[t] for t in texts]
 
     def extract(self, captions: Sequence[str]) -> List[List[str]]:
         return [phrases_from_graph(g, attribute_phrases=self.attribute_phrases) for g in self.graphs(captions)]

@@ -58,6 +58,6 @@ register_converter("mobile-sam", help="MobileSAM mobile_sam.pt (official state d
 register_scorer("hice_s", factory="capeval.hice_s.scorer:HiceScorer", images="required", references="optional",
                 options=("weights", "sam", "phrase_parser", "w", "text_w", "threshold", "caption_prefix",
                          "phrase_prefix", "empty_phrases", "region_settings", "mask_alignment", *RUNTIME_OPTIONS,
-                         *CACHE_OPTIONS, "phrase_options"),
+                         *CACHE_OPTIONS, "phrase_options", "max_cached_images", "max_cached_masks_bytes"),
                 help="HICE-S and, with references, RefHICE-S (Zeng et al. 2024): Alpha-CLIP global + "
                      "region/phrase local scores")

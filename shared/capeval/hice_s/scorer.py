@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from capeval.backbones.alpha_clip import AlphaClip
-from capeval.backbones.sam import RegionSettings, SegmentEverything
+from capeval.backbones.sam import MAX_CACHED_IMAGES, MAX_CACHED_MASKS_BYTES, RegionSettings, SegmentEverything
 from capeval.core.constants import CLIPSCORE_PREFIX
 from capeval.core.inputs import ValidInputs, load_images
 from capeval.core.scoring import Scorer, summarize
@@ -29,7 +29,10 @@ class HiceScorer(Scorer):
     recall ≥ ``threshold``. Captions without phrases: ``empty_phrases="global"`` drops the local terms
     (HICE = gITC), ``"zero"`` sets them to 0. An image where SAM keeps no region is scored with the whole
     image as its only region. ``phrase_parser`` is a registered parser name ("factual", "spacy") or any
-    object with ``extract(captions) -> list of phrase lists``.
+    object with ``extract(captions) -> list of phrase lists``. SAM's masks are cached for at most
+    ``max_cached_images`` images and ``max_cached_masks_bytes`` bytes (least recently used leave first, an evicted
+    image is segmented again; scores do not change); the FACTUAL parser's cache bound is its
+    ``max_cached_captions`` option (``phrase_options``).
     """
 
     name = "hice_s"
@@ -38,7 +41,8 @@ class HiceScorer(Scorer):
                  w: float = 2.5, text_w: float = 1.0, threshold: float = 0.5, caption_prefix: str = CLIPSCORE_PREFIX,
                  phrase_prefix: str = "", empty_phrases: str = "global", region_settings=None,
                  mask_alignment: str = "official", device: str = "auto", dtype=None, batch_size: int = 64,
-                 cache_dir=None, persist_dir=None, phrase_options: Optional[Dict] = None):
+                 cache_dir=None, persist_dir=None, phrase_options: Optional[Dict] = None,
+                 max_cached_images: int = MAX_CACHED_IMAGES, max_cached_masks_bytes: int = MAX_CACHED_MASKS_BYTES):
         if empty_phrases not in EMPTY_PHRASE_POLICIES:
             raise ValueError(f"empty_phrases must be one of {EMPTY_PHRASE_POLICIES}, not {empty_phrases!r}")
         self.w, self.text_w, self.threshold = w, text_w, threshold
@@ -47,7 +51,9 @@ class HiceScorer(Scorer):
             region_settings = RegionSettings(**region_settings)
         self.backbone = AlphaClip(weights, mask_alignment=mask_alignment, device=device, dtype=dtype,
                                   batch_size=batch_size, cache_dir=cache_dir, persist_dir=persist_dir)
-        self.regions = SegmentEverything(sam, settings=region_settings, device=device, cache_dir=cache_dir)
+        self.regions = SegmentEverything(sam, settings=region_settings, device=device, cache_dir=cache_dir,
+                                         max_cached_images=max_cached_images,
+                                         max_cached_masks_bytes=max_cached_masks_bytes)
         if isinstance(phrase_parser, str):
             from capeval.hice_s.phrases import load_phrase_extractor
 
@@ -73,7 +79,7 @@ class HiceScorer(Scorer):
         return out
 
     def _region_features(self, images) -> Dict[str, object]:
-        found = [self.regions.masks(image) for image in images]
+        found = self.regions.masks_of(images)
         masks = [m if m else [np.ones((im.height, im.width), bool)] for m, im in zip(found, images)]
         return {"masks": masks, "empty": sum(1 for m in found if not m)}
 

@@ -3,7 +3,9 @@ text-to-image generator, per-caption seeds and the on-disk cache of generated im
 
 Any object with ``identity`` (model and revision), ``settings`` (everything else that changes the pixels),
 ``batch_size`` and ``generate(prompts, seeds) -> list of PIL images`` is a generator, so an API-backed model
-can be plugged in without new dependencies. Each image has its own seed, derived from the caption text, the
+can be plugged in without new dependencies. A generator that truncates long prompts may also offer
+``truncated_prompts(prompts) -> list of bool`` and ``text_token_limit`` (:class:`DiffusersGenerator` does), so that
+the scorer counts and warns about them. Each image has its own seed, derived from the caption text, the
 user seed and the image index, so an image never depends on the batch it was generated in.
 """
 
@@ -122,6 +124,27 @@ class DiffusersGenerator:
         self.pipeline_calls += 1
         self.images_generated += len(images)
         return images
+
+    def _tokenizers(self) -> list:
+        """The pipeline's CLIP tokenizers (``tokenizer``, and SDXL's ``tokenizer_2``), each truncating its prompts to
+        its ``model_max_length`` tokens before the text encoder."""
+        return [t for t in (getattr(self.pipeline, name, None) for name in ("tokenizer", "tokenizer_2")) if t is not None]
+
+    @property
+    def text_token_limit(self) -> Optional[int]:
+        """Tokens (start and end tokens included) the text encoder sees of a prompt: 77 for CLIP."""
+        limits = [int(t.model_max_length) for t in self._tokenizers()]
+        return min(limits) if limits else None
+
+    def truncated_prompts(self, prompts: Sequence[str]) -> List[bool]:
+        """Which prompts the pipeline truncates: longer than a tokenizer's ``model_max_length`` tokens, start and end
+        tokens included, counted with the pipeline's own tokenizer(s) as the pipeline tokenizes them."""
+        flags = [False] * len(prompts)
+        for tokenizer in self._tokenizers():
+            limit = int(tokenizer.model_max_length)
+            lengths = [len(ids) for ids in tokenizer(list(prompts), verbose=False)["input_ids"]]
+            flags = [flag or length > limit for flag, length in zip(flags, lengths)]
+        return flags
 
 
 class GeneratedImageCache:

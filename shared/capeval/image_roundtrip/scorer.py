@@ -4,6 +4,7 @@ image features of the original and the rendered image (cosine by default), avera
 from __future__ import annotations
 
 import logging
+import warnings
 from typing import Optional, Sequence, Union
 
 from capeval.backbones.image_features import ImageFeatureExtractor, load_image_features
@@ -25,6 +26,11 @@ class ImageRoundTripScorer(Scorer):
     feature extractor (float32 by default). Generated images are cached in ``image_cache_dir`` (default
     ``<capeval cache>/roundtrip_images``; ``use_image_cache=False`` keeps them in memory only). The metric is
     reference-free: references are refused.
+
+    The result's ``truncated_texts`` counts the captions of the call that the generator's text encoder truncates
+    (over 77 CLIP tokens for Stable Diffusion, counted with the pipeline's own tokenizer, whether their images are
+    generated or come from the cache), with one warning per call; a plugged-in generator without
+    ``truncated_prompts`` leaves it out.
     """
 
     name, images, references = "image_roundtrip", "required", "unused"
@@ -64,6 +70,19 @@ class ImageRoundTripScorer(Scorer):
         return render(self.generator, predictions, images_per_caption=self.images_per_caption, seed=self.seed,
                       cache=self.image_cache, show_progress=show_progress)
 
+    def truncated_captions(self, predictions: Sequence[str]) -> Optional[int]:
+        """How many of ``predictions`` the generator truncates (warned once), or None if it cannot tell."""
+        flags = getattr(self.generator, "truncated_prompts", None)
+        if flags is None:
+            return None
+        truncated = sum(bool(flag) for flag in flags(list(predictions)))
+        if truncated:
+            limit = getattr(self.generator, "text_token_limit", None)
+            warnings.warn(f"{truncated} of {len(predictions)} captions exceed the text-to-image model's "
+                          f"{f'{limit} ' if limit else ''}text tokens and were truncated before generation "
+                          "(the images render only their beginning)")
+        return truncated
+
     def score(self, predictions: Sequence[str], images: Optional[Sequence] = None,
               references: Optional[Sequence] = None, *, return_images: bool = False) -> dict:
         """As :meth:`Scorer.score`; ``return_images`` adds the generated images to the result."""
@@ -71,12 +90,15 @@ class ImageRoundTripScorer(Scorer):
 
     def _score(self, inputs: ValidInputs, *, return_images: bool = False) -> dict:
         predictions, originals, n = inputs.predictions, inputs.images, len(inputs)
+        truncated = self.truncated_captions(predictions)
         generated = self.generated_images(predictions)
         original_features = self.extractor.encode_images(originals)
         generated_features = self.extractor.encode_images([image for row in generated for image in row])
         generated_features = generated_features.view(n, self.images_per_caption, -1)
         scores = roundtrip_score(original_features, generated_features, self.similarity)
         result = summarize({self.name: scores.tolist()})
+        if truncated is not None:
+            result["truncated_texts"] = truncated
         if return_images:
             result["generated_images"] = generated
         return result

@@ -13,7 +13,7 @@ from tqdm.auto import tqdm
 
 from capeval.backbones.clip import ClipBackbone
 from capeval.core.constants import CLIPSCORE_PREFIX
-from capeval.core.hub import registered_weights, resolve
+from capeval.core.hub import load_safetensors, registered_weights, resolve
 from capeval.core.inputs import ValidInputs, load_images
 from capeval.core.runtime import EmbeddingCache, encode_cached, resolve_device, resolve_dtype, text_key
 from capeval.core.scoring import Scorer, summarize
@@ -56,14 +56,12 @@ def head_from_config(config: Dict, state_dict=None) -> PolosHead:
 
 def load_head(weights: str, cache_dir=None) -> Tuple[PolosHead, Dict]:
     """Our head artifact (registry name, hub id or directory), or the official ``reprod.ckpt`` file itself."""
-    from safetensors.torch import load_file
-
     if Path(weights).is_file():
         state, config = read_official_head(Path(weights))
         return head_from_config(config, state), config
     directory = resolve(weights, [CONFIG_FILE, HEAD_FILE], cache_dir=cache_dir)
     config = json.loads((directory / CONFIG_FILE).read_text())
-    return head_from_config(config, load_file(str(directory / HEAD_FILE))), config
+    return head_from_config(config, load_safetensors(directory / HEAD_FILE)), config
 
 
 def clip_weights_of(options: dict) -> str:

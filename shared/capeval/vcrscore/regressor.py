@@ -55,10 +55,13 @@ def score_feature_file(path, model: Optional[str] = None) -> List[float]:
 
 
 def convert_vcrscore_gbr(official: Path, out_dir: Path) -> None:
-    from capeval.vcrscore.gradient_boosting import gbr_to_json, read_sklearn_pickle, save_json
+    """``model_GBR_VCR.pickle`` → ``vcrscore_gbr.json`` + card; anything but a fitted GradientBoostingRegressor
+    pickle is refused (``ValueError``, one line saying what is wrong) before ``out_dir`` is touched."""
+    from capeval.vcrscore.gradient_boosting import read_gbr_pickle, save_json
 
+    model = read_gbr_pickle(official)
     out_dir.mkdir(parents=True, exist_ok=True)
-    save_json(gbr_to_json(read_sklearn_pickle(official)), out_dir / GBR_FILE)
+    save_json(model, out_dir / GBR_FILE)
     write_model_card(out_dir, title="VCRScore regressor (capeval JSON)", source=official.name,
                      license="other",
                      body="The official GradientBoostingRegressor's trees as JSON (`vcrscore_gbr.json`), evaluated by "

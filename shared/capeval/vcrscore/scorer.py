@@ -10,6 +10,12 @@ default filter) and converted to RGB, then given to the model's own processor. M
 that share the processed size (padding would change DETR/YOLOS/ViLT outputs), so results do not depend on the
 batch size or the order; each distinct image is detected once and each distinct (image, caption) pair is scored
 by ViLT once.
+
+Extreme aspect ratios: the processors' aspect-preserving resizes floor each side to a multiple of a unit (ViLT 32,
+YOLOS 16; DETR rounds to whole pixels), so a long thin image (e.g. 10000×400 for ViLT, 10000×20 for YOLOS-S) gets a
+side of 0 pixels and the official preprocessing fails. Such a side is kept at one unit instead (the smallest size
+the model takes; the other side is the processor's own), resized with the processor's filter: every image the
+official preprocessing handles is processed exactly as before, and the others score instead of crashing.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from collections import OrderedDict, defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -40,6 +46,8 @@ VILT_MAX_TEXT_TOKENS = 39
 DETR_THRESHOLD = 0.9
 YOLO_THRESHOLD = 0.6
 LABEL_NAMES = ("darknet", "coco")
+VILT_PATCH_SEED = 0
+MAX_LONGER_EDGE, MAX_SHORTER_EDGE = 1333, 800  # ViLT's MinMaxResize: longer side at most 1333/800 × shorter
 
 
 def official_small_image_resize(image: Image.Image) -> Image.Image:
@@ -48,6 +56,62 @@ def official_small_image_resize(image: Image.Image) -> Image.Image:
     if image.width < SMALL_SIDE or image.height < SMALL_SIDE:
         image = image.resize(SMALL_RESIZE)
     return image if image.mode == "RGB" else image.convert("RGB")
+
+
+def vilt_resize_size(height: int, width: int, shorter: int, size_divisor: int = 32) -> Tuple[int, int]:
+    """``(height, width)`` of ViLT's resize (the official ``MinMaxResize``, as transformers' ViLT processor): shorter
+    side ``shorter``, longer side at most ``int(1333 / 800 * shorter)``, rounded, then floored to a multiple of
+    ``size_divisor`` (0 for a side that ends up under one ``size_divisor``)."""
+    longer = int(MAX_LONGER_EDGE / MAX_SHORTER_EDGE * shorter)
+    scale = shorter / min(height, width)
+    if height < width:
+        new_height, new_width = shorter, scale * width
+    else:
+        new_height, new_width = scale * height, shorter
+    if max(new_height, new_width) > longer:
+        scale = longer / max(new_height, new_width)
+        new_height, new_width = scale * new_height, scale * new_width
+    new_height, new_width = int(new_height + 0.5), int(new_width + 0.5)
+    return new_height // size_divisor * size_divisor, new_width // size_divisor * size_divisor
+
+
+def detection_resize_size(height: int, width: int, shortest: int, longest: int,
+                          mod: Optional[int] = None) -> Tuple[int, int]:
+    """``(height, width)`` of the DETR-family aspect-preserving resize (shorter side ``shortest``, longer side at most
+    ``longest``; transformers' DETR processors), with YOLOS's flooring of both sides to a multiple of ``mod`` (16)."""
+    size, raw = shortest, None
+    short_side, long_side = float(min(height, width)), float(max(height, width))
+    if long_side / short_side * size > longest:
+        raw = longest * short_side / long_side
+        size = int(round(raw))
+    scaled = size if raw is None else raw
+    keep = (height <= width and height == size) or (width <= height and width == size)
+    if keep and (mod is None or width >= height):  # DETR tests "unchanged" first, YOLOS after "portrait"
+        out_height, out_width = height, width
+    elif width < height:
+        out_height, out_width = int(scaled * height / width), size
+    else:
+        out_height, out_width = size, int(scaled * width / height)
+    if mod:
+        out_height, out_width = out_height - out_height % mod, out_width - out_width % mod
+    return out_height, out_width
+
+
+def _size_field(processor, key: str):
+    size = getattr(processor, "size", None)
+    return size.get(key) if isinstance(size, dict) else getattr(size, key, None)
+
+
+def process_image(processor, image: Image.Image, target: Optional[Tuple[int, int]], unit: int) -> torch.Tensor:
+    """The processor's pixel values of ``image``, whose resize the processor computes as ``target`` (height, width).
+    Where that has a side of 0 (an extreme aspect ratio the official preprocessing cannot take), the image is
+    resized by us to that size with such a side set to ``unit`` (the processor's filter, as the processor would at
+    that size) and the processor is told not to resize; otherwise the processor runs unchanged."""
+    if target is None or min(target) > 0:
+        return processor(images=[image], return_tensors="pt")["pixel_values"][0]
+    height, width = (max(side, unit) for side in target)
+    resized = image.resize((width, height), resample=processor.resample)
+    return processor(images=[resized], do_resize=False, return_tensors="pt")["pixel_values"][0]
 
 
 def load_pil_image_processor(directory):
@@ -124,12 +188,21 @@ class ObjectDetector:
         self.processor = load_pil_image_processor(self.directory)
         self.id2label = {int(k): v for k, v in self.model.config.id2label.items()}
         self._takes_mask = "pixel_mask" in inspect.signature(self.model.forward).parameters
+        self._mod = 16 if getattr(self.model.config, "model_type", None) == "yolos" else None
         self._pool = ThreadPoolExecutor(max_workers=num_workers or 4)
         self.cache = _LruDict()  # image key -> detected names (for this detector and threshold)
 
+    def resize_target(self, image: Image.Image) -> Optional[Tuple[int, int]]:
+        """``(height, width)`` the processor resizes ``image`` to, where it is a DETR-family shortest/longest-edge
+        resize (YOLOS floors to multiples of 16); ``None`` for other processors (fixed sizes take any image)."""
+        shortest, longest = _size_field(self.processor, "shortest_edge"), _size_field(self.processor, "longest_edge")
+        if not shortest or not longest:
+            return None
+        return detection_resize_size(image.height, image.width, shortest, longest, mod=self._mod)
+
     def preprocess(self, image: Image.Image) -> torch.Tensor:
         image = official_small_image_resize(image) if self.small_image_resize else image.convert("RGB")
-        return self.processor(images=[image], return_tensors="pt")["pixel_values"][0]
+        return process_image(self.processor, image, self.resize_target(image), self._mod or 1)
 
     @torch.inference_mode()
     def _detect_batch(self, pixels: torch.Tensor) -> List[List[str]]:
@@ -169,11 +242,48 @@ class ObjectDetector:
         return [list(found[key]) for key in keys]
 
 
+def _seeded(function, seed: int, *args, **kwargs):
+    """``function(*args, **kwargs)`` with the global CPU generator at ``seed``; the caller's RNG state is restored."""
+    with torch.random.fork_rng(devices=[]):
+        torch.random.default_generator.manual_seed(seed)
+        return function(*args, **kwargs)
+
+
+def seed_vilt_patch_selection(model, seed: int = VILT_PATCH_SEED) -> None:
+    """Make ViLT's patch selection deterministic, per image, without touching the caller's RNG state.
+
+    transformers' ``ViltEmbeddings.visual_embed`` picks the image patches with ``torch.multinomial`` on the global
+    CPU generator: with ``max_image_length`` -1 (the retrieval checkpoints) it keeps every patch in a random order,
+    which changes nothing but float rounding; with a positive ``max_image_length`` under the number of patches it
+    keeps a random subset (ViLT's training-time sampling, which the official evaluation ran unseeded). Here each
+    image's selection is the one ``visual_embed`` draws for that image alone right after ``torch.manual_seed(seed)``
+    (CPU generator only, inside ``torch.random.fork_rng``, so the caller's global state is untouched afterwards):
+    bitwise reproducible across loads and processes, and the same image gets the same patches whatever its batch.
+    (While a forward runs, the global CPU generator is seeded: another thread drawing from it at that moment would
+    see that state.) Batches whose pixel masks pad some images are selected as one call under the seed.
+    """
+    embeddings = getattr(getattr(model, "vilt", None), "embeddings", None)
+    original = getattr(embeddings, "visual_embed", None)
+    if original is None:
+        return
+
+    def visual_embed(pixel_values, pixel_mask, *args, **kwargs):
+        if pixel_values.shape[0] == 1 or not bool(pixel_mask.all()):
+            return _seeded(original, seed, pixel_values, pixel_mask, *args, **kwargs)
+        parts = [_seeded(original, seed, pixel_values[i:i + 1], pixel_mask[i:i + 1], *args, **kwargs)
+                 for i in range(pixel_values.shape[0])]
+        return (torch.cat([x for x, _, _ in parts]), torch.cat([mask for _, mask, _ in parts]),
+                (torch.cat([index for _, _, (index, _) in parts]), parts[0][2][1]))
+
+    embeddings.visual_embed = visual_embed
+
+
 class ViltRetrieval:
     """ViLT image–text retrieval: the raw logit of ``ViltForImageAndTextRetrieval`` for (image, text) pairs.
 
     Text: BERT tokens truncated to 39 (as the official code; longer texts are counted and warned). Images: the
-    official small-image rule, then the PIL ViLT processor (shorter side 384, multiple of 32, mean = std = 0.5).
+    official small-image rule, then the PIL ViLT processor (shorter side 384, multiple of 32, mean = std = 0.5; a
+    side the official resize floors to 0 is kept at 32). Patch selection: see :func:`seed_vilt_patch_selection`.
     """
 
     def __init__(self, weights: str = "vilt-b32-finetuned-coco", *, device: str = "auto", dtype=None,
@@ -185,6 +295,7 @@ class ViltRetrieval:
         self.directory = _weights_dir(weights, VILT_FILES, cache_dir)
         self.model = ViltForImageAndTextRetrieval.from_pretrained(str(self.directory)).to(self.device, self.dtype)
         self.model.eval()
+        seed_vilt_patch_selection(self.model)
         self.tokenizer = AutoTokenizer.from_pretrained(str(self.directory))
         self.processor = load_pil_image_processor(self.directory)
         self._pool = ThreadPoolExecutor(max_workers=num_workers or 4)
@@ -192,16 +303,26 @@ class ViltRetrieval:
         self.truncated_texts = 0
 
     def preprocess(self, image: Image.Image) -> torch.Tensor:
-        return self.processor(images=[official_small_image_resize(image)], return_tensors="pt")["pixel_values"][0]
+        image = official_small_image_resize(image)
+        divisor = getattr(self.processor, "size_divisor", None) or 32
+        shorter = _size_field(self.processor, "shortest_edge")
+        target = vilt_resize_size(image.height, image.width, shorter, divisor) if shorter else None
+        return process_image(self.processor, image, target, divisor)
 
-    def tokenize(self, texts: Sequence[str]) -> List[List[int]]:
-        """Token ids, truncated to 39 ([SEP] kept); texts that were longer are counted and warned about."""
+    def too_long(self, texts: Sequence[str]) -> List[bool]:
+        """Whether each text has more than 39 ViLT tokens ([CLS] and [SEP] included), i.e. is truncated."""
         full = self.tokenizer(list(texts), verbose=False)["input_ids"]  # lengths only: no "too long" log
-        truncated = sum(len(ids) > VILT_MAX_TEXT_TOKENS for ids in full)
+        return [len(ids) > VILT_MAX_TEXT_TOKENS for ids in full]
+
+    def tokenize(self, texts: Sequence[str], *, warn: bool = True) -> List[List[int]]:
+        """Token ids, truncated to 39 ([SEP] kept); texts that were longer are counted (``truncated_texts``) and,
+        unless ``warn`` is false, warned about."""
+        truncated = sum(self.too_long(texts))
         if truncated:
             self.truncated_texts += truncated
-            warnings.warn(f"{truncated} of {len(texts)} texts exceed {VILT_MAX_TEXT_TOKENS} ViLT tokens and were "
-                          f"truncated (as officially)")
+            if warn:
+                warnings.warn(f"{truncated} of {len(texts)} texts exceed {VILT_MAX_TEXT_TOKENS} ViLT tokens and were "
+                              f"truncated (as officially)")
         return self.tokenizer(list(texts), max_length=VILT_MAX_TEXT_TOKENS, truncation=True)["input_ids"]
 
     @torch.inference_mode()
@@ -216,11 +337,12 @@ class ViltRetrieval:
         return out.logits[:, 0].float().cpu()
 
     def logits(self, images: Sequence[Image.Image], texts: Sequence[str],
-               image_keys: Optional[Sequence[str]] = None) -> torch.Tensor:
-        """Raw retrieval logit of each (images[i], texts[i]); each distinct pair is run once (cached)."""
+               image_keys: Optional[Sequence[str]] = None, *, warn: bool = True) -> torch.Tensor:
+        """Raw retrieval logit of each (images[i], texts[i]); each distinct pair is run once (cached). Texts over 39
+        tokens are counted (each distinct text once per call) and, unless ``warn`` is false, warned about."""
         image_keys = list(image_keys) if image_keys is not None else [image_key(image) for image in images]
         distinct_texts = list(dict.fromkeys(texts))
-        token_ids = dict(zip(distinct_texts, self.tokenize(distinct_texts)))
+        token_ids = dict(zip(distinct_texts, self.tokenize(distinct_texts, warn=warn)))
         pair_keys = [f"{ik}|{text_key(t)}" for ik, t in zip(image_keys, texts)]
         todo: Dict[str, tuple] = {}
         for pk, ik, image, text in zip(pair_keys, image_keys, images, texts):
@@ -263,6 +385,11 @@ class VcrScorer(Scorer):
     capeval's stand-in for the official (unpublished) Keras YOLOv3, with ``yolo_threshold`` 0.6 and its COCO names
     spelled as Darknet's (``yolo_label_names="darknet"``; ``"coco"`` keeps the model's own names).
     ``max_references``: use only the first k references for the pool and MCIP (``3`` = official; default all).
+
+    Long texts are truncated as officially: captions to 39 ViLT tokens, captions and references to MCIP's 77 CLIP
+    tokens. A result counts them for the call, whatever the caches hold: ``truncated_texts`` the captions (one per
+    sample) over 39 ViLT tokens, ``clip_truncated_texts`` the texts MCIP reads (each sample's caption and the
+    references it uses) over 77 CLIP tokens; so counts of chunks or shards add up. One warning per call names both.
     """
 
     name, images, references = "vcrscore", "required", "required"
@@ -307,14 +434,34 @@ class VcrScorer(Scorer):
         keys = [image_key(image) for image in pil]
         detr, yolo = self.detect(pil, keys)
         precision = [word_precision(c, word_pool(r, d, y)) for c, r, d, y in zip(predictions, refs, detr, yolo)]
-        vilt_before, clip_before = self.vilt.truncated_texts, self.clip.truncated_texts
-        vilt = self.vilt.logits(pil, predictions, keys)
+        vilt = self.vilt.logits(pil, predictions, keys, warn=False)
         flat = [r for sample in refs for r in sample]
         owner = [i for i, sample in enumerate(refs) for _ in sample]
-        mcip = mcip_refclip_s(self.clip.encode_images(pil), self.clip.encode_texts(predictions),
-                              self.clip.encode_texts(flat), owner)
-        return VcrFeatures(precision, vilt.tolist(), mcip.tolist(), detr, yolo,
-                           self.vilt.truncated_texts - vilt_before, self.clip.truncated_texts - clip_before)
+        with warnings.catch_warnings():  # the backbone warns per text batch: one warning for the call below
+            warnings.filterwarnings("ignore", message=r"\d+ of \d+ texts exceed \d+ CLIP tokens", category=UserWarning)
+            candidates, references = self.clip.encode_texts(predictions), self.clip.encode_texts(flat)
+        mcip = mcip_refclip_s(self.clip.encode_images(pil), candidates, references, owner)
+        vilt_cut, clip_cut = self._count_truncated(predictions, flat)
+        return VcrFeatures(precision, vilt.tolist(), mcip.tolist(), detr, yolo, vilt_cut, clip_cut)
+
+    def _count_truncated(self, predictions: Sequence[str], references: Sequence[str]) -> Tuple[int, int]:
+        """``(captions over 39 ViLT tokens, MCIP texts over the CLIP context)``, counted per occurrence, warned once."""
+        distinct = list(dict.fromkeys(predictions))
+        vilt_long = dict(zip(distinct, self.vilt.too_long(distinct)))
+        tokenizer, limit = self.clip.tokenizer, self.clip.context_length
+        clip_texts = [*predictions, *references]
+        clip_long = {text: len(tokenizer.encode(text)) + 2 > limit for text in dict.fromkeys(clip_texts)}  # +SOT/EOT
+        vilt_cut = sum(vilt_long[text] for text in predictions)
+        clip_cut = sum(clip_long[text] for text in clip_texts)
+        parts = []
+        if vilt_cut:
+            parts.append(f"{vilt_cut} of {len(predictions)} captions exceed {VILT_MAX_TEXT_TOKENS} ViLT tokens")
+        if clip_cut:
+            parts.append(f"{clip_cut} of {len(clip_texts)} MCIP texts (captions and references) exceed {limit} CLIP "
+                         f"tokens")
+        if parts:
+            warnings.warn("; ".join(parts) + "; they were truncated (as officially)")
+        return vilt_cut, clip_cut
 
     def predict(self, features) -> np.ndarray:
         """The regressor on ``(n, 3)`` feature rows (numpy, sklearn's float32 tree arithmetic)."""
