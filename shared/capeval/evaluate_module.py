@@ -18,8 +18,10 @@ from PIL import Image
 from capeval.core.inputs import as_list, validate_inputs
 from capeval.core.scoring import get_scorer_spec, load_scorer
 
-PNG_MODES = ("1", "L", "LA", "P", "RGB", "RGBA")  # modes PNG stores losslessly
-TIFF_MODES = ("CMYK", "LAB")  # modes TIFF stores losslessly (and PNG does not)
+# a lossless format for each 8-bit mode that one stores exactly (mode, pixels and palette); PA, RGBX and HSV go as RGBA /
+# RGB (RGBX exactly; PA and HSV as converted before the metric's resizing rather than after)
+LOSSLESS_FORMATS = {**dict.fromkeys(("1", "L", "LA", "P", "RGB", "RGBA"), "PNG"), "CMYK": "IM", "YCbCr": "IM",
+                    "LAB": "TIFF"}
 
 
 def caption_features(*, images: bool = True, references: bool = True) -> List[datasets.Features]:
@@ -38,12 +40,11 @@ def caption_features(*, images: bool = True, references: bool = True) -> List[da
 
 
 def _lossless_bytes(image: Image.Image) -> bytes:
-    """A validated 8-bit image as PNG (TIFF for CMYK / LAB) bytes: the same pixels and mode back (modes neither
-    stores, e.g. YCbCr or HSV, as RGB / RGBA, which is what a metric's ``convert("RGB")`` makes of them)."""
-    if image.mode not in PNG_MODES + TIFF_MODES:
+    """A validated 8-bit image as bytes that decode to the same mode and pixels (see ``LOSSLESS_FORMATS``)."""
+    if image.mode not in LOSSLESS_FORMATS:
         image = image.convert("RGBA" if image.mode.endswith("A") else "RGB")
     buffer = io.BytesIO()
-    image.save(buffer, format="TIFF" if image.mode in TIFF_MODES else "PNG")
+    image.save(buffer, format=LOSSLESS_FORMATS[image.mode])
     return buffer.getvalue()
 
 

@@ -180,7 +180,8 @@ def test_record_fingerprint_is_the_same_for_every_input_kind_and_changes_with_an
         return fp.hexdigest(), fp.records
 
     def independent(records):
-        lines = "".join(json.dumps(r, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n" for r in records)
+        lines = "".join(json.dumps(r, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n"
+                        for r in records)
         return hashlib.sha256(lines.encode("utf-8")).hexdigest()[:16]
 
     dataset = _write_inputs(tmp_path)

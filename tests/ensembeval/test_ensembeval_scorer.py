@@ -157,8 +157,9 @@ def test_tiny_models_end_to_end_with_every_official_component(tiny_hub, tmp_path
     result = load_scorer("ensembeval", weights=str(path), device="cpu").score(preds, images, refs)
     separately = {}
     for name in {COMPONENTS[k].scorer for k in weights}:
-        uses_images = scoring.scorers()[name].images != "unused"
-        separately.update(load_scorer(name, device="cpu").score(preds, images if uses_images else None, refs))
+        spec = scoring.scorers()[name]
+        separately.update(load_scorer(name, device="cpu").score(preds, images if spec.images != "unused" else None,
+                                                                refs if spec.references != "unused" else None))
     expected = sum(w * np.array(separately[f"{k}_per_sample"]) for k, w in weights.items())
     np.testing.assert_allclose(result["ensembeval_per_sample"], expected, atol=1e-5)
     for key in weights:

@@ -71,3 +71,56 @@ def test_feature_rows_validate_their_length(tmp_path):
     assert read_feature_rows(write_feature_rows(tmp_path / "rows.jsonl", rows)) == rows
     with pytest.raises(ValueError, match="expected 3"):
         feature_rows([[1.0, 2.0]])
+
+
+def _mcip_refusal_cases(tmp_path):
+    import pickle
+
+    from sklearn.linear_model import LinearRegression
+
+    from open_clip.model import CLIP
+
+    cases = {}
+
+    def saved(name, obj, **kwargs):
+        torch.save(obj, tmp_path / name, **kwargs)
+        return (tmp_path / name).read_bytes()
+
+    cfg = {"embed_dim": 8, "vision_cfg": {"layers": 1, "width": 64, "patch_size": 14, "image_size": 28},
+           "text_cfg": {"context_length": 77, "vocab_size": 100, "width": 64, "heads": 1, "layers": 1}}
+    resnet_like = {k: v for k, v in CLIP(**cfg).state_dict().items() if k != "visual.proj"}
+    cases["empty"] = (b"", "not a PyTorch checkpoint: the file is empty")
+    cases["not a checkpoint"] = (b"MCIP weights\n", "not a PyTorch checkpoint: neither a torch.save zip archive")
+    cases["truncated"] = (saved("t.pth", {"visual.proj": torch.zeros(4, 4)})[:40],
+                         "not a readable PyTorch checkpoint: a truncated or corrupt zip archive")
+    cases["truncated legacy"] = (saved("g.pth", {"visual.proj": torch.zeros(4, 4)},
+                                       _use_new_zipfile_serialization=False)[:60],
+                                "not a readable PyTorch checkpoint \\(EOFError: the file ends early\\)")
+    cases["list"] = (saved("l.pth", [torch.zeros(2)]), "not a state dict: the checkpoint holds a list")
+    cases["tensor"] = (saved("x.pth", torch.zeros(2)), "not a state dict: the checkpoint holds a Tensor")
+    cases["other state dict"] = (saved("o.pth", {"encoder.weight": torch.zeros(2)}),
+                                 "not an OpenAI/OpenCLIP ViT CLIP state dict: no tensor 'visual.proj'")
+    cases["missing keys"] = (saved("m.pth", resnet_like), "no tensor 'visual.proj' among its")
+    cases["objects (zip)"] = (saved("z.pth", {"model": LinearRegression()}),
+                              "refused it \\(Unsupported global: GLOBAL sklearn.linear_model._base.LinearRegression\\)")
+    cases["plain pickle"] = (pickle.dumps({"visual.proj": LinearRegression()}), "torch.load\\(weights_only=True\\) refused it")
+    return cases
+
+
+@pytest.mark.parametrize("case", ["empty", "not a checkpoint", "truncated", "truncated legacy", "list", "tensor", "other state dict",
+                                  "missing keys", "objects (zip)", "plain pickle"])
+def test_mcip_converter_refusals_are_one_clean_line(tmp_path, capsys, case):
+    import re
+
+    data, expected = _mcip_refusal_cases(tmp_path)[case]
+    path = tmp_path / "MCIP-ViT-L-14-336.pth"
+    path.write_bytes(data)
+    capsys.readouterr()
+    assert main(["convert", "mcip", str(path), str(tmp_path / "out")]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert len(lines) == 1, captured.err
+    assert lines[0].startswith(f"capeval convert: error: {path}: cannot convert to 'mcip': "), lines[0]
+    assert re.search(expected, lines[0]), lines[0]
+    assert "Traceback" not in captured.err and "will likely succeed" not in lines[0]  # not torch's boilerplate
+    assert not (tmp_path / "out").exists()

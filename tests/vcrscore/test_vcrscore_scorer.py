@@ -51,25 +51,38 @@ def _official_resize(image):
     return image.convert("RGB")
 
 
-def independent_vilt(images, captions):
+def independent_vilt(images, captions, sizes=None, directory=None, seed=None):
+    """One pair at a time, as the official code. ``sizes[i]`` (height, width): resize the image to that size with
+    PIL's bicubic filter (the processor's) and let the processor only normalise; ``seed``: draw the patches right
+    after ``torch.manual_seed(seed)`` (the caller's RNG state is restored)."""
     from transformers import BertTokenizer, ViltForImageAndTextRetrieval
     from transformers.models.vilt.image_processing_pil_vilt import ViltImageProcessorPil
 
-    directory = resolve("vilt-b32-finetuned-coco")
+    directory = directory or resolve("vilt-b32-finetuned-coco")
     model = ViltForImageAndTextRetrieval.from_pretrained(str(directory)).eval()
     tokenizer = BertTokenizer.from_pretrained(str(directory))
     processor = ViltImageProcessorPil.from_pretrained(str(directory))
     out = []
-    with torch.no_grad():
-        for image, caption in zip(images, captions):  # one pair at a time, as the official code
+    with torch.no_grad(), torch.random.fork_rng(devices=[]):
+        for i, (image, caption) in enumerate(zip(images, captions)):
             text = tokenizer(caption, max_length=39, truncation=True, return_tensors="pt")
-            pixels = processor(images=_official_resize(image), return_tensors="pt")
+            image = _official_resize(image)
+            size = sizes[i] if sizes else None
+            if size is None:
+                pixels = processor(images=image, return_tensors="pt")
+            else:
+                pixels = processor(images=image.resize(size[::-1], Image.BICUBIC), do_resize=False,
+                                   return_tensors="pt")
+            if seed is not None:
+                torch.manual_seed(seed)
             out.append(model(**text, **pixels).logits[0, 0].item())
     return out
 
 
-def independent_detections(name, images, threshold, official_resize, rename=None):
-    """Class softmax without the no-object class, best class per query, kept when its score > threshold."""
+def independent_detections(name, images, threshold, official_resize, rename=None, sizes=None):
+    """Class softmax without the no-object class, best class per query, kept when its score > threshold.
+    ``sizes[i]`` (height, width): resize to that size with PIL's bilinear filter (the processor's), then only
+    normalise."""
     from transformers import DetrForObjectDetection, YolosForObjectDetection
     from transformers.models.detr.image_processing_pil_detr import DetrImageProcessorPil
     from transformers.models.yolos.image_processing_pil_yolos import YolosImageProcessorPil
@@ -81,9 +94,15 @@ def independent_detections(name, images, threshold, official_resize, rename=None
     processor = processor_class.from_pretrained(str(directory))
     found = []
     with torch.no_grad():
-        for image in images:
+        for i, image in enumerate(images):
             image = _official_resize(image) if official_resize else image.convert("RGB")
-            logits = model(pixel_values=processor(images=image, return_tensors="pt")["pixel_values"]).logits[0]
+            size = sizes[i] if sizes else None
+            if size is None:
+                pixel_values = processor(images=image, return_tensors="pt")["pixel_values"]
+            else:
+                pixel_values = processor(images=image.resize(size[::-1], Image.BILINEAR), do_resize=False,
+                                         return_tensors="pt")["pixel_values"]
+            logits = model(pixel_values=pixel_values).logits[0]
             scores, labels = logits.softmax(-1)[:, :-1].max(-1)
             names = [model.config.id2label[int(i)] for s, i in zip(scores, labels) if s > threshold]
             found.append([(rename or {}).get(n, n) for n in names])
@@ -365,3 +384,152 @@ def test_hub_ids_load_like_registry_names_and_the_detection_cache_is_bounded(sco
     by_id.detr.cache.clear()
     by_id.detr.cache.max_items = 2
     assert by_id.detect(images) == first and len(by_id.detr.cache) == 2  # the oldest image left the cache
+
+
+# (width, height) → the size the tiny ViLT (shorter side 384, longer ≤ int(1333/800·384) = 639, multiples of 32) and
+# the tiny YOLOS (shortest 64, longest 96, multiples of 16) get, worked out by hand. 10000×20 and 20×10000 have a
+# side under 333: ViLT and DETR see the official 500×500 resize. The official resizes give YOLOS (and ViLT, for
+# 10000×400) a side of 0 px: e.g. YOLOS 10000×20 → raw short side 96·20/10000 = 0.19 → 0, long side 96; ViLT
+# 10000×400 → 384×9600 → ×639/9600 → 25.6×639 → rounded 26, 639 → floored to 0, 608. That side is one unit.
+EXTREME = {(10000, 20): {"vilt": None, "yolo": (16, 96)}, (20, 10000): {"vilt": None, "yolo": (96, 16)},
+           (10000, 400): {"vilt": (32, 608), "yolo": (16, 96)}, (400, 10000): {"vilt": (608, 32), "yolo": (96, 16)}}
+
+
+def _noise(width, height, seed):
+    return Image.fromarray(np.random.default_rng(seed).integers(0, 256, (height, width, 3), dtype=np.uint8))
+
+
+def test_resize_sizes_are_the_processors_own_and_zero_where_the_official_resize_fails(tiny_hub):
+    """Our copies of the processors' size rules give the processors' output shapes on every size the processors
+    take (so every such image is processed exactly as officially), and a 0-pixel side exactly where they fail."""
+    from transformers.models.detr.image_processing_pil_detr import DetrImageProcessorPil
+    from transformers.models.vilt.image_processing_pil_vilt import ViltImageProcessorPil
+    from transformers.models.yolos.image_processing_pil_yolos import YolosImageProcessorPil
+
+    from capeval.vcrscore.scorer import detection_resize_size, vilt_resize_size
+
+    assert vilt_resize_size(400, 10000, 384) == (0, 608) and vilt_resize_size(10000, 400, 384) == (608, 0)
+    assert detection_resize_size(20, 10000, 64, 96, mod=16) == (0, 96)
+    assert detection_resize_size(10000, 20, 64, 96, mod=16) == (96, 0)
+    assert detection_resize_size(400, 10000, 64, 96) == (4, 96)  # DETR: whole pixels, no zero
+    rng = np.random.default_rng(0)
+    sizes = [(int(w), int(h)) for w, h in zip(rng.integers(1, 700, 40), rng.integers(1, 700, 40))]
+    sizes += [(700, 20), (20, 700), (700, 3), (3, 700), (1, 1), (500, 500), (640, 17), (17, 640), (700, 30)]
+    processors = [
+        ("vilt", ViltImageProcessorPil(), lambda h, w: vilt_resize_size(h, w, 384)),
+        ("detr", DetrImageProcessorPil(size={"shortest_edge": 64, "longest_edge": 96}),
+         lambda h, w: detection_resize_size(h, w, 64, 96)),
+        ("yolos", YolosImageProcessorPil(size={"shortest_edge": 64, "longest_edge": 96}),
+         lambda h, w: detection_resize_size(h, w, 64, 96, mod=16)),
+        ("yolos-real", YolosImageProcessorPil(size={"shortest_edge": 800, "longest_edge": 1333}),
+         lambda h, w: detection_resize_size(h, w, 800, 1333, mod=16)),
+    ]
+    for name, processor, ours in processors:
+        failures = 0
+        for width, height in sizes:
+            image = Image.new("RGB", (width, height), "gray")
+            expected = ours(height, width)
+            if min(expected) == 0:
+                failures += 1
+                with pytest.raises(Exception):
+                    processor(images=image, return_tensors="pt")
+            else:
+                shape = processor(images=image, return_tensors="pt")["pixel_values"].shape[-2:]
+                assert tuple(shape) == expected, (name, width, height)
+        assert failures > 0, name  # the grid does reach the sizes the official resize cannot take
+
+
+def test_extreme_aspect_images_score_as_the_processors_at_one_unit(scorer):
+    sizes = list(EXTREME)
+    images = [_noise(w, h, seed) for seed, (w, h) in enumerate(sizes)]
+    captions = ["a dog on the grass", "a red car", "a plate with cake", "a woman"]
+    refs = [["a dog runs"], ["a car"], ["cake on a plate"], ["a woman standing"]]
+    assert tuple(scorer.yolo.preprocess(images[0]).shape) == (3, 16, 96)
+    assert tuple(scorer.vilt.preprocess(images[2]).shape) == (3, 32, 608)
+    result = scorer.score(captions, images, refs, return_features=True)
+    detr = independent_detections("detr-resnet-50", images, 0.9, official_resize=True)
+    yolo = independent_detections("yolos-small", images, 0.6, official_resize=False, rename=DARKNET,
+                                  sizes=[EXTREME[s]["yolo"] for s in sizes])
+    assert [o["detr"] for o in result["detected_objects"]] == detr
+    assert [o["yolo"] for o in result["detected_objects"]] == yolo
+    features = np.column_stack([
+        [hand_word_precision(c, r, d, y) for c, r, d, y in zip(captions, refs, detr, yolo)],
+        independent_vilt(images, captions, sizes=[EXTREME[s]["vilt"] for s in sizes]),
+        independent_mcip(images, captions, refs),
+    ])
+    np.testing.assert_allclose(result["features"], features, atol=1e-5)
+    assert np.isfinite(result["vcrscore_per_sample"]).all()
+    np.testing.assert_allclose(result["vcrscore_per_sample"], scorer.predict(features), atol=1e-9)
+
+
+def _tiny_vilt_sampling(tmp_path, max_image_length):
+    """The tiny ViLT with ``max_image_length`` set: more patches than that are a random subset (transformers)."""
+    import shutil
+
+    directory = tmp_path / f"vilt-max{max_image_length}"
+    shutil.copytree(resolve("vilt-b32-finetuned-coco"), directory)  # copies the snapshot's files, not links
+    config = json.loads((directory / "config.json").read_text())
+    config["max_image_length"] = max_image_length
+    (directory / "config.json").write_text(json.dumps(config))
+    return directory
+
+
+@pytest.mark.parametrize("max_image_length", [-1, 20])
+def test_vilt_is_bitwise_reproducible_and_leaves_the_global_rng_alone(tiny_hub, tmp_path, max_image_length):
+    """ViLT's patch selection (all patches in a random order for -1; a random 20 of 144-168 patches for 20) is
+    each image's draw right after ``torch.manual_seed(0)``, whatever the batch and the caller's RNG state."""
+    directory = _tiny_vilt_sampling(tmp_path, max_image_length)
+    images = _images()[:4]  # two 400×340 images share a batch: the selection must not depend on the position
+    captions = ["a dog on the grass", "a red car", "two people and a cat", "a plate with cake"]
+    refs = [["a dog runs"], ["a car"], ["people with a cat"], ["cake on a plate"]]
+    results = []
+    for seed in (1, 2):
+        scorer = load_scorer("vcrscore", device="cpu", vilt=str(directory), detr=None, yolo=None, batch_size=3)
+        torch.manual_seed(seed)
+        state = torch.get_rng_state()
+        results.append(scorer.score(captions, images, refs))
+        assert torch.equal(torch.get_rng_state(), state)  # the caller's generator did not move
+        assert torch.rand(1).item() == torch.rand(1, generator=torch.Generator().manual_seed(seed)).item()
+    assert results[0]["vilt_logit_per_sample"] == results[1]["vilt_logit_per_sample"]
+    assert results[0]["vcrscore_per_sample"] == results[1]["vcrscore_per_sample"]
+    expected = independent_vilt(images, captions, directory=directory, seed=0)
+    np.testing.assert_allclose(results[0]["vilt_logit_per_sample"], expected, atol=1e-5)
+    if max_image_length > 0:  # the subset matters: another seed's patches give other logits
+        other = independent_vilt(images, captions, directory=directory, seed=1)
+        assert np.max(np.abs(np.subtract(other, expected))) > 1e-3
+
+
+def test_truncated_texts_are_counted_per_call_and_warned_once(tiny_hub):
+    """``truncated_texts``: captions over 39 ViLT tokens; ``clip_truncated_texts``: captions and references over 77
+    CLIP tokens; per occurrence, counted independently here with BERT's and CLIP's own tokenizers, the same on a
+    second (cached) call, and one warning per call."""
+    import warnings
+
+    from open_clip.tokenizer import SimpleTokenizer
+    from transformers import BertTokenizer
+
+    bert = BertTokenizer.from_pretrained(str(resolve("vilt-b32-finetuned-coco")))
+    clip = SimpleTokenizer()
+    very_long = "a dog " * 60  # over 77 CLIP tokens and over 39 ViLT tokens
+    captions = [LONG, "a dog", LONG, very_long, "a cat"]
+    refs = [[very_long, "a dog runs"], ["a dog"], ["a man"], [very_long], ["a cat", LONG]]
+    texts = captions + [r for sample in refs for r in sample]
+    vilt_expected = sum(len(bert(c)["input_ids"]) > 39 for c in captions)
+    clip_expected = sum(len(clip.encode(t)) + 2 > 77 for t in texts)
+    assert (vilt_expected, clip_expected) == (3, 3)
+    scorer = load_scorer("vcrscore", device="cpu", batch_size=2, detr=None, yolo=None)  # texts in several batches
+    images = _images()[:5]
+    for _ in range(2):  # the second call finds every text and pair in the caches
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = scorer.score(captions, images, refs)
+        assert (result["truncated_texts"], result["clip_truncated_texts"]) == (vilt_expected, clip_expected)
+        ours = [str(w.message) for w in caught if "exceed" in str(w.message)]
+        assert len(ours) == 1, ours
+        assert f"{vilt_expected} of 5 captions exceed 39 ViLT tokens" in ours[0]
+        assert f"{clip_expected} of {len(texts)} MCIP texts (captions and references) exceed 77 CLIP tokens" in ours[0]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        short = scorer.score(["a dog", "a cat"], images[:2], [["a dog"], ["a cat"]])
+    assert (short["truncated_texts"], short["clip_truncated_texts"]) == (0, 0)
+    assert not [w for w in caught if "exceed" in str(w.message)]

@@ -247,7 +247,7 @@ class LruCache(Generic[V]):
 
 
 MAX_CACHED_IMAGES = 1024
-MAX_CACHED_MASKS_BYTES = 256 * 2 ** 20  # one boolean byte per pixel and region: ~30 images of 640×480 × 100 regions
+MAX_CACHED_MASKS_BYTES = 256 * 2 ** 20  # a byte per pixel and region: ~8 images of 640×480 × 100 regions
 
 
 def masks_nbytes(masks: Sequence[np.ndarray]) -> int:

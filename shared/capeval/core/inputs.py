@@ -67,12 +67,27 @@ def _open(fp, where: str, source: str) -> Image.Image:
             raise InputError(f"{where}: image file not found: {fp}")
     try:
         pil = Image.open(fp)
+    except Image.DecompressionBombError as exc:
+        raise InputError(f"{where}: refused as a decompression bomb ({source}): {exc}") from exc
+    except UnidentifiedImageError as exc:
+        raise InputError(f"{where}: not an image: no image format recognised ({source})") from exc
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise InputError(f"{where}: unreadable image file ({source}): {_one_line(exc)}") from exc
+    try:
         pil.load()
     except Image.DecompressionBombError as exc:
         raise InputError(f"{where}: refused as a decompression bomb ({source}): {exc}") from exc
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
-        raise InputError(f"{where}: corrupt or unreadable image: truncated or not an image ({source}): {exc}") from exc
+    except (OSError, SyntaxError, ValueError) as exc:  # e.g. "image file is truncated", "broken data stream"
+        raise InputError(f"{where}: corrupt or truncated image data ({source}): {_one_line(exc)}") from exc
     return pil
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _a(noun: str) -> str:
+    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
 
 
 def _to_eight_bit(pil: Image.Image, where: str) -> Image.Image:
@@ -159,19 +174,19 @@ def as_list(value: Any, field: str) -> list:
         raise InputError(f"{field} must be a list (of strings, one entry per sample), not a single "
                          f"{'string' if isinstance(value, str) else 'bytes object'}")
     if isinstance(value, (dict, set, frozenset)) or hasattr(value, "keys"):
-        raise InputError(f"{field} must be a list with one entry per sample, not a {type(value).__name__}")
+        raise InputError(f"{field} must be a list with one entry per sample, not {_a(type(value).__name__)}")
     if isinstance(value, np.ndarray):
         return list(value) if value.ndim > 1 else value.tolist()  # a batch of image arrays stays arrays
     if type(value).__module__.startswith("pandas"):
         return list(value.tolist())
     if isinstance(value, (list, tuple)) or (hasattr(value, "__len__") and hasattr(value, "__getitem__")):
         return list(value)
-    raise InputError(f"{field} must be a list with one entry per sample, not a {type(value).__name__}")
+    raise InputError(f"{field} must be a list with one entry per sample, not {_a(type(value).__name__)}")
 
 
 def check_caption(caption: Any, where: str) -> str:
     if not isinstance(caption, str):
-        raise InputError(f"{where} is a {type(caption).__name__}, expected a string")
+        raise InputError(f"{where} is {_a(type(caption).__name__)} ({caption!r:.40}), expected a string")
     if not caption.strip():
         raise InputError(f"{where} is an empty caption")
     return caption
@@ -179,6 +194,8 @@ def check_caption(caption: Any, where: str) -> str:
 
 def check_captions(captions: Any, name: str = "predictions", *, indices: Optional[Sequence[int]] = None) -> List[str]:
     """Captions as a list of non-empty strings."""
+    if isinstance(captions, str):
+        raise InputError(f"{name} must be a list of strings, not a single string")
     out = [check_caption(c, f"{name}[{_index(indices, i)}]") for i, c in enumerate(as_list(captions, name))]
     if not out:
         raise InputError(f"{name} is empty")

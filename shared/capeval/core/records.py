@@ -3,8 +3,9 @@ JSONL, CSV, parquet, a ``datasets`` Dataset/IterableDataset, a ``save_to_disk`` 
 a hub dataset id (opened with ``datasets.load_dataset(..., streaming=True)``).
 
 ``capeval score --input``, ``capeval merge`` and ``capeval score vcrscore --from-features`` read through
-:func:`iter_records`; :class:`RecordFingerprint` identifies an input by its records while they stream past. Images stay as they are stored: path strings, or ``datasets.Image`` dicts ``{"bytes", "path"}``
-(an ``Image`` column is read undecoded; :func:`capeval.core.inputs.load_image` decodes both).
+:func:`iter_records`; :class:`RecordFingerprint` identifies an input by its records while they stream past. Images
+stay as they are stored: path strings, or ``datasets.Image`` dicts ``{"bytes", "path"}`` (an ``Image`` column is read
+undecoded; :func:`capeval.core.inputs.load_image` decodes both).
 """
 
 from __future__ import annotations

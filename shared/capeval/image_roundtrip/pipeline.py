@@ -128,7 +128,8 @@ class DiffusersGenerator:
     def _tokenizers(self) -> list:
         """The pipeline's CLIP tokenizers (``tokenizer``, and SDXL's ``tokenizer_2``), each truncating its prompts to
         its ``model_max_length`` tokens before the text encoder."""
-        return [t for t in (getattr(self.pipeline, name, None) for name in ("tokenizer", "tokenizer_2")) if t is not None]
+        tokenizers = (getattr(self.pipeline, name, None) for name in ("tokenizer", "tokenizer_2"))
+        return [tokenizer for tokenizer in tokenizers if tokenizer is not None]
 
     @property
     def text_token_limit(self) -> Optional[int]:

@@ -52,7 +52,8 @@ def _weights_only_reason(message: str) -> str:
     for i, line in enumerate(lines):
         if "WeightsUnpickler error:" in line:
             rest = line.split("WeightsUnpickler error:", 1)[1].strip()
-            return rest or (lines[i + 1] if i + 1 < len(lines) else line)
+            rest = rest or (lines[i + 1] if i + 1 < len(lines) else line)
+            return rest.split(" was not an allowed global")[0]  # not torch's advice on how to allow it
     return lines[0] if lines else "refused"
 
 
@@ -71,8 +72,11 @@ def check_clip_state_dict_file(path: Path) -> None:
     is_zip = zipfile.is_zipfile(path)
     if not is_zip:
         with open(path, "rb") as f:
-            if f.read(1) != b"\x80":  # torch.save's legacy format is a pickle (protocol >= 2)
-                raise ValueError("not a PyTorch checkpoint: neither a torch.save zip archive nor a pickle")
+            head = f.read(4)
+        if head == b"PK\x03\x04":
+            raise ValueError("not a readable PyTorch checkpoint: a truncated or corrupt zip archive")
+        if head[:1] != b"\x80":  # torch.save's legacy format is a pickle (protocol >= 2)
+            raise ValueError("not a PyTorch checkpoint: neither a torch.save zip archive nor a pickle")
     try:
         with warnings.catch_warnings():  # e.g. "Detected pickle protocol 4": the refusal below says it all
             warnings.simplefilter("ignore")
@@ -81,7 +85,8 @@ def check_clip_state_dict_file(path: Path) -> None:
         raise ValueError(f"not a plain state dict: torch.load(weights_only=True) refused it "
                          f"({_weights_only_reason(str(exc))})") from exc
     except Exception as exc:
-        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
+        detail = str(exc).strip().splitlines()[0].split(". ")[0] if str(exc).strip() else (
+            "the file ends early" if isinstance(exc, EOFError) else "unreadable")
         raise ValueError(f"not a readable PyTorch checkpoint ({exc.__class__.__name__}: {detail})") from exc
     if isinstance(checkpoint, dict) and isinstance(checkpoint.get("state_dict"), dict):
         checkpoint = checkpoint["state_dict"]
