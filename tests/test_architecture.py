@@ -13,7 +13,8 @@ FAMILIES = ("clip_s", "polos", "text", "blip2", "ensembeval", "hice_s", "vcrscor
 SURFACES = ("cli", "evaluate_module", "demo", "distributed", "modules", "bench", "integrations", "benchmarks",
             "testing")
 # layer of each top-level part of the package; a module may import only its own layer or lower ones
-LAYERS = {"core": 0, "functional": 1, "backbones": 1, **{f: 2 for f in FAMILIES}, **{s: 3 for s in SURFACES}}
+LAYERS = {"core": 0, "scoring": 0, "streaming": 0,  # (the last two: thin aliases of capeval 0.1's names)
+          "functional": 1, "backbones": 1, **{f: 2 for f in FAMILIES}, **{s: 3 for s in SURFACES}}
 
 
 def module_name(path: Path) -> str:
@@ -163,3 +164,16 @@ def test_registries_are_data_with_a_tiny_builder_for_every_weight():
     assert set(TINY_BUILDERS) == set(registered_weights())
     assert all(isinstance(spec.factory, str) and ":" in spec.factory for spec in scorers().values())
     assert all(":" in spec.configure and ":" in spec.run for spec in trainers().values())
+
+
+def test_the_public_names_the_readme_shows_still_work():
+    import capeval
+    from capeval.core.records import iter_records
+    from capeval.core.scoring import load_scorer, scorers
+    from capeval.scoring import load_scorer as old_load_scorer
+    from capeval.streaming import iter_records as old_iter_records
+
+    assert capeval.load_scorer is load_scorer is old_load_scorer and capeval.scorers is scorers
+    assert capeval.iter_records is iter_records is old_iter_records
+    with pytest.raises(AttributeError):
+        capeval.no_such_name

@@ -83,14 +83,15 @@ def test_every_scorer_validates_before_any_model_call(name, built, forwards):
     forwards.clear()
     with pytest.raises(InputError, match=r"predictions\[1\] is an empty caption"):
         scorer.score(["fine", " "], **_inputs(spec))
-    with pytest.raises(InputError, match="mismatched lengths"):
+    with pytest.raises(InputError, match="mismatched lengths|got 1 predictions but 2"):
         scorer.score(CAPTIONS[:1], **_inputs(spec))
-    with pytest.raises(InputError, match=r"references\[1\]\[0\] is a int"):
-        scorer.score(CAPTIONS, **{**_inputs(spec), "references": [["ok"], [7]]})
+    if spec.references != "unused":
+        with pytest.raises(InputError, match=r"references\[1\]\[0\] is an int \(7\)"):
+            scorer.score(CAPTIONS, **{**_inputs(spec), "references": [["ok"], [7]]})
     for field, need in (("images", spec.images), ("references", spec.references)):
         given = {**_inputs(spec), field: None}
         if need == "required":
-            with pytest.raises(InputError, match=f"needs {'one image' if field == 'images' else field}"):
+            with pytest.raises(InputError, match=f"needs ({'one image' if field == 'images' else field}|{field} for)"):
                 scorer.score(CAPTIONS, **given)
         if need == "unused":
             with pytest.raises(InputError, match=f"takes no {field}"):
