@@ -112,7 +112,8 @@ def _refusal_cases(tmp_path):
     fitted, x = _fitted(random_state=0)
     good = pickle.dumps(fitted)
     return {
-        "dict": (pickle.dumps({"estimators_": [1, 2], "init_": 0.5}), "not a GradientBoostingRegressor pickle: it holds a dict"),
+        "dict": (pickle.dumps({"estimators_": [1, 2], "init_": 0.5}),
+                 "not a GradientBoostingRegressor pickle: it holds a dict"),
         "list": (pickle.dumps([fitted.init_, 3]), "it holds a list"),
         "array": (pickle.dumps(np.zeros(3)), "it holds a numpy.ndarray"),
         "unrelated sklearn": (pickle.dumps(LinearRegression().fit(x, x[:, 0])),

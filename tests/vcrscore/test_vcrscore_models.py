@@ -103,12 +103,13 @@ def _mcip_refusal_cases(tmp_path):
     cases["missing keys"] = (saved("m.pth", resnet_like), "no tensor 'visual.proj' among its")
     cases["objects (zip)"] = (saved("z.pth", {"model": LinearRegression()}),
                               "refused it \\(Unsupported global: GLOBAL sklearn.linear_model._base.LinearRegression\\)")
-    cases["plain pickle"] = (pickle.dumps({"visual.proj": LinearRegression()}), "torch.load\\(weights_only=True\\) refused it")
+    cases["plain pickle"] = (pickle.dumps({"visual.proj": LinearRegression()}),
+                             "torch.load\\(weights_only=True\\) refused it")
     return cases
 
 
-@pytest.mark.parametrize("case", ["empty", "not a checkpoint", "truncated", "truncated legacy", "list", "tensor", "other state dict",
-                                  "missing keys", "objects (zip)", "plain pickle"])
+@pytest.mark.parametrize("case", ["empty", "not a checkpoint", "truncated", "truncated legacy", "list", "tensor",
+                                  "other state dict", "missing keys", "objects (zip)", "plain pickle"])
 def test_mcip_converter_refusals_are_one_clean_line(tmp_path, capsys, case):
     import re
 

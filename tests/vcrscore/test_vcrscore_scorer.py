@@ -386,9 +386,9 @@ def test_hub_ids_load_like_registry_names_and_the_detection_cache_is_bounded(sco
     assert by_id.detect(images) == first and len(by_id.detr.cache) == 2  # the oldest image left the cache
 
 
-# (width, height) → the size the tiny ViLT (shorter side 384, longer ≤ int(1333/800·384) = 639, multiples of 32) and
-# the tiny YOLOS (shortest 64, longest 96, multiples of 16) get, worked out by hand. 10000×20 and 20×10000 have a
-# side under 333: ViLT and DETR see the official 500×500 resize. The official resizes give YOLOS (and ViLT, for
+# (width, height) → the size the tiny ViLT (shorter side 384, longer ≤ int(1333/800·384) = 639, multiples of 32)
+# and the tiny YOLOS (shortest 64, longest 96, multiples of 16) get, worked out by hand. 10000×20 and 20×10000 have
+# a side under 333: ViLT and DETR see the official 500×500 resize. The official resizes give YOLOS (and ViLT, for
 # 10000×400) a side of 0 px: e.g. YOLOS 10000×20 → raw short side 96·20/10000 = 0.19 → 0, long side 96; ViLT
 # 10000×400 → 384×9600 → ×639/9600 → 25.6×639 → rounded 26, 639 → floored to 0, 608. That side is one unit.
 EXTREME = {(10000, 20): {"vilt": None, "yolo": (16, 96)}, (20, 10000): {"vilt": None, "yolo": (96, 16)},

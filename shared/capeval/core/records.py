@@ -28,8 +28,8 @@ def iter_records(source: Union[str, os.PathLike, Any], *, chunk_size: int = DEFA
                  split: Optional[str] = None, name: Optional[str] = None) -> Iterator[Dict]:
     """Yield one dict per record, in input order, decoding at most ``chunk_size`` rows of a columnar source at a time.
 
-    ``source``: a ``.jsonl``/``.json`` (one object per line), ``.csv`` (a ``references`` cell may hold a JSON
-    list) or ``.parquet`` file; a ``datasets`` ``Dataset``/``IterableDataset``; a ``save_to_disk`` folder; or a
+    ``source``: a ``.jsonl``/``.json`` (one object per line, or a ``.json`` array of objects), ``.csv`` (a
+    ``references`` cell may hold a JSON or Python-literal list) or ``.parquet`` file; a ``datasets`` ``Dataset``/``IterableDataset``; a ``save_to_disk`` folder; or a
     folder of data files / a hub dataset id ``org/name``, streamed with ``datasets.load_dataset(source, name,
     split=split, streaming=True)``. ``split`` may be left out when the source holds a single split; ``split`` and
     ``name`` (the dataset config) do not apply to single files.
@@ -48,6 +48,8 @@ def iter_records(source: Union[str, os.PathLike, Any], *, chunk_size: int = DEFA
             yield from _parquet_records(path, chunk_size)
         elif suffix == ".csv":
             yield from _csv_records(path)
+        elif suffix == ".json" and _starts_with(path, "["):
+            yield from _json_array_records(path)
         else:
             yield from _jsonl_records(path)
     elif path.is_dir():
@@ -76,15 +78,49 @@ def _jsonl_records(path: Path) -> Iterator[Dict]:
                 yield record
 
 
+def _starts_with(path: Path, character: str) -> bool:
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                return line.lstrip().startswith(character)
+    return False
+
+
+def _json_array_records(path: Path) -> Iterator[Dict]:
+    """A ``.json`` file holding one array of objects (read whole: use JSONL for large inputs)."""
+    try:
+        records = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: invalid JSON ({exc})") from exc
+    for i, record in enumerate(records):
+        if not isinstance(record, dict):
+            raise InputError(f"{path}: item {i} is a {type(record).__name__}, expected an object")
+        yield record
+
+
+def _list_cell(text: str):
+    """A CSV cell holding a list: JSON (``["a", "b"]``) or a Python literal (``['a', 'b']``, as pandas writes it)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        import ast
+
+        return ast.literal_eval(text)  # literals only: no code runs
+
+
+LIST_COLUMNS = ("references", "refs")  # CSV cells holding one sample's reference list (Polaris names it "refs")
+
+
 def _csv_records(path: Path) -> Iterator[Dict]:
     with path.open(newline="", encoding="utf-8") as f:
         for line_no, row in enumerate(csv.DictReader(f), 2):
-            refs = row.get("references")
-            if refs:
-                try:
-                    row["references"] = json.loads(refs) if refs.lstrip().startswith("[") else [refs]
-                except json.JSONDecodeError as exc:
-                    raise InputError(f"{path}:{line_no}: 'references' is not a JSON list ({exc})") from exc
+            for column in LIST_COLUMNS:
+                refs = row.get(column)
+                if refs:
+                    try:
+                        row[column] = _list_cell(refs) if refs.lstrip().startswith("[") else [refs]
+                    except (ValueError, SyntaxError) as exc:
+                        raise InputError(f"{path}:{line_no}: {column!r} is not a list ({exc})") from exc
             yield row
 
 

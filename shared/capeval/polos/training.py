@@ -25,7 +25,6 @@ in input order (refusing other data/encoders, duplicated and missing records); `
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
 import logging
@@ -40,9 +39,10 @@ import torch
 from tqdm.auto import tqdm
 
 from capeval.core.errors import InputError
-from capeval.core.records import parse_shard
+from capeval.core.records import iter_records, parse_shard
 from capeval.functional.polos import layer_norm_statistics, mix_weights, normalise, polos_features, pooled_statistics
 from capeval.polos.checkpoint import OFFICIAL_HIDDEN
+from capeval.core.inputs import check_caption, parse_references
 
 logger = logging.getLogger(__name__)
 
@@ -63,36 +63,11 @@ class Recipe:
     statistics: str = "per_sentence"  # or "batch": the official batch-wide scalar-mix statistics
 
 
-def _read_rows(path: Path) -> List[Dict]:
-    if path.suffix == ".parquet":
-        import pandas as pd
-
-        return pd.read_parquet(path).to_dict("records")
-    if path.suffix == ".csv":
-        import pandas as pd
-
-        return pd.read_csv(path).to_dict("records")
-    text = path.read_text(encoding="utf-8")
-    if path.suffix == ".json":
-        return json.loads(text)
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
-
-
 def _field(row: Dict, name: str, where: str):
     for alias in FIELDS[name]:
         if alias in row:
             return row[alias]
     raise InputError(f"{where} lacks {name!r} (accepted names: {FIELDS[name]})")
-
-
-def _references(value, where: str) -> List[str]:
-    if isinstance(value, str):
-        stripped = value.strip()
-        value = ast.literal_eval(stripped) if stripped.startswith("[") else [value]
-    refs = [str(r) for r in value]
-    if not refs or not all(r.strip() for r in refs):
-        raise InputError(f"{where} has an empty reference list or an empty reference")
-    return refs
 
 
 def read_judgments(path, images_dir=None) -> List[Dict]:
@@ -101,17 +76,21 @@ def read_judgments(path, images_dir=None) -> List[Dict]:
     if not path.exists():
         raise InputError(f"judgments file not found: {path}")
     rows = []
-    for i, raw in enumerate(_read_rows(path)):
+    for i, raw in enumerate(iter_records(path)):
         where = f"{path} row {i}"
-        image = str(_field(raw, "image", where))
-        candidate = str(_field(raw, "candidate", where))
-        if not candidate.strip():
-            raise InputError(f"{where} has an empty candidate")
-        score = float(_field(raw, "score", where))
+        image = _field(raw, "image", where)
+        if not isinstance(image, str) or not image.strip():
+            raise InputError(f"{where}: the image must be a file path, got {image!r}")
+        candidate = check_caption(_field(raw, "candidate", where), f"{where}: candidate")
+        try:
+            score = float(_field(raw, "score", where))
+        except (TypeError, ValueError):
+            raise InputError(f"{where}: score {_field(raw, 'score', where)!r} is not a number") from None
         if not 0 <= score <= 1:
             raise InputError(f"{where}: score {score} is outside [0, 1] (min-max normalise the judgments first)")
+        references = parse_references(_field(raw, "references", where), i)
         rows.append({"image": str(Path(images_dir) / image) if images_dir else image, "candidate": candidate,
-                     "references": _references(_field(raw, "references", where), where), "score": score})
+                     "references": references, "score": score})
     if not rows:
         raise InputError(f"{path} holds no rows")
     return rows
