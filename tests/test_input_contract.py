@@ -313,6 +313,15 @@ def test_module_indices_count_every_batch_added_and_restart_after_compute(metric
         module.compute(**{k: v for k, v in bad.items() if v is not None})
 
 
+@pytest.mark.parametrize("metric", [m for m in MODULE_METRICS if _spec(m).references == "optional"])
+def test_module_scores_without_references_where_they_are_optional(metric, files, build, module_of):
+    inputs = {**_good(metric, files), "references": None}
+    via_module, direct = (_per_sample(_call(door, metric, build, module_of, inputs)) for door in ("module", "scorer"))
+    assert sorted(via_module) == sorted(direct) and not any(k.startswith("ref") for k in direct)
+    for key in direct:
+        np.testing.assert_allclose(via_module[key], direct[key], rtol=0, atol=1e-6, equal_nan=True, err_msg=key)
+
+
 # ----------------------------------------------------------------- 16-bit images and half-precision tensors
 
 
@@ -406,26 +415,34 @@ def _warned_once(caught):
 TRUNCATION_DOORS = [pytest.param(m, d, id=f"{m}-{d}") for m, d in (p.values for p in DOORS) if m in TOKEN_LIMITED]
 
 
+def _truncating_call(metric, door, build, module_of, files, tag):
+    """A call with two captions over the limit of three (new texts: ``tag``); the scorer door's scorer has
+    batch_size=1, so they fall in different batches. Returns (truncated_texts, the warnings)."""
+    inputs = {**_good(metric, files), "predictions": [f"{tag} one {LONG}", "a short caption", f"{tag} two {LONG}"]}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if door == "scorer":
+            result = build(metric, batch_size=1).score(inputs["predictions"], images=inputs["images"],
+                                                       references=inputs["references"])
+        else:
+            result = _call("module", metric, build, module_of, inputs)
+    return result.get("truncated_texts"), caught
+
+
 @pytest.mark.parametrize("metric, door", TRUNCATION_DOORS)
-def test_captions_over_the_token_limit_are_counted_in_every_call_and_warned_once(metric, door, files, build,
-                                                                                module_of):
-    """Two long captions of three, over several batches (the scorer is built with batch_size=1), scored twice:
-    both results count them (embedding caches do not hide them), each call warns once per limit."""
-    inputs = {**_good(metric, files), "predictions": [f"{door} one {LONG}", "a short caption", f"{door} two {LONG}"]}
-    if door == "scorer":
-        scorer = build(metric, batch_size=1)
-        call = lambda: scorer.score(inputs["predictions"], images=inputs["images"], references=inputs["references"])
-    else:
-        call = lambda: _call("module", metric, build, module_of, inputs)
-    counts = []
-    for _ in range(2):
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            result = call()
-        counts.append(result.get("truncated_texts"))
-        _warned_once(caught)
-    assert counts[0] is not None and counts[0] > 0, f"truncated_texts not counted: {counts[0]}"
-    assert counts[1] == counts[0], f"a second call of the same input counts {counts[1]}, the first {counts[0]}"
+def test_captions_over_the_token_limit_are_counted_and_warned_once(metric, door, files, build, module_of):
+    count, caught = _truncating_call(metric, door, build, module_of, files, f"{door} first")
+    assert count is not None and count > 0, f"truncated_texts not counted: {count}"
+    _warned_once(caught)
+
+
+@pytest.mark.parametrize("metric, door", TRUNCATION_DOORS)
+def test_a_repeated_call_counts_and_warns_again(metric, door, files, build, module_of):
+    """The count is of the call's texts, whether their embeddings come from a cache or not."""
+    first, _ = _truncating_call(metric, door, build, module_of, files, f"{door} repeated")
+    again, caught = _truncating_call(metric, door, build, module_of, files, f"{door} repeated")
+    assert first and again == first, f"the same input counts {first} truncated texts, then {again}"
+    _warned_once(caught)
 
 
 # ------------------------------------------------------------------------------------------------- CLI

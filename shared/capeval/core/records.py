@@ -120,7 +120,8 @@ def _csv_records(path: Path) -> Iterator[Dict]:
                     try:
                         row[column] = _list_cell(refs) if refs.lstrip().startswith("[") else [refs]
                     except (ValueError, SyntaxError) as exc:
-                        raise InputError(f"{path}:{line_no}: {column!r} is not a list ({exc})") from exc
+                        raise InputError(f"{path}:{line_no}: {column!r} is not a JSON list (nor a Python literal list: "
+                                         f"{exc})") from exc
             yield row
 
 

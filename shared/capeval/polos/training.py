@@ -42,7 +42,7 @@ from capeval.core.errors import InputError
 from capeval.core.records import iter_records, parse_shard
 from capeval.functional.polos import layer_norm_statistics, mix_weights, normalise, polos_features, pooled_statistics
 from capeval.polos.checkpoint import OFFICIAL_HIDDEN
-from capeval.core.inputs import check_caption, parse_references
+from capeval.core.inputs import parse_references
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +81,11 @@ def read_judgments(path, images_dir=None) -> List[Dict]:
         image = _field(raw, "image", where)
         if not isinstance(image, str) or not image.strip():
             raise InputError(f"{where}: the image must be a file path, got {image!r}")
-        candidate = check_caption(_field(raw, "candidate", where), f"{where}: candidate")
+        candidate = _field(raw, "candidate", where)
+        if not isinstance(candidate, str):
+            raise InputError(f"{where}: the candidate is a {type(candidate).__name__}, expected a string")
+        if not candidate.strip():
+            raise InputError(f"{where} has an empty candidate")
         try:
             score = float(_field(raw, "score", where))
         except (TypeError, ValueError):
