@@ -18,6 +18,7 @@ would hold. ``--max-cached-masks-mb`` / ``--max-cached-images`` default to the l
 import argparse
 import os
 import resource
+import shutil
 import sys
 import tempfile
 import time
@@ -45,7 +46,7 @@ PLACES = ["grass", "beach", "street", "field", "table", "snow", "water", "road"]
 
 
 def caption(i: int) -> str:
-    """A distinct caption per image: ``i`` written in base 8 as colour / noun / place choices."""
+    """A distinct caption for each ``i`` below 6144: noun, colour, place and count picked from ``i``'s digits."""
     noun, colour, place = NOUNS[i % len(NOUNS)], COLOURS[(i // 12) % 8], PLACES[(i // 96) % 8]
     return f"{i // 768 + 1} {colour} {noun}s on the {place}"
 
@@ -68,6 +69,13 @@ def main():
     args = parser.parse_args()
 
     hub = tempfile.mkdtemp(prefix="capeval-tiny-hub-")
+    try:
+        run(args, hub)
+    finally:
+        shutil.rmtree(hub, ignore_errors=True)
+
+
+def run(args, hub: str) -> None:
     os.environ.update(HF_HUB_OFFLINE="1", HF_HUB_CACHE=hub, TRANSFORMERS_OFFLINE="1",
                       TOKENIZERS_PARALLELISM="false")
     import numpy as np

@@ -415,10 +415,11 @@ def _warned_once(caught):
 TRUNCATION_DOORS = [pytest.param(m, d, id=f"{m}-{d}") for m, d in (p.values for p in DOORS) if m in TOKEN_LIMITED]
 
 
-def _truncating_call(metric, door, build, module_of, files, tag):
-    """A call with two captions over the limit of three (new texts: ``tag``); the scorer door's scorer has
-    batch_size=1, so they fall in different batches. Returns (truncated_texts, the warnings)."""
-    inputs = {**_good(metric, files), "predictions": [f"{tag} one {LONG}", "a short caption", f"{tag} two {LONG}"]}
+def _truncating_call(metric, door, build, module_of, files, tag, long=True):
+    """A call with two captions over the limit of three (new texts: ``tag``; ``long=False``: none over it); the
+    scorer door's scorer has batch_size=1, so they fall in different batches. Returns (truncated_texts, warnings)."""
+    text = LONG if long else "and a short tail"
+    inputs = {**_good(metric, files), "predictions": [f"{tag} one {text}", "a short caption", f"{tag} two {text}"]}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         if door == "scorer":
@@ -438,11 +439,14 @@ def test_captions_over_the_token_limit_are_counted_and_warned_once(metric, door,
 
 @pytest.mark.parametrize("metric, door", TRUNCATION_DOORS)
 def test_a_repeated_call_counts_and_warns_again(metric, door, files, build, module_of):
-    """The count is of the call's texts, whether their embeddings come from a cache or not."""
+    """The count is of the call's texts, whether their embeddings come from a cache or not, and of this call only."""
     first, _ = _truncating_call(metric, door, build, module_of, files, f"{door} repeated")
     again, caught = _truncating_call(metric, door, build, module_of, files, f"{door} repeated")
     assert first and again == first, f"the same input counts {first} truncated texts, then {again}"
     _warned_once(caught)
+    none, caught = _truncating_call(metric, door, build, module_of, files, f"{door} repeated", long=False)
+    assert none == 0, f"a call without long captions counts {none} truncated texts (counts of earlier calls?)"
+    assert not _truncation_warnings(caught)
 
 
 # ------------------------------------------------------------------------------------------------- CLI
