@@ -18,8 +18,8 @@ from PIL import Image
 from capeval.core.inputs import as_list, validate_inputs
 from capeval.core.scoring import get_scorer_spec, load_scorer
 
-# a lossless format for each 8-bit mode that one stores exactly (mode, pixels and palette); PA, RGBX and HSV go as RGBA /
-# RGB (RGBX exactly; PA and HSV as converted before the metric's resizing rather than after)
+# a lossless format for each 8-bit mode that one stores exactly (mode, pixels and palette); PA, RGBX and HSV go as
+# RGBA / RGB (RGBX exactly; PA and HSV as converted before the metric's resizing rather than after)
 LOSSLESS_FORMATS = {**dict.fromkeys(("1", "L", "LA", "P", "RGB", "RGBA"), "PNG"), "CMYK": "IM", "YCbCr": "IM",
                     "LAB": "TIFF"}
 

@@ -14,17 +14,15 @@ encoder of :mod:`capeval.backbones.tiny_vit`; a config with a ``tiny_vit`` entry
 from __future__ import annotations
 
 import json
-import threading
-from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Dict, Generic, Hashable, List, Optional, Sequence, Tuple, TypeVar
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 from PIL import Image
 
 from capeval.core.hub import resolve
-from capeval.core.runtime import image_key, resolve_device
+from capeval.core.runtime import LruCache, image_key, resolve_device
 
 SAM_CONFIG_FILE = "sam_config.json"
 SAM_WEIGHTS_FILE = "sam_model.safetensors"
@@ -190,60 +188,6 @@ class RegionSettings:
     max_regions: Optional[int] = None
 
 
-V = TypeVar("V")
-
-
-class LruCache(Generic[V]):
-    """A least-recently-used map bounded by its number of entries and, with ``sizeof``, by the total size of its
-    values (``max_bytes``). Storing evicts the least recently used entries until both bounds hold; a value larger
-    than ``max_bytes`` on its own (or any value when ``max_entries`` is 0) is not stored. Thread-safe."""
-
-    def __init__(self, max_entries: int, *, max_bytes: Optional[int] = None,
-                 sizeof: Optional[Callable[[V], int]] = None):
-        if max_entries < 0 or (max_bytes is not None and max_bytes < 0):
-            raise ValueError(f"cache bounds must be ≥ 0, not max_entries={max_entries}, max_bytes={max_bytes}")
-        if max_bytes is not None and sizeof is None:
-            raise ValueError("a byte bound needs sizeof")
-        self.max_entries, self.max_bytes = max_entries, max_bytes
-        self._sizeof = sizeof
-        self._items: "OrderedDict[Hashable, Tuple[V, int]]" = OrderedDict()
-        self._lock = threading.Lock()
-        self.nbytes = 0  # total size of the stored values (0 without ``sizeof``)
-        self.evictions = 0
-
-    def get(self, key: Hashable, default: Optional[V] = None) -> Optional[V]:
-        with self._lock:
-            item = self._items.get(key)
-            if item is None:
-                return default
-            self._items.move_to_end(key)
-            return item[0]
-
-    def put(self, key: Hashable, value: V) -> None:
-        size = int(self._sizeof(value)) if self._sizeof is not None else 0
-        with self._lock:
-            old = self._items.pop(key, None)
-            if old is not None:
-                self.nbytes -= old[1]
-            if self.max_entries == 0 or (self.max_bytes is not None and size > self.max_bytes):
-                return
-            self._items[key] = (value, size)
-            self.nbytes += size
-            while len(self._items) > self.max_entries or (self.max_bytes is not None and self.nbytes > self.max_bytes):
-                _, (_, evicted) = self._items.popitem(last=False)
-                self.nbytes -= evicted
-                self.evictions += 1
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-            self.nbytes = 0
-
-    def __contains__(self, key: Hashable) -> bool:
-        return key in self._items
-
-    def __len__(self) -> int:
-        return len(self._items)
 
 
 MAX_CACHED_IMAGES = 1024

@@ -70,15 +70,17 @@ def _open(fp, where: str, source: str) -> Image.Image:
     except Image.DecompressionBombError as exc:
         raise InputError(f"{where}: refused as a decompression bomb ({source}): {exc}") from exc
     except UnidentifiedImageError as exc:
-        raise InputError(f"{where}: not an image: no image format recognised ({source})") from exc
+        raise InputError(f"{where}: corrupt or unreadable image: not an image (no image format recognised) "
+                         f"({source})") from exc
     except (OSError, SyntaxError, ValueError) as exc:
-        raise InputError(f"{where}: unreadable image file ({source}): {_one_line(exc)}") from exc
+        raise InputError(f"{where}: corrupt or unreadable image ({source}): {_one_line(exc)}") from exc
     try:
         pil.load()
     except Image.DecompressionBombError as exc:
         raise InputError(f"{where}: refused as a decompression bomb ({source}): {exc}") from exc
     except (OSError, SyntaxError, ValueError) as exc:  # e.g. "image file is truncated", "broken data stream"
-        raise InputError(f"{where}: corrupt or truncated image data ({source}): {_one_line(exc)}") from exc
+        raise InputError(f"{where}: corrupt or unreadable image: truncated or corrupt image data ({source}): "
+                         f"{_one_line(exc)}") from exc
     return pil
 
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import uuid
 from collections import OrderedDict
 from pathlib import Path
-from typing import Callable, Dict, Hashable, List, Optional, Sequence
+from typing import Callable, Dict, Generic, Hashable, List, Optional, Sequence, Tuple, TypeVar
 
 import torch
 from PIL import Image
@@ -35,6 +36,62 @@ def resolve_dtype(dtype) -> torch.dtype:
     if dtype not in _DTYPES:
         raise ValueError(f"unsupported dtype {dtype!r}; use one of {sorted(_DTYPES)}")
     return _DTYPES[dtype]
+
+
+V = TypeVar("V")
+
+
+class LruCache(Generic[V]):
+    """A least-recently-used map bounded by its number of entries and, with ``sizeof``, by the total size of its
+    values (``max_bytes``). Storing evicts the least recently used entries until both bounds hold; a value larger
+    than ``max_bytes`` on its own (or any value when ``max_entries`` is 0) is not stored. Thread-safe."""
+
+    def __init__(self, max_entries: int, *, max_bytes: Optional[int] = None,
+                 sizeof: Optional[Callable[[V], int]] = None):
+        if max_entries < 0 or (max_bytes is not None and max_bytes < 0):
+            raise ValueError(f"cache bounds must be ≥ 0, not max_entries={max_entries}, max_bytes={max_bytes}")
+        if max_bytes is not None and sizeof is None:
+            raise ValueError("a byte bound needs sizeof")
+        self.max_entries, self.max_bytes = max_entries, max_bytes
+        self._sizeof = sizeof
+        self._items: "OrderedDict[Hashable, Tuple[V, int]]" = OrderedDict()
+        self._lock = threading.Lock()
+        self.nbytes = 0  # total size of the stored values (0 without ``sizeof``)
+        self.evictions = 0
+
+    def get(self, key: Hashable, default: Optional[V] = None) -> Optional[V]:
+        with self._lock:
+            item = self._items.get(key)
+            if item is None:
+                return default
+            self._items.move_to_end(key)
+            return item[0]
+
+    def put(self, key: Hashable, value: V) -> None:
+        size = int(self._sizeof(value)) if self._sizeof is not None else 0
+        with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self.nbytes -= old[1]
+            if self.max_entries == 0 or (self.max_bytes is not None and size > self.max_bytes):
+                return
+            self._items[key] = (value, size)
+            self.nbytes += size
+            while len(self._items) > self.max_entries or (self.max_bytes is not None and self.nbytes > self.max_bytes):
+                _, (_, evicted) = self._items.popitem(last=False)
+                self.nbytes -= evicted
+                self.evictions += 1
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self.nbytes = 0
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._items
+
+    def __len__(self) -> int:
+        return len(self._items)
 
 
 def image_key(image: Image.Image) -> str:

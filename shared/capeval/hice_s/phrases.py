@@ -126,7 +126,7 @@ class FactualParser:
                  max_cached_captions: int = MAX_CACHED_CAPTIONS):
         from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-        from capeval.backbones.sam import LruCache
+        from capeval.core.runtime import LruCache
         from capeval.core.hub import resolve
         from capeval.core.runtime import resolve_device, resolve_dtype
         from capeval.hice_s.registration import FACTUAL_FILES

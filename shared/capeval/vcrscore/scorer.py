@@ -21,7 +21,7 @@ official preprocessing handles is processed exactly as before, and the others sc
 from __future__ import annotations
 
 import warnings
-from collections import OrderedDict, defaultdict
+from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +35,7 @@ from capeval.backbones.clip import ClipBackbone
 from capeval.core.errors import ModelNotAvailableError
 from capeval.core.hub import registered_weights, resolve
 from capeval.core.inputs import ValidInputs
-from capeval.core.runtime import EmbeddingCache, image_key, resolve_device, resolve_dtype, text_key
+from capeval.core.runtime import EmbeddingCache, LruCache, image_key, resolve_device, resolve_dtype, text_key
 from capeval.core.scoring import Scorer, summarize
 from capeval.functional.vcrscore import limit_references, mcip_refclip_s, word_pool, word_precision
 from capeval.vcrscore.constants import COCO_TO_DARKNET, DETECTOR_FILES, VILT_FILES
@@ -140,20 +140,6 @@ def _weights_dir(ref: str, default_files: Sequence[str], cache_dir=None):
         return resolve(ref, list(default_files), cache_dir=cache_dir)
 
 
-class _LruDict(OrderedDict):
-    """Detections by image key; the least recently used leave first (bounded memory on long streams)."""
-
-    def __init__(self, max_items: int = 200_000):
-        super().__init__()
-        self.max_items = max_items
-
-    def remember(self, key, value) -> None:
-        self[key] = value
-        self.move_to_end(key)
-        while len(self) > self.max_items:
-            self.popitem(last=False)
-
-
 def _groups_by_shape(keys: Sequence[str], pixels: Dict[str, torch.Tensor], batch_size: int):
     """Chunks of ``keys`` whose pixel tensors share one shape (stackable without padding), in first-seen order."""
     groups: Dict[tuple, List[str]] = defaultdict(list)
@@ -190,7 +176,7 @@ class ObjectDetector:
         self._takes_mask = "pixel_mask" in inspect.signature(self.model.forward).parameters
         self._mod = 16 if getattr(self.model.config, "model_type", None) == "yolos" else None
         self._pool = ThreadPoolExecutor(max_workers=num_workers or 4)
-        self.cache = _LruDict()  # image key -> detected names (for this detector and threshold)
+        self.cache: LruCache[List[str]] = LruCache(200_000)  # image key -> detected names (this detector, threshold)
 
     def resize_target(self, image: Image.Image) -> Optional[Tuple[int, int]]:
         """``(height, width)`` the processor resizes ``image`` to, where it is a DETR-family shortest/longest-edge
@@ -227,9 +213,9 @@ class ObjectDetector:
         for key, image in zip(keys, images):
             if key in found or key in first:
                 continue
-            if key in self.cache:
-                self.cache.move_to_end(key)
-                found[key] = self.cache[key]
+            cached = self.cache.get(key)
+            if cached is not None:
+                found[key] = cached
             else:
                 first[key] = image
         if first:
@@ -238,7 +224,7 @@ class ObjectDetector:
             for chunk in _groups_by_shape(todo, pixels, self.batch_size):
                 for key, names in zip(chunk, self._detect_batch(torch.stack([pixels[k] for k in chunk]))):
                     found[key] = names
-                    self.cache.remember(key, names)
+                    self.cache.put(key, names)
         return [list(found[key]) for key in keys]
 
 
