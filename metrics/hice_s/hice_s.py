@@ -38,7 +38,8 @@ Init kwargs (`evaluate.load("capeval/hice_s", ...)`):
         default, "spacy"), w (2.5), text_w (1.0), threshold (0.5), caption_prefix ("A photo depicts "),
         phrase_prefix (""), empty_phrases ("global" or "zero"), region_settings (dict: points_per_side,
         pred_iou_thresh, stability_score_thresh, box_nms_thresh, min_area, max_regions),
-        mask_alignment ("official" or "crop").
+        mask_alignment ("official" or "crop"), max_cached_images (1024) and max_cached_masks_bytes (256 MiB):
+        bounds of the in-memory SAM mask cache; phrase_options ({"max_cached_captions": 50000} for "factual").
     device, batch_size, dtype: as for every capeval module.
 Returns:
     hice_s, global_itc, local_itc (`float`) and their `*_per_sample` lists; with references also refhice_s,
