@@ -1,5 +1,6 @@
 import threading
 
+import pytest
 import torch
 
 from capeval.core.runtime import EmbeddingCache, encode_cached
@@ -55,3 +56,21 @@ def test_cached_rows_share_large_blocks_not_one_allocation_each():
     assert torch.equal(torch.stack([cache.get(str(i)) for i in range(10)]), batch)
     batch.zero_()  # copies, not views of the caller's tensor
     assert cache.get("3").abs().sum() > 0
+
+
+def test_a_damaged_persisted_embedding_is_recomputed_not_trusted(tmp_path):
+    import warnings as _warnings
+
+    from capeval.core.runtime import EmbeddingCache
+
+    cache = EmbeddingCache("model|rev|fp32", tmp_path)
+    cache.put("k", torch.arange(4, dtype=torch.float32))
+    (entry,) = list(tmp_path.rglob("k.safetensors"))
+    entry.write_bytes(entry.read_bytes()[:10])  # truncated on disk
+    fresh = EmbeddingCache("model|rev|fp32", tmp_path)
+    with pytest.warns(UserWarning, match=r"damaged embedding cache entry: .*k\.safetensors"):
+        assert fresh.get("k") is None
+    fresh.put("k", torch.arange(4, dtype=torch.float32))
+    with _warnings.catch_warnings():
+        _warnings.simplefilter("error")
+        assert torch.equal(EmbeddingCache("model|rev|fp32", tmp_path).get("k"), torch.arange(4, dtype=torch.float32))

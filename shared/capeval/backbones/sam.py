@@ -21,7 +21,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 from PIL import Image
 
-from capeval.core.hub import resolve
+from capeval.core.hub import load_safetensors, resolve
 from capeval.core.runtime import LruCache, image_key, resolve_device
 
 SAM_CONFIG_FILE = "sam_config.json"
@@ -161,13 +161,11 @@ def save_sam(out_dir: Path, state_dict, config: Dict) -> None:
 def load_sam(ref: str, *, cache_dir=None):
     """A SAM model from weights ``ref`` (registry name, segmenter name of ``SEGMENTER_WEIGHTS``, hub id or
     directory) in our safetensors layout."""
-    from safetensors.torch import load_file
-
     if not Path(ref).expanduser().is_dir():
         ref = SEGMENTER_WEIGHTS.get(ref, ref)
     directory = resolve(ref, list(SAM_FILES), cache_dir=cache_dir)
     sam = build_sam(json.loads((directory / SAM_CONFIG_FILE).read_text()))
-    sam.load_state_dict(load_file(str(directory / SAM_WEIGHTS_FILE)), strict=True)
+    sam.load_state_dict(load_safetensors(directory / SAM_WEIGHTS_FILE), strict=True)
     return sam.eval(), directory
 
 

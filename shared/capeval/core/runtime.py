@@ -6,6 +6,7 @@ import hashlib
 import os
 import threading
 import uuid
+import warnings
 from collections import OrderedDict
 from pathlib import Path
 from typing import Callable, Dict, Generic, Hashable, List, Optional, Sequence, Tuple, TypeVar
@@ -13,6 +14,9 @@ from typing import Callable, Dict, Generic, Hashable, List, Optional, Sequence, 
 import torch
 from PIL import Image
 from tqdm.auto import tqdm
+
+from capeval.core.errors import ModelNotAvailableError
+from capeval.core.hub import load_safetensors
 
 _DTYPES = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.float16, "fp16": torch.float16,
            "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
@@ -127,9 +131,11 @@ class EmbeddingCache:
         if self._dir is not None:
             path = self._dir / f"{key}.safetensors"
             if path.exists():
-                from safetensors.torch import load_file
-
-                value = load_file(str(path))["embedding"]
+                try:
+                    value = load_safetensors(path)["embedding"]
+                except (ModelNotAvailableError, KeyError) as exc:  # a damaged entry: recomputed and rewritten
+                    warnings.warn(f"ignoring a damaged embedding cache entry: {exc}")
+                    return None
                 self._remember(key, value)
                 return value
         return None

@@ -43,6 +43,7 @@ from capeval.core.records import iter_records, parse_shard
 from capeval.functional.polos import layer_norm_statistics, mix_weights, normalise, polos_features, pooled_statistics
 from capeval.polos.checkpoint import OFFICIAL_HIDDEN
 from capeval.core.inputs import parse_references
+from capeval.core.hub import load_safetensors
 
 logger = logging.getLogger(__name__)
 
@@ -208,8 +209,6 @@ def is_feature_folder(path) -> bool:
 
 
 def read_feature_folder(path) -> Tuple[Dict, Dict[str, torch.Tensor]]:
-    from safetensors.torch import load_file
-
     path = Path(path)
     if not is_feature_folder(path):
         raise InputError(f"{path} is not a Polos feature folder (no {FEATURES_JSON}; made by "
@@ -217,7 +216,7 @@ def read_feature_folder(path) -> Tuple[Dict, Dict[str, torch.Tensor]]:
     meta = json.loads((path / FEATURES_JSON).read_text())
     if meta.get("format") != FEATURES_FORMAT:
         raise InputError(f"{path}: unknown feature format {meta.get('format')!r} (expected {FEATURES_FORMAT})")
-    return meta, load_file(str(path / FEATURES_TENSORS))
+    return meta, load_safetensors(path / FEATURES_TENSORS)
 
 
 def precompute_features(scorer, judgments, out_dir, *, images_dir=None, shard: int = 0, num_shards: int = 1) -> Path:
