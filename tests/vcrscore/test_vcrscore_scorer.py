@@ -382,7 +382,7 @@ def test_hub_ids_load_like_registry_names_and_the_detection_cache_is_bounded(sco
     assert a["detected_objects"] == b["detected_objects"]
     first = by_id.detect(images)
     by_id.detr.cache.clear()
-    by_id.detr.cache.max_items = 2
+    by_id.detr.cache.max_entries = 2
     assert by_id.detect(images) == first and len(by_id.detr.cache) == 2  # the oldest image left the cache
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -20,7 +19,15 @@ from capeval.core.constants import CLIP_CONFIG_FILE as CONFIG_FILE
 from capeval.core.constants import CLIP_WEIGHTS_FILE as WEIGHTS_FILE
 from capeval.core.constants import OPENAI_MEAN, OPENAI_STD
 from capeval.core.hub import load_safetensors, registered_weights, resolve
-from capeval.core.runtime import EmbeddingCache, encode_cached, image_key, resolve_device, resolve_dtype, text_key
+from capeval.core.runtime import (
+    EmbeddingCache,
+    TruncationCounter,
+    encode_cached,
+    image_key,
+    resolve_device,
+    resolve_dtype,
+    text_key,
+)
 
 
 def build_clip(model_cfg: Dict) -> torch.nn.Module:
@@ -126,7 +133,8 @@ class ClipBackbone:
         self._namespace = f"{directory.resolve()}|{self.dtype}"  # the snapshot path pins the revision
         self._persist_dir = persist_dir
         self.reset_caches()
-        self.truncated_texts = 0
+        self.truncation = TruncationCounter(lambda text: len(self.tokenizer.encode(text)) + 2,  # + SOT and EOT
+                                            self.context_length, "CLIP")
 
     def reset_caches(self) -> None:
         """Start from empty in-memory embedding caches (persisted entries stay on disk)."""
@@ -148,19 +156,15 @@ class ClipBackbone:
         return self._transform(image)
 
     def tokenize(self, texts: Sequence[str]) -> torch.Tensor:
-        """Official CLIP tokenisation; texts over the context length are truncated (EOT kept), counted and warned."""
+        """Official CLIP tokenisation; texts over the context length are truncated (EOT kept). Scorers count them per
+        call with :attr:`truncation` and warn once."""
         tokens = torch.zeros(len(texts), self.context_length, dtype=torch.long)
-        truncated = 0
         for i, text in enumerate(texts):
             ids = [self.tokenizer.sot_token_id, *self.tokenizer.encode(text), self.tokenizer.eot_token_id]
             if len(ids) > self.context_length:
-                truncated += 1
                 ids = ids[: self.context_length]
                 ids[-1] = self.tokenizer.eot_token_id
             tokens[i, : len(ids)] = torch.tensor(ids)
-        if truncated:
-            self.truncated_texts += truncated
-            warnings.warn(f"{truncated} of {len(texts)} texts exceed {self.context_length} CLIP tokens and were truncated")
         return tokens
 
     @torch.inference_mode()

@@ -8,7 +8,6 @@ bicubic) → ToTensor → Normalize(OpenAI mean/std); caption → LAVIS ``blip_c
 from __future__ import annotations
 
 import re
-import warnings
 from typing import List, Optional, Sequence
 
 import torch
@@ -17,7 +16,16 @@ from capeval.blip2.registration import BLIP2_FILES
 from capeval.core.constants import OPENAI_MEAN, OPENAI_STD
 from capeval.core.hub import resolve
 from capeval.core.inputs import ValidInputs
-from capeval.core.runtime import EmbeddingCache, encode_cached, image_key, resolve_device, resolve_dtype, text_key
+from capeval.core.runtime import (
+    EmbeddingCache,
+    TruncationCounter,
+    encode_cached,
+    image_key,
+    resolve_device,
+    resolve_dtype,
+    text_key,
+    warn_truncated,
+)
 from capeval.core.scoring import Scorer, summarize
 from capeval.functional.blip2 import blip2_itc_score
 
@@ -57,7 +65,9 @@ class Blip2Backbone:
         namespace = f"{directory.resolve()}|{self.dtype}"  # the snapshot path pins the revision
         self.image_cache = EmbeddingCache(f"blip2-itc-image|{namespace}", persist_dir)
         self.text_cache = EmbeddingCache(f"blip2-itc-text|{namespace}", persist_dir)
-        self.truncated_texts = 0
+        self.truncation = TruncationCounter(
+            lambda text: len(self.tokenizer(lavis_clean_caption(text), truncation=False)["input_ids"]),
+            MAX_TEXT_TOKENS, "BLIP-2")
 
     def _build_transform(self):
         from torchvision import transforms as T
@@ -70,10 +80,8 @@ class Blip2Backbone:
         ])
 
     def tokenize(self, texts: Sequence[str]):
-        """LAVIS-cleaned captions as BERT tokens, right-truncated to 32 ([SEP] kept) and counted."""
+        """LAVIS-cleaned captions as BERT tokens, right-truncated to 32 ([SEP] kept; counted by :attr:`truncation`)."""
         cleaned = [lavis_clean_caption(t) for t in texts]
-        full_lengths = [len(ids) for ids in self.tokenizer(cleaned, truncation=False)["input_ids"]]
-        self.truncated_texts += sum(length > MAX_TEXT_TOKENS for length in full_lengths)
         return self.tokenizer(cleaned, truncation=True, max_length=MAX_TEXT_TOKENS, padding=True, return_tensors="pt")
 
     @torch.inference_mode()
@@ -117,11 +125,10 @@ class Blip2Scorer(Scorer):
 
     def _score(self, inputs: ValidInputs) -> dict:
         predictions, pil_images = inputs.predictions, inputs.images
-        before = self.backbone.truncated_texts
         scores = blip2_itc_score(self.backbone.encode_images(pil_images), self.backbone.encode_texts(predictions))
         result = summarize({"blip2_score": scores.tolist()})
-        result["truncated_texts"] = truncated = self.backbone.truncated_texts - before
-        if truncated:
-            warnings.warn(f"{truncated} distinct caption(s) exceed {MAX_TEXT_TOKENS} BLIP-2 tokens "
-                          f"and were truncated (as officially)")
+        result["truncated_texts"] = truncated = self.backbone.truncation.count(predictions)
+        distinct = self.backbone.truncation.count(list(dict.fromkeys(predictions)))
+        warn_truncated([f"{distinct} distinct caption(s) exceed {MAX_TEXT_TOKENS} BLIP-2 tokens ({truncated} of "
+                        f"{len(predictions)} captions)" if truncated else ""])
         return result

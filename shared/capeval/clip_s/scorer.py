@@ -8,6 +8,7 @@ from capeval import functional as F
 from capeval.backbones.clip import ClipBackbone
 from capeval.core.constants import CLIPSCORE_PREFIX
 from capeval.core.inputs import ValidInputs
+from capeval.core.runtime import warn_truncated
 from capeval.core.scoring import Scorer, summarize
 
 
@@ -28,7 +29,6 @@ class ClipScorer(Scorer):
 
     def _score(self, inputs: ValidInputs) -> dict:
         predictions, pil_images, refs = inputs.predictions, inputs.images, inputs.references
-        before = self.backbone.truncated_texts
         image_emb = self.backbone.encode_images(pil_images)
         cand_emb = self.backbone.encode_texts([self.prefix + p for p in predictions])
         scores = F.clip_score(image_emb, cand_emb, self.w)
@@ -39,7 +39,9 @@ class ClipScorer(Scorer):
             ref_sim = F.max_reference_similarity(cand_emb, self.backbone.encode_texts(flat), owner)
             per_sample[f"ref{self.name}"] = F.ref_clip_score(scores, ref_sim).tolist()
         result = summarize(per_sample)
-        result["truncated_texts"] = self.backbone.truncated_texts - before
+        texts = [self.prefix + p for p in predictions] + [self.prefix + r for sample in refs or [] for r in sample]
+        result["truncated_texts"] = truncated = self.backbone.truncation.count(texts)
+        warn_truncated([self.backbone.truncation.describe(truncated, len(texts)) if truncated else ""])
         return result
 
 

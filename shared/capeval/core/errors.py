@@ -11,3 +11,7 @@ class ModelNotAvailableError(OSError):
 
 class ConversionError(ValueError):
     """An official checkpoint was refused by a converter (malformed, unsafe or of the wrong kind)."""
+
+
+class TruncationWarning(UserWarning):
+    """Texts were longer than an encoder's token limit and were truncated (as the official code does)."""

@@ -15,7 +15,7 @@ import torch
 from PIL import Image
 from tqdm.auto import tqdm
 
-from capeval.core.errors import ModelNotAvailableError
+from capeval.core.errors import ModelNotAvailableError, TruncationWarning
 from capeval.core.hub import load_safetensors
 
 _DTYPES = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.float16, "fp16": torch.float16,
@@ -96,6 +96,35 @@ class LruCache(Generic[V]):
 
     def __len__(self) -> int:
         return len(self._items)
+
+
+class TruncationCounter:
+    """Counts the texts of a call over an encoder's token limit, per occurrence and whatever the embedding caches
+    hold; each distinct text's length is measured once (LRU-bounded memo)."""
+
+    def __init__(self, length: Callable[[str], int], limit: int, encoder: str, max_entries: int = 200_000):
+        self.length, self.limit, self.encoder = length, limit, encoder
+        self._over: LruCache[bool] = LruCache(max_entries)
+
+    def over_limit(self, text: str) -> bool:
+        over = self._over.get(text)
+        if over is None:
+            over = self.length(text) > self.limit
+            self._over.put(text, over)
+        return over
+
+    def count(self, texts: Sequence[str]) -> int:
+        return sum(self.over_limit(text) for text in texts)
+
+    def describe(self, count: int, total: int, what: str = "texts") -> str:
+        return f"{count} of {total} {what} exceed {self.limit} {self.encoder} tokens"
+
+
+def warn_truncated(parts: Sequence[str]) -> None:
+    """One :class:`TruncationWarning` for a call, naming every encoder that truncated (``parts`` may be empty)."""
+    parts = [part for part in parts if part]
+    if parts:
+        warnings.warn("; ".join(parts) + " and were truncated (as officially)", TruncationWarning, stacklevel=3)
 
 
 def image_key(image: Image.Image) -> str:

@@ -13,17 +13,19 @@ from __future__ import annotations
 import copy
 import json
 import os
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from capeval.core.constants import CLIP_FILES
 from capeval.core.constants import ENSEMBEVAL_WEIGHTS_FILE as WEIGHTS_FILE
+from capeval.core.errors import InputError, TruncationWarning
 from capeval.core.hub import resolve
 from capeval.core.inputs import ValidInputs
+from capeval.core.runtime import warn_truncated
 from capeval.core.scoring import CACHE_OPTIONS, Scorer, import_attr, load_scorer, scorers, summarize
 from capeval.ensembeval.components import COMPONENTS, OFFICIAL_WEIGHTS
 from capeval.functional.ensemble import weighted_sum
-from capeval.core.errors import InputError
 
 ExtraComponent = Union[Callable[..., Sequence[float]], Any]  # callable(predictions, images, references) or scorer
 
@@ -123,20 +125,29 @@ class EnsembleScorer(Scorer):
 
     def _score(self, inputs: ValidInputs) -> dict:
         per_sample: Dict[str, List[float]] = {}
-        truncated = 0
+        truncated: Dict[str, int] = {}
         for name, keys in self.groups.items():
             spec = scorers()[name]
-            result = self.scorers[name].score(
-                inputs.predictions, images=inputs.images if spec.images != "unused" else None,
-                references=inputs.references if spec.references != "unused" else None)
-            truncated += sum(v for k, v in result.items() if k.endswith("truncated_texts"))
+            with warnings.catch_warnings(record=True) as caught:  # one truncation warning for the whole call
+                warnings.simplefilter("always")
+                result = self.scorers[name].score(
+                    inputs.predictions, images=inputs.images if spec.images != "unused" else None,
+                    references=inputs.references if spec.references != "unused" else None)
+            for warning in caught:
+                if not issubclass(warning.category, TruncationWarning):
+                    warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+            count = sum(v for k, v in result.items() if k.endswith("truncated_texts"))
+            if count:
+                truncated[name] = count
             for key in keys:
                 per_sample[key] = result[f"{key}_per_sample"]
         for key, component in self.extra_components.items():
             per_sample[key] = _run_extra(key, component, inputs.predictions, inputs.images, inputs.references,
                                          len(inputs))
         result = summarize({"ensembeval": weighted_sum(per_sample, self.weights).tolist(), **per_sample})
-        result["truncated_texts"] = truncated
+        result["truncated_texts"] = sum(truncated.values())  # texts truncated, summed over the components
+        warn_truncated([f"{sum(truncated.values())} texts exceed the components' token limits ("
+                        + ", ".join(f"{name} {count}" for name, count in truncated.items()) + ")" if truncated else ""])
         return result
 
 

@@ -13,6 +13,7 @@ from capeval.backbones.alpha_clip import AlphaClip
 from capeval.backbones.sam import MAX_CACHED_IMAGES, MAX_CACHED_MASKS_BYTES, RegionSettings, SegmentEverything
 from capeval.core.constants import CLIPSCORE_PREFIX
 from capeval.core.inputs import ValidInputs, load_images
+from capeval.core.runtime import warn_truncated
 from capeval.core.scoring import Scorer, summarize
 from capeval.functional import hice as H
 
@@ -91,7 +92,6 @@ class HiceScorer(Scorer):
     def _score(self, inputs: ValidInputs, *, return_report: bool = False) -> dict:
         predictions, pil_images, refs = inputs.predictions, inputs.images, inputs.references
         self.timings.clear()
-        before = self.backbone.truncated_texts
 
         regions = self._timed("segmentation", self._region_features, pil_images)
         caption_phrases = self._timed("parsing", self.phrases.extract, predictions)
@@ -115,7 +115,14 @@ class HiceScorer(Scorer):
         image_emb, region_emb, caption_emb, phrase_emb, extra = self._timed("encoding", encode)
         result = self._timed("scoring", self._combine, predictions, refs, caption_phrases, ref_phrases, regions,
                              image_emb, region_emb, caption_emb, phrase_emb, extra, return_report)
-        result["truncated_texts"] = self.backbone.truncated_texts - before
+        texts = [self.caption_prefix + p for p in predictions]
+        texts += [self.phrase_prefix + p for phrases in caption_phrases for p in phrases]
+        if refs is not None:
+            texts += [self.caption_prefix + r for sample in refs for r in sample]
+            texts += [self.phrase_prefix + p for phrases in ref_phrases for p in phrases]
+        result["truncated_texts"] = truncated = self.backbone.truncation.count(texts)
+        warn_truncated([self.backbone.truncation.describe(truncated, len(texts), "texts (captions, references and "
+                                                          "phrases)") if truncated else ""])
         result["no_region_images"] = regions["empty"]
         result["timings"] = dict(self.timings)
         return result

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import warnings
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -15,7 +14,15 @@ from capeval.backbones.clip import ClipBackbone
 from capeval.core.constants import CLIPSCORE_PREFIX
 from capeval.core.hub import load_safetensors, registered_weights, resolve
 from capeval.core.inputs import ValidInputs, load_images
-from capeval.core.runtime import EmbeddingCache, encode_cached, resolve_device, resolve_dtype, text_key
+from capeval.core.runtime import (
+    EmbeddingCache,
+    TruncationCounter,
+    encode_cached,
+    resolve_device,
+    resolve_dtype,
+    text_key,
+    warn_truncated,
+)
 from capeval.core.scoring import Scorer, summarize
 from capeval.functional.polos import polos_features, scalar_mix
 from capeval.polos.checkpoint import SIMCSE_FILES, head_config, read_official_head
@@ -98,17 +105,14 @@ class SimcseEncoder:
         self.model = AutoModel.from_pretrained(str(self.directory)).to(device, dtype).eval()
         self.hidden_size = int(self.model.config.hidden_size)
         self.num_states = int(self.model.config.num_hidden_layers) + 1
-        self.truncated_texts = 0
+        limit = min(MAX_TEXT_TOKENS, self.tokenizer.model_max_length)
+        self.truncation = TruncationCounter(lambda text: len(self.tokenizer(text)["input_ids"]), limit, "SimCSE")
 
     @torch.inference_mode()
     def hidden_states(self, texts: List[str]) -> Tuple[List[torch.Tensor], torch.Tensor]:
         """float32 hidden states, each (B, T, D), and the (B, T) attention mask, on the encoder's device."""
-        limit = min(MAX_TEXT_TOKENS, self.tokenizer.model_max_length)
-        too_long = sum(len(ids) > limit for ids in self.tokenizer(texts)["input_ids"])
-        if too_long:
-            self.truncated_texts += too_long
-            warnings.warn(f"{too_long} of {len(texts)} texts exceed {limit} SimCSE tokens and were truncated")
-        batch = self.tokenizer(texts, padding=True, truncation=True, max_length=limit, return_tensors="pt")
+        batch = self.tokenizer(texts, padding=True, truncation=True, max_length=self.truncation.limit,
+                               return_tensors="pt")
         batch = {k: v.to(self.device) for k, v in batch.items()}
         states = self.model(**batch, output_hidden_states=True).hidden_states
         return [h.float() for h in states], batch["attention_mask"]
@@ -201,7 +205,6 @@ class PolosScorer(Scorer):
         predictions, images, refs, n = inputs.predictions, inputs.images, inputs.references, len(inputs)
         flat = [r for sample in refs for r in sample]
         owner = torch.as_tensor([i for i, sample in enumerate(refs) for _ in sample])
-        truncated_before, clip_truncated_before = self.encoder.truncated_texts, self.clip.truncated_texts
         image, cand_clip, ref_clip = self.clip_images(images), self.clip_texts(predictions), self.clip_texts(flat)
         if self.statistics == "batch":
             cand_se, ref_se = self.official_batch_embeddings(predictions, refs)
@@ -213,6 +216,10 @@ class PolosScorer(Scorer):
                                  for chunk in features.split(max(self.batch_size, 1) * 8)])
         best = torch.full((n,), float("-inf")).scatter_reduce(0, owner, per_ref, reduce="amax")
         result = summarize({"polos": best.tolist()})
-        result["truncated_texts"] = self.encoder.truncated_texts - truncated_before
-        result["clip_truncated_texts"] = self.clip.truncated_texts - clip_truncated_before
+        texts = [*predictions, *flat]
+        result["truncated_texts"] = simcse = self.encoder.truncation.count(texts)
+        clip_texts = [CLIPSCORE_PREFIX + text for text in texts]
+        result["clip_truncated_texts"] = clip = self.clip.truncation.count(clip_texts)
+        warn_truncated([self.encoder.truncation.describe(simcse, len(texts)) if simcse else "",
+                        self.clip.truncation.describe(clip, len(texts)) if clip else ""])
         return result

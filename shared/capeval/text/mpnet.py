@@ -3,14 +3,21 @@ L2-normalised, 384-token limit as sentence-transformers), averaged over the refe
 
 from __future__ import annotations
 
-import warnings
 from typing import Sequence
 
 import torch
 
 from capeval.core.hub import get_spec, resolve
 from capeval.core.inputs import ValidInputs
-from capeval.core.runtime import EmbeddingCache, encode_cached, resolve_device, resolve_dtype, text_key
+from capeval.core.runtime import (
+    EmbeddingCache,
+    TruncationCounter,
+    encode_cached,
+    resolve_device,
+    resolve_dtype,
+    text_key,
+    warn_truncated,
+)
 from capeval.core.scoring import Scorer, summarize
 
 MAX_TOKENS = 384  # sentence-transformers' max_seq_length for all-mpnet-base-v2
@@ -29,15 +36,10 @@ class MPNetScorer(Scorer):
         self.tokenizer = AutoTokenizer.from_pretrained(str(directory))
         self.model = AutoModel.from_pretrained(str(directory)).to(self.device, self.dtype).eval()
         self.cache = EmbeddingCache(f"mpnet|{directory.resolve()}|{self.dtype}", persist_dir)
-        self.truncated_texts = 0
+        self.truncation = TruncationCounter(lambda text: len(self.tokenizer(text)["input_ids"]), MAX_TOKENS, "MPNet")
 
     @torch.inference_mode()
     def _embed_batch(self, texts):
-        lengths = [len(ids) for ids in self.tokenizer(list(texts))["input_ids"]]
-        too_long = sum(n > MAX_TOKENS for n in lengths)
-        if too_long:
-            self.truncated_texts += too_long
-            warnings.warn(f"{too_long} of {len(texts)} texts exceed {MAX_TOKENS} MPNet tokens and were truncated")
         batch = self.tokenizer(list(texts), padding=True, truncation=True, max_length=MAX_TOKENS, return_tensors="pt")
         batch = {k: v.to(self.device) for k, v in batch.items()}
         hidden = self.model(**batch).last_hidden_state.float()
@@ -58,5 +60,7 @@ class MPNetScorer(Scorer):
         total = torch.zeros(len(predictions)).index_add(0, owner, cos)
         counts = torch.zeros(len(predictions)).index_add(0, owner, torch.ones_like(cos))
         result = summarize({"mpnet_score": (total / counts).tolist()})
-        result["truncated_texts"] = self.truncated_texts
+        texts = [*predictions, *flat]
+        result["truncated_texts"] = truncated = self.truncation.count(texts)
+        warn_truncated([self.truncation.describe(truncated, len(texts)) if truncated else ""])
         return result

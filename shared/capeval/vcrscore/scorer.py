@@ -35,7 +35,15 @@ from capeval.backbones.clip import ClipBackbone
 from capeval.core.errors import ModelNotAvailableError
 from capeval.core.hub import registered_weights, resolve
 from capeval.core.inputs import ValidInputs
-from capeval.core.runtime import EmbeddingCache, LruCache, image_key, resolve_device, resolve_dtype, text_key
+from capeval.core.runtime import (
+    EmbeddingCache,
+    LruCache,
+    image_key,
+    resolve_device,
+    resolve_dtype,
+    text_key,
+    warn_truncated,
+)
 from capeval.core.scoring import Scorer, summarize
 from capeval.functional.vcrscore import limit_references, mcip_refclip_s, word_pool, word_precision
 from capeval.vcrscore.constants import COCO_TO_DARKNET, DETECTOR_FILES, VILT_FILES
@@ -423,9 +431,7 @@ class VcrScorer(Scorer):
         vilt = self.vilt.logits(pil, predictions, keys, warn=False)
         flat = [r for sample in refs for r in sample]
         owner = [i for i, sample in enumerate(refs) for _ in sample]
-        with warnings.catch_warnings():  # the backbone warns per text batch: one warning for the call below
-            warnings.filterwarnings("ignore", message=r"\d+ of \d+ texts exceed \d+ CLIP tokens", category=UserWarning)
-            candidates, references = self.clip.encode_texts(predictions), self.clip.encode_texts(flat)
+        candidates, references = self.clip.encode_texts(predictions), self.clip.encode_texts(flat)
         mcip = mcip_refclip_s(self.clip.encode_images(pil), candidates, references, owner)
         vilt_cut, clip_cut = self._count_truncated(predictions, flat)
         return VcrFeatures(precision, vilt.tolist(), mcip.tolist(), detr, yolo, vilt_cut, clip_cut)
@@ -434,19 +440,13 @@ class VcrScorer(Scorer):
         """``(captions over 39 ViLT tokens, MCIP texts over the CLIP context)``, counted per occurrence, warned once."""
         distinct = list(dict.fromkeys(predictions))
         vilt_long = dict(zip(distinct, self.vilt.too_long(distinct)))
-        tokenizer, limit = self.clip.tokenizer, self.clip.context_length
         clip_texts = [*predictions, *references]
-        clip_long = {text: len(tokenizer.encode(text)) + 2 > limit for text in dict.fromkeys(clip_texts)}  # +SOT/EOT
         vilt_cut = sum(vilt_long[text] for text in predictions)
-        clip_cut = sum(clip_long[text] for text in clip_texts)
-        parts = []
-        if vilt_cut:
-            parts.append(f"{vilt_cut} of {len(predictions)} captions exceed {VILT_MAX_TEXT_TOKENS} ViLT tokens")
-        if clip_cut:
-            parts.append(f"{clip_cut} of {len(clip_texts)} MCIP texts (captions and references) exceed {limit} CLIP "
-                         f"tokens")
-        if parts:
-            warnings.warn("; ".join(parts) + "; they were truncated (as officially)")
+        clip_cut = self.clip.truncation.count(clip_texts)
+        warn_truncated([f"{vilt_cut} of {len(predictions)} captions exceed {VILT_MAX_TEXT_TOKENS} ViLT tokens"
+                        if vilt_cut else "",
+                        self.clip.truncation.describe(clip_cut, len(clip_texts), "MCIP texts (captions and references)")
+                        if clip_cut else ""])
         return vilt_cut, clip_cut
 
     def predict(self, features) -> np.ndarray:
