@@ -65,3 +65,15 @@ def segments_each_image_once():
         assert all(np.array_equal(a, b) for a, b in zip(masks, again))
 
     return check
+
+
+@pytest.fixture(scope="module")
+def forwards():
+    """Every torch module forward in the process, recorded by a global pre-hook (nothing is replaced); tests
+    ``clear()`` it before the calls they check."""
+    import torch
+
+    calls = []
+    handle = torch.nn.modules.module.register_module_forward_pre_hook(lambda module, args: calls.append(module))
+    yield calls
+    handle.remove()

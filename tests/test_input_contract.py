@@ -81,15 +81,6 @@ def _eight_bit(sixteen):
 
 
 @pytest.fixture(scope="module")
-def forwards():
-    """Every torch module forward in the process (a global pre-hook: nothing is replaced)."""
-    calls = []
-    handle = torch.nn.modules.module.register_module_forward_pre_hook(lambda module, args: calls.append(module))
-    yield calls
-    handle.remove()
-
-
-@pytest.fixture(scope="module")
 def build(tiny_hub):
     """``build(metric, **options)``: the real ``load_scorer``, memoised, with ``FAST`` and cpu / ``BATCH``."""
     real, built = scoring.load_scorer, {}

@@ -21,15 +21,6 @@ CAPTIONS = ["a red square on a table", "a blue square"]
 REFERENCES = [["a red picture", "red"], ["a blue picture"]]
 
 
-@pytest.fixture
-def forwards():
-    """Counts every torch module forward in the process (a global hook: nothing is replaced)."""
-    calls = []
-    handle = torch.nn.modules.module.register_module_forward_pre_hook(lambda module, args: calls.append(module))
-    yield calls
-    handle.remove()
-
-
 @pytest.fixture(scope="module")
 def built(tiny_hub):
     cache = {}
