@@ -43,7 +43,7 @@ def run_clip_bench(*, arch: str = "ViT-B-32", n_images: int = 20, n_captions: in
     with tempfile.TemporaryDirectory() as tmp:
         backbone = ClipBackbone(str(random_clip_dir(arch, Path(tmp))), device=device, dtype=dtype,
                                 batch_size=batch_size)
-    scorer = ClipScorer(backbone=backbone)
+    scorer = ClipScorer(None, clip_backbone=backbone)
     scorer.score(captions[:2], images[:2])  # warm-up, then start from empty caches
     backbone.reset_caches()
 

@@ -13,7 +13,8 @@ from typing import Dict, List, Optional, Sequence
 import torch.distributed as dist
 
 from capeval.core.errors import InputError
-from capeval.core.scoring import summarize
+from capeval.core.inputs import as_list, check_lengths
+from capeval.core.scoring import Scorer, scorers, summarize
 
 
 def init_from_environment() -> bool:
@@ -28,17 +29,33 @@ def init_from_environment() -> bool:
     return True
 
 
+def _is_corpus_level(scorer) -> bool:
+    """The scorer's own answer (EnsembEval's depends on its weights), else its registry entry's."""
+    if hasattr(scorer, "corpus_level"):
+        return bool(scorer.corpus_level)
+    spec = scorers().get(getattr(scorer, "name", ""))
+    return bool(spec and spec.is_corpus_level())
+
+
 def score_distributed(scorer, predictions: Sequence[str], images: Optional[Sequence] = None,
-                      references: Optional[Sequence] = None, *, corpus_level: bool = False) -> Dict:
-    """Score with every process of the group; each returns the full result, in input order."""
+                      references: Optional[Sequence] = None, *, corpus_level: Optional[bool] = None) -> Dict:
+    """Score with every process of the group; each returns the full result, in input order. ``corpus_level``:
+    default from the scorer (corpus-level scorers are refused). Errors name the samples' indices in the input."""
     if not init_from_environment():
         return scorer.score(predictions, images=images, references=references)
-    if corpus_level:
+    if corpus_level if corpus_level is not None else _is_corpus_level(scorer):
         raise InputError("corpus-level scorers cannot be split across processes; score the whole corpus in one")
+    predictions = as_list(predictions, "predictions")
+    check_lengths(predictions=predictions, images=images, references=references)
     rank, world = dist.get_rank(), dist.get_world_size()
     mine = list(range(rank, len(predictions), world))
     pick = (lambda seq: None if seq is None else [seq[i] for i in mine])  # noqa: E731
-    local = scorer.score(pick(predictions), images=pick(images), references=pick(references)) if mine else {}
+    if not mine:
+        local = {}
+    elif isinstance(scorer, Scorer):
+        local = scorer.score_inputs(scorer.validate(pick(predictions), pick(images), pick(references), indices=mine))
+    else:
+        local = scorer.score(pick(predictions), images=pick(images), references=pick(references))
     gathered: List[Optional[Dict]] = [None] * world
     dist.all_gather_object(gathered, {"indices": mine, "result": local})
     per_sample: Dict[str, List[float]] = {}

@@ -18,6 +18,7 @@ from PIL import Image
 from capeval.core.constants import CLIP_CONFIG_FILE as CONFIG_FILE
 from capeval.core.constants import CLIP_WEIGHTS_FILE as WEIGHTS_FILE
 from capeval.core.constants import OPENAI_MEAN, OPENAI_STD
+from capeval.core.errors import InputError
 from capeval.core.hub import load_safetensors, registered_weights, resolve
 from capeval.core.runtime import (
     EmbeddingCache,
@@ -130,7 +131,8 @@ class ClipBackbone:
         self.context_length = int(self.model.context_length)
         self.tokenizer = SimpleTokenizer()
         self._transform = self._build_transform()
-        self._namespace = f"{directory.resolve()}|{self.dtype}"  # the snapshot path pins the revision
+        self.directory = directory.resolve()
+        self._namespace = f"{self.directory}|{self.dtype}"  # the snapshot path pins the revision
         self._persist_dir = persist_dir
         self.reset_caches()
         self.truncation = TruncationCounter(lambda text: len(self.tokenizer.encode(text)) + 2,  # + SOT and EOT
@@ -187,3 +189,13 @@ class ClipBackbone:
         keys = [text_key(text) for text in texts]
         return encode_cached(texts, keys, self._encode_text_batch, self.text_cache,
                              batch_size=self.batch_size, desc="CLIP texts", show_progress=show_progress)
+
+
+def check_shared_backbone(backbone: "ClipBackbone", weights: str, *, cache_dir=None) -> "ClipBackbone":
+    """A borrowed backbone must hold the weights its borrower would load: refuse it otherwise (never score silently
+    with other weights)."""
+    wanted = resolve(weights, [CONFIG_FILE, WEIGHTS_FILE], cache_dir=cache_dir).resolve()
+    if wanted != backbone.directory:
+        raise InputError(f"clip_backbone holds {backbone.weights!r} ({backbone.directory}) but these scores need "
+                         f"{weights!r} ({wanted})")
+    return backbone

@@ -40,7 +40,12 @@ def _cache_path(metric: str, benchmark: Benchmark, cache_dir: Path) -> Path:
 def _score_rows(scorer, key: str, rows: List[Tuple], images_dir: Optional[Path]) -> List[float]:
     """One scorer call over (candidate, references, image) rows → the per-sample values of ``key``."""
     images = None if images_dir is None else [str(Path(images_dir) / Path(row[2]).name) for row in rows]
-    result = scorer.score([row[0] for row in rows], images=images, references=[list(row[1]) for row in rows])
+    references = [list(row[1]) for row in rows]
+    if scorer.references == "unused" or (scorer.references == "optional" and not all(references)):
+        references = None  # a reference-free metric (or its reference-free score) is given none
+    result = scorer.score([row[0] for row in rows], images=images, references=references)
+    if f"{key}_per_sample" not in result:
+        raise InputError(f"{key} needs references for every row; {scorer.name} scored these rows without them")
     return list(result[f"{key}_per_sample"])
 
 

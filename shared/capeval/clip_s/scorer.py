@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Optional
 
 from capeval import functional as F
-from capeval.backbones.clip import ClipBackbone
+from capeval.backbones.clip import ClipBackbone, check_shared_backbone
 from capeval.core.constants import CLIPSCORE_PREFIX
 from capeval.core.inputs import ValidInputs
 from capeval.core.runtime import warn_truncated
@@ -18,14 +18,18 @@ class ClipScorer(Scorer):
     candidates and references alike).
     """
 
-    def __init__(self, weights: str = "openai-clip-vit-b-32", *, w: float = 2.5, name: str = "clip_s",
+    def __init__(self, weights: Optional[str] = "openai-clip-vit-b-32", *, w: float = 2.5, name: str = "clip_s",
                  prefix: str = CLIPSCORE_PREFIX, device: str = "auto", dtype=None, batch_size: int = 64,
                  cache_dir=None, persist_dir=None, clip_backbone: Optional[ClipBackbone] = None):
         self.w = w
         self.name = name
         self.prefix = prefix
-        self.backbone = clip_backbone or ClipBackbone(weights, device=device, dtype=dtype, batch_size=batch_size,
-                                                 cache_dir=cache_dir, persist_dir=persist_dir)
+        if clip_backbone is not None:  # weights=None: score with whatever the given backbone holds
+            self.backbone = clip_backbone if weights is None else check_shared_backbone(clip_backbone, weights,
+                                                                                       cache_dir=cache_dir)
+        else:
+            self.backbone = ClipBackbone(weights, device=device, dtype=dtype, batch_size=batch_size,
+                                         cache_dir=cache_dir, persist_dir=persist_dir)
 
     def _score(self, inputs: ValidInputs) -> dict:
         predictions, pil_images, refs = inputs.predictions, inputs.images, inputs.references

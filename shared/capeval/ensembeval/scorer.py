@@ -39,13 +39,17 @@ def load_weights(ref: Union[str, os.PathLike, Mapping] = "official") -> Dict:
     else:
         path = Path(ref)
         if not path.is_file():
-            from capeval.core.hub import resolve
-
             path = resolve(str(ref), [WEIGHTS_FILE]) / WEIGHTS_FILE
-        spec = json.loads(path.read_text())
-    weights = spec.get("weights")
+        try:
+            spec = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise InputError(f"ensemble weights {path}: not a JSON weights file ({exc})") from None
+    weights = spec.get("weights") if isinstance(spec, Mapping) else None
     if not isinstance(weights, Mapping) or not weights:
-        raise ValueError(f"ensemble weights {ref!r} hold no 'weights' mapping")
+        raise InputError(f"ensemble weights {ref!r} hold no 'weights' mapping")
+    bad = {k: v for k, v in weights.items() if isinstance(v, bool) or not isinstance(v, (int, float))}
+    if bad:
+        raise InputError(f"ensemble weights {ref!r}: weights must be numbers, got {bad}")
     spec["weights"] = {str(k): float(v) for k, v in weights.items()}
     return spec
 
@@ -81,8 +85,10 @@ class EnsembleScorer(Scorer):
             raise KeyError(f"component_options for {stray}, which these weights do not use ({sorted(self.groups)})")
         self._runtime = {"device": device, "dtype": dtype, "batch_size": batch_size}
         self._caches = {"cache_dir": cache_dir, "persist_dir": persist_dir}
-        self.clip_backbones: Dict[str, Any] = {}  # resolved CLIP weights directory -> ClipBackbone
+        self.clip_backbones: Dict[tuple, Any] = {}  # (CLIP weights directory, settings) -> ClipBackbone
         self.scorers = {name: self._build(name, options.get(name, {}), cider_idf) for name in self.groups}
+        # per-sample values depend on the corpus only through official CIDEr (IDF over the scored references)
+        self.corpus_level = "cider" in self.groups and cider_idf is None
         self.images = "required" if self.needs_images else "optional"
         self.references = "required" if self.needs_references else "optional"
 
@@ -95,16 +101,20 @@ class EnsembleScorer(Scorer):
                  **options}
         for option, weights_of in spec.shares:
             if option == "clip_backbone" and option not in options:
-                built[option] = self.clip_backbone(import_attr(weights_of)(built))
+                built[option] = self.clip_backbone(import_attr(weights_of)(built), built)
         return load_scorer(name, **built)
 
-    def clip_backbone(self, weights: str):
-        """One :class:`ClipBackbone` per distinct CLIP weights (keyed by the directory they resolve to)."""
+    def clip_backbone(self, weights: str, options: Mapping):
+        """One :class:`ClipBackbone` per distinct CLIP weights (the directory they resolve to) and runtime/cache
+        options: components with the same CLIP and settings share it, a component's own settings are honoured."""
         from capeval.backbones.clip import ClipBackbone
 
-        key = str(resolve(weights, list(CLIP_FILES), cache_dir=self._caches["cache_dir"]).resolve())
+        settings = {k: options.get(k, self._runtime.get(k, self._caches.get(k)))
+                    for k in ("device", "dtype", "batch_size", "cache_dir", "persist_dir")}
+        directory = resolve(weights, list(CLIP_FILES), cache_dir=settings["cache_dir"]).resolve()
+        key = (str(directory), *(str(settings[k]) for k in ("device", "dtype", "batch_size", "persist_dir")))
         if key not in self.clip_backbones:
-            self.clip_backbones[key] = ClipBackbone(weights, **self._runtime, **self._caches)
+            self.clip_backbones[key] = ClipBackbone(weights, **settings)
         return self.clip_backbones[key]
 
     @property
@@ -128,11 +138,15 @@ class EnsembleScorer(Scorer):
         truncated: Dict[str, int] = {}
         for name, keys in self.groups.items():
             spec = scorers()[name]
+            given = ValidInputs(inputs.predictions, inputs.images if spec.images != "unused" else None,
+                                inputs.references if spec.references != "unused" else None)
+            scorer = self.scorers[name]
             with warnings.catch_warnings(record=True) as caught:  # one truncation warning for the whole call
                 warnings.simplefilter("always")
-                result = self.scorers[name].score(
-                    inputs.predictions, images=inputs.images if spec.images != "unused" else None,
-                    references=inputs.references if spec.references != "unused" else None)
+                if isinstance(scorer, Scorer):  # validated once, above: components score the validated input
+                    result = scorer.score_inputs(given)
+                else:
+                    result = scorer.score(given.predictions, images=given.images, references=given.references)
             for warning in caught:
                 if not issubclass(warning.category, TruncationWarning):
                     warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)

@@ -10,7 +10,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import torch
 from tqdm.auto import tqdm
 
-from capeval.backbones.clip import ClipBackbone
+from capeval.backbones.clip import ClipBackbone, check_shared_backbone
 from capeval.core.constants import CLIPSCORE_PREFIX
 from capeval.core.hub import load_safetensors, registered_weights, resolve
 from capeval.core.inputs import ValidInputs, load_images
@@ -139,8 +139,12 @@ class PolosScorer(Scorer):
         if head is None:
             head, config = load_head(weights, cache_dir)
         self.head, self.config = head.to(self.device), config
-        self.clip = clip_backbone or ClipBackbone(config["clip_weights"], device=device, dtype=dtype,
-                                                  batch_size=batch_size, cache_dir=cache_dir, persist_dir=persist_dir)
+        self._owns_clip = clip_backbone is None  # a borrowed backbone's caches are its owner's to reset
+        if clip_backbone is not None:
+            self.clip = check_shared_backbone(clip_backbone, config["clip_weights"], cache_dir=cache_dir)
+        else:
+            self.clip = ClipBackbone(config["clip_weights"], device=device, dtype=dtype, batch_size=batch_size,
+                                     cache_dir=cache_dir, persist_dir=persist_dir)
         self.encoder = SimcseEncoder(config["text_encoder"], device=self.device, dtype=self.dtype, cache_dir=cache_dir)
         self._check_dimensions()
         self._persist_dir = persist_dir
@@ -155,8 +159,10 @@ class PolosScorer(Scorer):
                              f"encoders give {found}")
 
     def reset_caches(self) -> None:
-        """Empty in-memory caches of sentence vectors (keyed by encoder, scalar mix and dtype) and CLIP features."""
-        self.clip.reset_caches()
+        """Empty in-memory caches of sentence vectors (keyed by encoder, scalar mix and dtype) and, unless the CLIP
+        backbone is borrowed, CLIP features."""
+        if self._owns_clip:
+            self.clip.reset_caches()
         namespace = f"polos-simcse|{self.encoder.directory.resolve()}|{self.head.digest()}|{self.dtype}"
         self.text_cache = EmbeddingCache(namespace, self._persist_dir)
 
