@@ -43,8 +43,10 @@ Init kwargs (`evaluate.load("capeval/hice_s", ...)`):
     device, batch_size, dtype: as for every capeval module.
 Returns:
     hice_s, global_itc, local_itc (`float`) and their `*_per_sample` lists; with references also refhice_s,
-    global_ttc, local_ttc; no_phrase_captions, no_region_images, truncated_texts (`int`); timings (seconds
-    per stage: segmentation, parsing, encoding, scoring).
+    global_ttc, local_ttc; no_phrase_captions, no_region_images (`int`); truncated_texts (`int`: captions,
+    references and phrases over Alpha-CLIP's 77 tokens); parser_truncated_texts (`int`: captions and references
+    over the phrase parser's input limit, 64 tokens with the prompt for FACTUAL, 0 for spaCy); one warning per call
+    when any is truncated; timings (seconds per stage: segmentation, parsing, encoding, scoring).
 Examples:
     >>> import evaluate
     >>> hice = evaluate.load("capeval/hice_s")  # doctest: +SKIP

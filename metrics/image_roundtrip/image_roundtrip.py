@@ -34,9 +34,12 @@ Init kwargs (`evaluate.load("capeval/image_roundtrip", ...)`):
     scorer_options (`dict`): `features` ("clip" or "dinov2"), `feature_weights`, `similarity` ("cosine" or
         "negative_l2"), `steps` (1), `guidance_scale` (0.0), `height`/`width` (512), `images_per_caption` (1),
         `seed` (0), `generation_dtype` ("auto": float16 on CUDA, float32 on CPU), `generation_batch_size` (4),
-        `image_cache_dir`, `use_image_cache` (True).
+        `image_cache_dir`, `use_image_cache` (True; False keeps no generated image: each call generates again).
 Returns:
-    image_roundtrip (`float`): corpus mean; image_roundtrip_per_sample (`list` of `float`).
+    image_roundtrip (`float`): corpus mean; image_roundtrip_per_sample (`list` of `float`);
+    truncated_texts (`int`): captions over the generator's text-encoder limit (77 CLIP tokens for Stable
+        Diffusion), truncated before generation, with one warning per call (left out for a plugged-in generator
+        that cannot tell); generated_images with `return_images=True`.
 Examples:
     >>> import evaluate
     >>> from PIL import Image
@@ -44,7 +47,7 @@ Examples:
     >>> image = Image.new("RGB", (64, 48), "red")
     >>> result = roundtrip.compute(predictions=["a red square"], images=[image])  # doctest: +SKIP
     >>> sorted(result)  # doctest: +SKIP
-    ['image_roundtrip', 'image_roundtrip_per_sample']
+    ['image_roundtrip', 'image_roundtrip_per_sample', 'truncated_texts']
 """
 
 

@@ -11,13 +11,14 @@ import numpy as np
 import torch
 from PIL import Image
 
+from capeval.core.constants import CLIPSCORE_PREFIX, OPENAI_PREPROCESS
+
 
 def random_clip_dir(arch: str, out_dir: Path) -> Path:
     """Write a full-size open_clip architecture with random weights in capeval's CLIP layout."""
     import open_clip
 
     from capeval.backbones.clip import save_open_clip
-    from capeval.clip_s.registration import OPENAI_PREPROCESS
 
     model_cfg = dict(open_clip.get_model_config(arch))
     model_cfg["quick_gelu"] = True
@@ -53,7 +54,7 @@ def run_clip_bench(*, arch: str = "ViT-B-32", n_images: int = 20, n_captions: in
     sync()
     image_seconds = time.perf_counter() - start
     start = time.perf_counter()
-    backbone.encode_texts(["A photo depicts " + c for c in captions], show_progress=False)
+    backbone.encode_texts([CLIPSCORE_PREFIX + c for c in captions], show_progress=False)
     sync()
     text_seconds = time.perf_counter() - start
     batched_seconds = image_seconds + text_seconds
@@ -64,7 +65,7 @@ def run_clip_bench(*, arch: str = "ViT-B-32", n_images: int = 20, n_captions: in
         for image, caption in zip(images[:naive], captions[:naive]):
             pixels = backbone.preprocess(image)[None].to(backbone.device, backbone.dtype)
             image_emb = backbone.model.encode_image(pixels)
-            text_emb = backbone.model.encode_text(backbone.tokenize(["A photo depicts " + caption]).to(backbone.device))
+            text_emb = backbone.model.encode_text(backbone.tokenize([CLIPSCORE_PREFIX + caption]).to(backbone.device))
             torch.nn.functional.cosine_similarity(image_emb.float(), text_emb.float())
     sync()
     naive_per_pair = (time.perf_counter() - start) / naive

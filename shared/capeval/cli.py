@@ -15,9 +15,10 @@ from capeval.core.records import DEFAULT_CHUNK_ROWS, RecordFingerprint, iter_rec
 SHARD_RUN_KEYS = ("input", "records", "metric", "options")  # the "shard_of" stamp of every `capeval score --shard` row
 
 
-def _columns(records: List[Dict], images_dir: Optional[Path], spec):
-    """A chunk of records → (captions, images, references) for ``spec``; a field the metric uses must be in every
-    record (errors name the record number), a field it does not use is left out."""
+def _columns(records: List[Dict], images_dir: Optional[Path], scorer):
+    """A chunk of records → (captions, images, references) for the scorer's input policy (``scorer.images`` /
+    ``scorer.references``: EnsembEval's depends on its weights); a field the metric uses must be in every record
+    (errors name the record number), a field it does not use is left out."""
     def column(field: str, need: str):
         if need == "unused":
             return None
@@ -26,16 +27,16 @@ def _columns(records: List[Dict], images_dir: Optional[Path], spec):
             return None
         if len(having) < len(records):
             missing = next(r["index"] for r in records if field not in r or r[field] is None)
-            raise InputError(f"record {missing}: no '{field}' field" + (f" ({spec.name} needs {field})"
+            raise InputError(f"record {missing}: no '{field}' field" + (f" ({scorer.name} needs {field})"
                                                                       if need == "required" else
                                                                       " (give it in every record or in none)"))
         return [r[field] for r in records]
 
     captions = column("caption", "required")
-    images = column("image", spec.images)
+    images = column("image", scorer.images)
     if images is not None and images_dir is not None:
         images = [str(images_dir / image) if isinstance(image, str) else image for image in images]
-    return captions, images, column("references", spec.references)
+    return captions, images, column("references", scorer.references)
 
 
 def _batches(records: Iterator[Dict], size: Optional[int]) -> Iterator[List[Dict]]:
@@ -149,7 +150,7 @@ def cmd_score(args) -> int:
     out = open(partial, "w", encoding="utf-8") if partial else None
     try:
         for batch in _batches(records, chunk_size):
-            captions, images, references = _columns(batch, images_dir, spec)
+            captions, images, references = _columns(batch, images_dir, scorer)
             inputs = scorer.validate(captions, images, references, indices=[r["index"] for r in batch])
             result = scorer.score_inputs(inputs)
             per_sample = {k[: -len("_per_sample")]: v for k, v in result.items() if k.endswith("_per_sample")}

@@ -6,7 +6,8 @@ A metric's ``app.py`` is three lines::
     demo = build_demo("clip_s", explanation=clip_score_breakdown())
     demo.launch()
 
-The page has an image upload, a caption, references (one per line), the scores, and an optional
+The page has an image upload (hidden for a metric whose images are unused, e.g. a text metric), a caption,
+references (one per line; hidden for a reference-free metric), the scores, and an optional
 metric-specific explanation panel: a table (the hook returns a ``{component: value}`` dict) or an image (a
 region/phrase overlay, a generated image). The scorer is loaded on the first request. The scoring endpoint is
 ``/score``: ``gradio_client.Client(url).predict(handle_file(path), caption, references, api_name="/score")``.
@@ -84,12 +85,14 @@ class DemoScorer:
         if self.spec.needs_references and references is None:
             raise InputError(f"{self.spec.name} needs at least one reference (one per line)")
         (caption,) = check_captions([caption or ""], name="caption")
+        if self.spec.images == "unused":  # a text metric: an uploaded image is ignored
+            image = None
         return DemoInputs(load_image(image) if image is not None else None, caption, references)
 
     def score(self, image, caption, references_text):
         """``(scores, explanation)`` for one request; bad input raises :class:`capeval.InputError`."""
         inputs = self.inputs(image, caption, references_text)
-        images = [inputs.image] if self.spec.needs_images or inputs.image is not None else None
+        images = [inputs.image] if self.spec.images != "unused" and inputs.image is not None else None
         result = self.scorer.score([inputs.caption], images=images,
                                    references=[inputs.references] if inputs.references else None)
         if self.explanation is None:
@@ -118,7 +121,8 @@ def build_demo(metric: str, *, title: Optional[str] = None, description: Optiona
         gr.Markdown(f"# {title or metric}\n\n{description or spec.help}")
         with gr.Row():
             with gr.Column():
-                image = gr.Image(type="pil", label="Image" + ("" if spec.needs_images else " (not used)"))
+                image = gr.Image(type="pil", label="Image" + ("" if spec.needs_images else " (optional)"),
+                                 visible=spec.images != "unused")  # a text metric takes none
                 caption = gr.Textbox(label="Caption", placeholder="a dog running on the beach")
                 references = gr.Textbox(
                     label="References, one per line" + (" (required)" if spec.needs_references else " (optional)"),

@@ -97,9 +97,9 @@ class CaptionMetric(evaluate.Metric):
         """The shared validation step (errors name the sample's index over every batch added so far); then images
         as :func:`_arrow_image` stores them and references as lists (Arrow would split a bare string into
         characters; samples without references get an empty list, read back as "no references")."""
-        spec = get_scorer_spec(self.scorer_name)
-        valid = validate_inputs(predictions, images, references, images_needed=spec.images,
-                                references_needed=spec.references, metric=spec.name,
+        policy = self.scorer or get_scorer_spec(self.scorer_name)  # the scorer's own (EnsembEval's: its weights')
+        valid = validate_inputs(predictions, images, references, images_needed=policy.images,
+                                references_needed=policy.references, metric=policy.name,
                                 indices=_From(self._samples_added))
         self._samples_added += len(valid)
         if valid.images is not None:

@@ -4,6 +4,7 @@ import json
 from collections import Counter
 
 import pytest
+from PIL import Image
 from scipy import stats
 
 from capeval import InputError
@@ -142,3 +143,19 @@ def test_corpus_level_metrics_are_computed_within_each_category_when_the_protoco
     assert pooled == pytest.approx(load_scorer("cider").score(candidates, references=references)["cider_per_sample"])
     assert pooled != pytest.approx(grouped)  # the IDF really differs, and the cache keeps the two apart
     assert from_table(to_table(bench)).corpus_per_category is True
+
+
+def test_benchmark_rows_give_each_scorer_only_the_inputs_it_uses(tiny_hub, tmp_path):
+    from capeval.benchmarks.runner import _score_rows
+    from capeval.core.scoring import load_scorer
+
+    Image.new("RGB", (16, 12), "red").save(tmp_path / "a.jpg")
+    rows = [("a red image", ("a red picture",), "a.jpg"), ("a blue image", ("blue",), "a.jpg")]
+    blip2 = load_scorer("blip2_score", device="cpu")  # takes no references: refused before this fix
+    expected = blip2.score([r[0] for r in rows], [str(tmp_path / "a.jpg")] * 2)["blip2_score_per_sample"]
+    assert _score_rows(blip2, "blip2_score", rows, tmp_path) == expected
+    clip_s = load_scorer("clip_s", device="cpu")
+    no_refs = [(c, (), i) for c, _, i in rows]
+    assert len(_score_rows(clip_s, "clip_s", no_refs, tmp_path)) == 2  # the reference-free score of optional refs
+    with pytest.raises(InputError, match="refclip_s needs references for every row"):
+        _score_rows(clip_s, "refclip_s", no_refs, tmp_path)

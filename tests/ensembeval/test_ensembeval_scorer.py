@@ -233,3 +233,42 @@ def test_only_official_cider_makes_the_ensemble_corpus_level():
     assert spec.is_corpus_level({}) is True  # official weights hold CIDEr with the scored corpus's IDF
     assert spec.is_corpus_level({"cider_idf": "idf-folder"}) is False
     assert spec.is_corpus_level({"weights": {"weights": {"pac_s": 1.0, "bleu_1": 0.5}}}) is False
+
+
+def test_a_components_own_runtime_options_are_honoured_not_shared_over(tiny_hub):
+    scorer = load_scorer("ensembeval", weights={"weights": {"refclip_s": 1.0, "polos": 1.0}}, device="cpu",
+                         component_options={"clip_s": {"batch_size": 3}})
+    assert scorer.scorers["clip_s"].backbone.batch_size == 3  # was silently 64 with a shared backbone
+    assert scorer.scorers["polos"].clip.batch_size == 64 and scorer.scorers["polos"].clip is not \
+        scorer.scorers["clip_s"].backbone
+
+
+def test_a_borrowed_backbone_must_hold_the_borrowers_weights(tiny_hub):
+    from capeval.backbones.clip import ClipBackbone
+
+    openai = ClipBackbone("openai-clip-vit-b-32", device="cpu")
+    with pytest.raises(InputError, match="clip_backbone holds 'openai-clip-vit-b-32'.*need 'pacs-clip-vit-b-32'"):
+        load_scorer("clip_s", weights="pacs-clip-vit-b-32", clip_backbone=openai, device="cpu")
+    polos = load_scorer("polos", clip_backbone=openai, device="cpu")
+    openai.encode_images([Image.new("RGB", (8, 8))])
+    polos.reset_caches()  # Polos' own caches only: the lender's stay
+    assert len(openai.image_cache) == 1
+
+
+def test_text_only_weights_need_no_images_through_every_door(tiny_hub, tmp_path, capsys):
+    from capeval.cli import main
+
+    weights = {"weights": {"bleu_1": 0.5, "rouge_l": 0.5}}
+    scorer = load_scorer("ensembeval", weights=weights)
+    assert (scorer.images, scorer.references) == ("optional", "required")
+    result = scorer.score(["a dog runs"], references=[["a dog running"]])
+    (tmp_path / "w.json").write_text(json.dumps(weights))
+    (tmp_path / "in.jsonl").write_text(json.dumps({"caption": "a dog runs", "references": ["a dog running"]}) + "\n")
+    assert main(["score", "ensembeval", "--input", str(tmp_path / "in.jsonl"), "--weights", str(tmp_path / "w.json"),
+                 "--device", "cpu"]) == 0
+    assert json.loads(capsys.readouterr().out)["ensembeval"] == pytest.approx(result["ensembeval"])
+    (tmp_path / "bad.json").write_text("{not json")
+    assert main(["score", "ensembeval", "--input", str(tmp_path / "in.jsonl"), "--weights",
+                 str(tmp_path / "bad.json")]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "bad.json: not a JSON weights file" in error

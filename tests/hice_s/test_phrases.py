@@ -5,7 +5,7 @@ import random
 import pytest
 
 from capeval import InputError
-from capeval.core.errors import ModelNotAvailableError
+from capeval.core.errors import ModelNotAvailableError, TruncationWarning
 from capeval.hice_s.phrases import (FACTUAL_PROMPT, PhraseExtractor, SceneGraph, SpacyParser, load_phrase_extractor,
                              parse_scene_graph, phrases_from_graph)
 
@@ -128,8 +128,9 @@ def test_factual_generation_arguments_caching_and_truncation(tiny_hub):
     spy = GenerateSpy(parser.model)
     long_caption = "a man riding a horse " * 20
     captions = ["two dogs on grass", long_caption, "  two dogs on grass ", "a cat"]
-    with pytest.warns(UserWarning, match="1 captions exceed the parser's 64 input tokens"):
+    with pytest.warns(TruncationWarning, match="1 of 4 captions exceed the parser's 64 input tokens") as caught:
         first = parser.extract(captions)
+    assert len([w for w in caught if "parser's" in str(w.message)]) == 1
     assert parser.truncated_inputs == 1
     assert [len(call["input_ids"]) for call in spy.calls] == [2, 1]  # 3 distinct stripped captions, batches of 2
     for call in spy.calls:
@@ -148,8 +149,10 @@ def test_factual_generation_arguments_caching_and_truncation(tiny_hub):
     raw = dict(zip(prompted, parser.generate(list(prompted))))
     assert first == [phrases_from_graph(parse_scene_graph(raw[c.strip()])) for c in captions]
     calls = len(spy.calls)
-    assert parser.extract(captions[::-1]) == first[::-1]
+    with pytest.warns(TruncationWarning, match="1 of 4 captions exceed the parser's 64 input tokens"):
+        assert parser.extract(captions[::-1]) == first[::-1]  # cached, still truncated: counted and warned again
     assert len(spy.calls) == calls  # parsed captions are cached by text
+    assert parser.truncated_inputs == 1  # per call, not a running total
 
 
 def test_factual_batched_equals_one_at_a_time(tiny_hub):
@@ -189,3 +192,53 @@ def test_factual_graph_cache_is_bounded_and_evicted_captions_are_parsed_again(ti
     assert sent == [[parser.tokenizer(FACTUAL_PROMPT + "a cat")["input_ids"]]]  # the evicted one, exactly once
     assert parser.graphs(["a cat"]) == [first[1]] and len(spy.calls) == 1  # now cached
     assert len(parser.graph_cache) == 2
+
+
+def _words_to_input_length(tokenizer, length):
+    """A caption whose prompted input is exactly ``length`` tokens long (end token included)."""
+    words = []
+    while len(tokenizer(FACTUAL_PROMPT + " ".join(words))["input_ids"]) < length:
+        words.append("dog")
+    caption = " ".join(words)
+    assert len(tokenizer(FACTUAL_PROMPT + caption)["input_ids"]) == length
+    return caption
+
+
+def test_factual_truncation_is_counted_per_call_and_per_occurrence_whatever_the_cache_holds(tiny_hub):
+    """The count is that of the inputs the tokenizer cuts at 64 tokens (prompt and end token included; counted
+    here independently), for every occurrence of the call, cached or not; ``warn=False`` stays silent."""
+    import warnings
+
+    parser = load_phrase_extractor("factual", device="cpu", max_output_length=16)
+    tokenizer = parser.tokenizer
+    at_limit = _words_to_input_length(tokenizer, 64)
+    over_limit = at_limit + " dog"
+    long_caption = "a man riding a horse " * 20
+    captions = ["a cat", at_limit, f"  {over_limit} ", long_caption, over_limit, "a cat"]
+    expected = sum(len(tokenizer(FACTUAL_PROMPT + c.strip())["input_ids"]) > 64 for c in captions)
+    assert expected == 3  # over_limit twice (once with spaces) and the long caption; at_limit is not cut
+
+    def truncation_warnings(call):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = call()
+        return out, [w for w in caught if issubclass(w.category, TruncationWarning)]
+
+    first, caught = truncation_warnings(lambda: parser.extract(captions))
+    assert parser.truncated_inputs == expected and parser.count_truncated(captions) == expected
+    assert len(caught) == 1 and str(caught[0].message).startswith(f"{expected} of {len(captions)} captions")
+    assert all(parser.graph_cache.get(c.strip()) is not None for c in captions)
+    again, caught = truncation_warnings(lambda: parser.extract(captions))  # everything cached now
+    assert again == first and parser.truncated_inputs == expected and len(caught) == 1
+    _, caught = truncation_warnings(lambda: parser.extract(captions * 2, warn=False))
+    assert parser.truncated_inputs == 2 * expected and caught == []
+    _, caught = truncation_warnings(lambda: parser.extract(["a cat", at_limit]))
+    assert parser.truncated_inputs == 0 and caught == []
+    assert parser.count_truncated([]) == 0 and parser.extract([]) == [] and parser.truncated_inputs == 0
+
+
+def test_spacy_parser_accepts_the_uniform_options_and_truncates_nothing(spacy_parser, tmp_path):
+    parser = SpacyParser(device="cpu", dtype=None, cache_dir=tmp_path)  # accepted and ignored
+    caption = "a man riding a horse " * 40
+    assert parser.extract([caption], warn=False) == spacy_parser.extract([caption])
+    assert parser.count_truncated([caption, "a dog"]) == 0

@@ -1,4 +1,5 @@
 import io
+import json
 import os
 import pickle
 
@@ -177,3 +178,93 @@ def test_json_trees_that_predict_could_not_walk_are_refused(tmp_path, damage, me
     save_json(model, tmp_path / "gbr.json")
     with pytest.raises(ValueError, match=message):
         load_json(tmp_path / "gbr.json")
+
+
+def _feature_file_model(tmp_path):
+    """A small fitted regressor written as a model folder, with its sklearn original."""
+    fitted, _ = _fitted(random_state=0)
+    (tmp_path / "model").mkdir()
+    save_json(gbr_to_json(fitted), tmp_path / "model" / "vcrscore_gbr.json")
+    return fitted, str(tmp_path / "model")
+
+
+FEATURES = [[70.0, 0.44, 0.68], [10, -1, 0], [55.5, 2.5, 0.25]]
+
+
+def test_feature_files_read_alike_as_jsonl_csv_and_parquet(tmp_path, capsys):
+    """`capeval score vcrscore --from-features`: JSONL, CSV (features as a JSON list cell, as pandas writes them) and
+    parquet give sklearn's predictions of the same rows, and the output rows are the rows read, each with its score."""
+    import pandas as pd
+
+    from capeval.cli import main
+    from capeval.vcrscore.regressor import score_feature_file
+
+    fitted, model = _feature_file_model(tmp_path)
+    expected = fitted.predict(np.asarray(FEATURES, dtype=np.float64)).tolist()
+    table = pd.DataFrame({"id": ["a", "b", "c"], "features": FEATURES})
+    (tmp_path / "f.jsonl").write_text("".join(json.dumps(r) + "\n\n" for r in table.to_dict("records")))  # blank lines
+    table.to_csv(tmp_path / "f.csv", index=False)
+    table.to_parquet(tmp_path / "f.parquet")
+    for name in ("f.jsonl", "f.csv", "f.parquet"):
+        scores = score_feature_file(tmp_path / name, model)
+        assert list(scores) == expected, name
+        assert [row["id"] for row in scores.rows] == ["a", "b", "c"]
+        assert [row["features"] for row in scores.rows] == [[float(v) for v in f] for f in FEATURES]
+        capsys.readouterr()
+        assert main(["score", "vcrscore", "--from-features", str(tmp_path / name), "--model", model,
+                     "--output", str(tmp_path / "out.jsonl")]) == 0, name
+        assert json.loads(capsys.readouterr().out)["vcrscore"] == pytest.approx(np.mean(expected), abs=1e-12)
+        out = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+        assert [(row["id"], row["scores"]["vcrscore"]) for row in out] == list(zip("abc", expected)), name
+
+
+@pytest.mark.parametrize("line, message", [
+    ('{"features": [1, 2, 3]', r"f\.jsonl:2: invalid JSON"),
+    ('not json', r"f\.jsonl:2: invalid JSON"),
+    ('[1, 2, 3]', r"f\.jsonl:2: expected a JSON object"),
+    ('{"features": [1, 2]}', r"f\.jsonl row 1: 'features' must be a list of 3 numbers"),
+    ('{"features": [1, 2, 3, 4]}', r"f\.jsonl row 1: 'features' must be a list of 3"),
+    ('{"features": "1, 2, 3"}', r"f\.jsonl row 1: 'features' must be a list of 3 .*got the text"),
+    ('{"features": ["1", 2, 3]}', r"f\.jsonl row 1: .*word_precision is str"),
+    ('{"features": [1, true, 3]}', r"f\.jsonl row 1: .*vilt_logit is bool"),
+    ('{"features": [1, 2, null]}', r"f\.jsonl row 1: .*mcip_refclip_s is NoneType"),
+    ('{"features": [1, 2, NaN]}', r"f\.jsonl row 1: .*mcip_refclip_s is nan"),
+    ('{"features": [Infinity, 2, 3]}', r"f\.jsonl row 1: .*word_precision is inf"),
+    ('{"features": [[1], 2, 3]}', r"f\.jsonl row 1: .*word_precision is list"),
+    ('{"caption": "no features"}', r"f\.jsonl row 1: 'features' must be a list of 3"),
+])
+def test_bad_feature_rows_are_one_line_errors_naming_the_row(tmp_path, capsys, line, message):
+    import re
+
+    from capeval.cli import main
+
+    _, model = _feature_file_model(tmp_path)
+    path = tmp_path / "f.jsonl"
+    path.write_text('{"features": [1.0, 2.0, 3.0]}\n' + line + "\n")
+    capsys.readouterr()
+    assert main(["score", "vcrscore", "--from-features", str(path), "--model", model]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("capeval score: error: "), err
+    assert re.search(message, err), err
+
+
+def test_bad_csv_feature_cells_and_training_scores_are_one_line_errors(tmp_path, capsys):
+    from capeval.cli import main
+
+    _, model = _feature_file_model(tmp_path)
+    (tmp_path / "f.csv").write_text('features\n"[1, 2, 3]"\n"[1, 2, true]"\n')
+    assert main(["score", "vcrscore", "--from-features", str(tmp_path / "f.csv"), "--model", model]) == 2
+    assert "f.csv row 1: 'features' must be a list of 3 numbers" in capsys.readouterr().err
+    rng = np.random.default_rng(3)
+    rows = [{"features": rng.uniform(0, 1, 3).tolist(), "score": float(rng.uniform())} for _ in range(12)]
+    for bad, message in ((True, "'score' must be a number, got bool"), ("high", "'score' must be a number, got str"),
+                         (float("nan"), "'score' must be a finite number")):
+        data = [*rows[:4], {**rows[4], "score": bad}, *rows[5:]]
+        (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in data))
+        assert main(["train", "vcrscore", "--data", str(tmp_path / "train.jsonl"), "--out", str(tmp_path / "o")]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"train.jsonl row 4: {message}" in err, err
+    data = [*rows[:2], {"features": rows[2]["features"]}, *rows[3:]]
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in data))
+    assert main(["train", "vcrscore", "--data", str(tmp_path / "train.jsonl"), "--out", str(tmp_path / "o")]) == 2
+    assert "train.jsonl row 2 has no 'score'" in capsys.readouterr().err

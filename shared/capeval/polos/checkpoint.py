@@ -11,7 +11,9 @@ from capeval.core.convert import load_torch_checkpoint, write_model_card
 
 SIMCSE_FILES = ("config.json", "pytorch_model.bin", "vocab.json", "merges.txt", "tokenizer_config.json",
                 "special_tokens_map.json")
-HEAD_FILES = ("polos_config.json", "polos_head.safetensors")
+CONFIG_FILE = "polos_config.json"  # the head artifact: config + weights
+HEAD_FILE = "polos_head.safetensors"
+HEAD_FILES = (CONFIG_FILE, HEAD_FILE)
 NUM_LAYERS = 13
 OFFICIAL_HIDDEN = (2304, 1152)
 OFFICIAL_TEXT_ENCODER = "princeton-nlp/sup-simcse-roberta-base"
@@ -30,9 +32,8 @@ def write_head(out_dir: Path, state_dict, config: Dict) -> None:
     from safetensors.torch import save_file
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "polos_config.json").write_text(json.dumps(config, indent=2))
-    save_file({k: v.detach().float().contiguous().cpu() for k, v in state_dict.items()},
-              str(out_dir / "polos_head.safetensors"))
+    (out_dir / CONFIG_FILE).write_text(json.dumps(config, indent=2))
+    save_file({k: v.detach().float().contiguous().cpu() for k, v in state_dict.items()}, str(out_dir / HEAD_FILE))
 
 
 class _InertGlobal:

@@ -463,9 +463,20 @@ def configure_training(parser) -> None:
     parser.add_argument("--device", default="auto")
 
 
+def parse_hidden(text) -> Tuple[int, ...]:
+    """``--hidden``: the MLP's hidden sizes, comma-separated positive integers (e.g. ``2304,1152``)."""
+    try:
+        hidden = tuple(int(part) for part in str(text).split(","))
+    except ValueError:
+        raise InputError(f"--hidden takes comma-separated positive integers (e.g. 2304,1152), got {text!r}") from None
+    if not all(size > 0 for size in hidden):
+        raise InputError(f"--hidden sizes must be positive, got {text!r}")
+    return hidden
+
+
 def train_polos(args) -> Path:
     recipe = Recipe(lr=args.lr, max_epochs=args.max_epochs, seed=args.seed, statistics=args.statistics)
-    hidden = tuple(int(h) for h in str(args.hidden).split(","))
+    hidden = parse_hidden(args.hidden)
     return train_and_save(load_training_data(args.train, args.images), load_training_data(args.val, args.images),
                           Path(args.out), recipe=recipe, init=args.init, clip_weights=args.clip_weights,
                           text_encoder=args.text_encoder, hidden=hidden, device=args.device,

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import numbers
 from pathlib import Path
 from typing import Iterable, List, Optional, Sequence
 
@@ -13,6 +15,7 @@ import numpy as np
 from capeval.core.convert import write_model_card
 from capeval.core.errors import InputError
 from capeval.core.hub import resolve
+from capeval.core.records import iter_records
 
 GBR_FILE = "vcrscore_gbr.json"
 FEATURE_NAMES = ("word_precision", "vilt_logit", "mcip_refclip_s")
@@ -24,34 +27,62 @@ def load_regressor(model: Optional[str] = None):
     return load_json(resolve(model or "vcrscore-gbr", [GBR_FILE]) / GBR_FILE)
 
 
-def read_feature_rows(path: Path) -> List[dict]:
+def _feature_values(features, where: str) -> List[float]:
+    """A row's ``features``: exactly three finite numbers (a CSV cell holds them as a JSON list)."""
+    expected = f"'features' must be a list of {len(FEATURE_NAMES)} numbers ({', '.join(FEATURE_NAMES)}), each finite"
+    if isinstance(features, str):  # a CSV cell
+        try:
+            features = json.loads(features)
+        except json.JSONDecodeError:
+            raise InputError(f"{where}: {expected}, got the text {features!r:.60}") from None
+    if not isinstance(features, (list, tuple)) or len(features) != len(FEATURE_NAMES):
+        raise InputError(f"{where}: {expected}, got {features!r:.60}")
+    for name, value in zip(FEATURE_NAMES, features):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+            raise InputError(f"{where}: {expected}; {name} is {type(value).__name__} {value!r:.40}")
+        if not math.isfinite(value):
+            raise InputError(f"{where}: {expected}; {name} is {value}")
+    return [float(value) for value in features]
+
+
+def read_feature_rows(path) -> List[dict]:
+    """The ``{"features": [f1, f2, f3], ...}`` rows of a JSONL/JSON, CSV or parquet file (read with
+    :func:`capeval.core.records.iter_records`), each row's ``features`` checked (three finite numbers) and given as
+    floats. Rows of ``capeval score vcrscore --output`` (the three features under ``scores``) are read as feature
+    rows too. Errors name the file and the row (0-based)."""
     rows = []
-    with open(path, encoding="utf-8") as f:
-        for line_no, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            row = json.loads(line)
-            if "shard" in row:  # `capeval score --shard` output: `capeval merge` removes the tag
-                raise InputError(f"{path}:{line_no}: a row of shard {row['shard']} only; join every shard with "
-                                 "`capeval merge` first")
-            if "features" not in row and all(name in (row.get("scores") or {}) for name in FEATURE_NAMES):
-                row["features"] = [row["scores"][name] for name in FEATURE_NAMES]  # `capeval score vcrscore` output
-            features = row.get("features")
-            if not isinstance(features, list) or len(features) != len(FEATURE_NAMES):
-                raise InputError(f"{path}:{line_no}: 'features' must be a list of {len(FEATURE_NAMES)} numbers "
-                                 f"({', '.join(FEATURE_NAMES)})")
-            rows.append(row)
+    for i, row in enumerate(iter_records(path)):
+        where = f"{path} row {i}"
+        if "shard" in row:  # `capeval score --shard` output: `capeval merge` removes the tag
+            raise InputError(f"{where}: a row of shard {row['shard']} only; join every shard with `capeval merge` "
+                             "first")
+        scores = row.get("scores")
+        if "features" not in row and isinstance(scores, dict) and all(name in scores for name in FEATURE_NAMES):
+            row["features"] = [scores[name] for name in FEATURE_NAMES]  # `capeval score vcrscore` output
+        row["features"] = _feature_values(row.get("features"), where)
+        rows.append(row)
     if not rows:
         raise InputError(f"{path} holds no feature rows")
     return rows
 
 
-def score_feature_file(path, model: Optional[str] = None) -> List[float]:
-    """VCRScore of each ``{"features": [f1, f2, f3]}`` row of a JSONL file (official regressor by default)."""
+class FeatureScores(list):
+    """The VCRScore of each row of a feature file (a list of floats, in row order), with ``rows``: the rows they
+    score, as :func:`read_feature_rows` read them (so a caller writes its output without reading the file again)."""
+
+    def __init__(self, scores: Iterable[float], rows: List[dict]):
+        super().__init__(scores)
+        self.rows = rows
+
+
+def score_feature_file(path, model: Optional[str] = None) -> FeatureScores:
+    """VCRScore of each ``{"features": [f1, f2, f3]}`` row of a JSONL/JSON, CSV or parquet file (official regressor
+    by default): the scores, with the rows read (``.rows``)."""
     from capeval.vcrscore.gradient_boosting import predict
 
-    rows = read_feature_rows(Path(path))
-    return predict(load_regressor(model), [row["features"] for row in rows]).tolist()
+    rows = read_feature_rows(path)
+    scores = predict(load_regressor(model), [row["features"] for row in rows]).tolist()
+    return FeatureScores(scores, rows)
 
 
 def convert_vcrscore_gbr(official: Path, out_dir: Path) -> None:
@@ -71,7 +102,8 @@ def convert_vcrscore_gbr(official: Path, out_dir: Path) -> None:
 
 def configure_training(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", nargs="+", required=True,
-                        help='JSONL feature rows {"features": [f1, f2, f3], "score": human score}')
+                        help='feature rows {"features": [f1, f2, f3], "score": human score} (JSONL/JSON, CSV or '
+                             'parquet)')
     parser.add_argument("--out", required=True, help="output directory for vcrscore_gbr.json + card")
     parser.add_argument("--drop-zero", action="store_true", help="drop rows whose human score is 0 (as the paper)")
     parser.add_argument("--held-out", type=float, default=0.2, help="fraction held out for Spearman")
@@ -98,13 +130,31 @@ def train_regressor(rows: Iterable[dict], *, drop_zero: bool = False, held_out: 
     return model, float(spearmanr(predict(model, x[test]), y[test]).statistic)
 
 
+def _human_score(row: dict, where: str) -> float:
+    """A training row's human ``score``: a finite number (a CSV cell holds it as text)."""
+    if "score" not in row:
+        raise InputError(f"{where} has no 'score' (the human judgment to train on)")
+    score = row["score"]
+    refused = InputError(f"{where}: 'score' must be a number, got {type(score).__name__} {score!r:.40}")
+    if isinstance(score, (bool, np.bool_)) or not isinstance(score, (numbers.Real, str)):
+        raise refused
+    try:
+        value = float(score)
+    except ValueError:
+        raise refused from None
+    if not math.isfinite(value):
+        raise InputError(f"{where}: 'score' must be a finite number, got {value}")
+    return value
+
+
 def train_vcrscore(args: argparse.Namespace) -> Path:
     from capeval.vcrscore.gradient_boosting import save_json
 
-    rows = [row for path in args.data for row in read_feature_rows(Path(path))]
-    missing = [i for i, r in enumerate(rows) if "score" not in r]
-    if missing:
-        raise InputError(f"rows {missing[:5]} have no 'score'")
+    rows = []
+    for path in args.data:
+        for i, row in enumerate(read_feature_rows(path)):
+            row["score"] = _human_score(row, f"{path} row {i}")
+            rows.append(row)
     model, spearman = train_regressor(rows, drop_zero=args.drop_zero, held_out=args.held_out, seed=args.seed)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

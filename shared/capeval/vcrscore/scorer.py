@@ -20,7 +20,6 @@ official preprocessing handles is processed exactly as before, and the others sc
 
 from __future__ import annotations
 
-import warnings
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -38,6 +37,7 @@ from capeval.core.inputs import ValidInputs
 from capeval.core.runtime import (
     EmbeddingCache,
     LruCache,
+    TruncationCounter,
     image_key,
     resolve_device,
     resolve_dtype,
@@ -172,7 +172,6 @@ class ObjectDetector:
 
         from transformers import AutoModelForObjectDetection
 
-
         self.weights, self.threshold = weights, float(threshold)
         self.label_names = dict(label_names or {})
         self.small_image_resize = small_image_resize
@@ -275,15 +274,15 @@ def seed_vilt_patch_selection(model, seed: int = VILT_PATCH_SEED) -> None:
 class ViltRetrieval:
     """ViLT image–text retrieval: the raw logit of ``ViltForImageAndTextRetrieval`` for (image, text) pairs.
 
-    Text: BERT tokens truncated to 39 (as the official code; longer texts are counted and warned). Images: the
-    official small-image rule, then the PIL ViLT processor (shorter side 384, multiple of 32, mean = std = 0.5; a
-    side the official resize floors to 0 is kept at 32). Patch selection: see :func:`seed_vilt_patch_selection`.
+    Text: BERT tokens truncated to 39 (as the official code; :attr:`truncation` counts the longer texts, each
+    distinct text measured once, for the scorer's per-call count and warning). Images: the official small-image
+    rule, then the PIL ViLT processor (shorter side 384, multiple of 32, mean = std = 0.5; a side the official
+    resize floors to 0 is kept at 32). Patch selection: see :func:`seed_vilt_patch_selection`.
     """
 
     def __init__(self, weights: str = "vilt-b32-finetuned-coco", *, device: str = "auto", dtype=None,
                  batch_size: int = 32, cache_dir=None, persist_dir=None, num_workers: Optional[int] = None):
         from transformers import AutoTokenizer, ViltForImageAndTextRetrieval
-
 
         self.device, self.dtype, self.batch_size = resolve_device(device), resolve_dtype(dtype), batch_size
         self.directory = _weights_dir(weights, VILT_FILES, cache_dir)
@@ -294,7 +293,8 @@ class ViltRetrieval:
         self.processor = load_pil_image_processor(self.directory)
         self._pool = ThreadPoolExecutor(max_workers=num_workers or 4)
         self.cache = EmbeddingCache(f"vilt-itr|{self.directory.resolve()}|{self.dtype}", persist_dir)
-        self.truncated_texts = 0
+        self.truncation = TruncationCounter(lambda text: len(self.tokenizer(text, verbose=False)["input_ids"]),
+                                            VILT_MAX_TEXT_TOKENS, "ViLT")  # [CLS] and [SEP] included
 
     def preprocess(self, image: Image.Image) -> torch.Tensor:
         image = official_small_image_resize(image)
@@ -303,20 +303,9 @@ class ViltRetrieval:
         target = vilt_resize_size(image.height, image.width, shorter, divisor) if shorter else None
         return process_image(self.processor, image, target, divisor)
 
-    def too_long(self, texts: Sequence[str]) -> List[bool]:
-        """Whether each text has more than 39 ViLT tokens ([CLS] and [SEP] included), i.e. is truncated."""
-        full = self.tokenizer(list(texts), verbose=False)["input_ids"]  # lengths only: no "too long" log
-        return [len(ids) > VILT_MAX_TEXT_TOKENS for ids in full]
-
-    def tokenize(self, texts: Sequence[str], *, warn: bool = True) -> List[List[int]]:
-        """Token ids, truncated to 39 ([SEP] kept); texts that were longer are counted (``truncated_texts``) and,
-        unless ``warn`` is false, warned about."""
-        truncated = sum(self.too_long(texts))
-        if truncated:
-            self.truncated_texts += truncated
-            if warn:
-                warnings.warn(f"{truncated} of {len(texts)} texts exceed {VILT_MAX_TEXT_TOKENS} ViLT tokens and were "
-                              f"truncated (as officially)")
+    def tokenize(self, texts: Sequence[str]) -> List[List[int]]:
+        """Token ids, truncated to 39 ([SEP] kept), as officially. Scorers count the texts over the limit per call
+        with :attr:`truncation` and warn once."""
         return self.tokenizer(list(texts), max_length=VILT_MAX_TEXT_TOKENS, truncation=True)["input_ids"]
 
     @torch.inference_mode()
@@ -331,18 +320,24 @@ class ViltRetrieval:
         return out.logits[:, 0].float().cpu()
 
     def logits(self, images: Sequence[Image.Image], texts: Sequence[str],
-               image_keys: Optional[Sequence[str]] = None, *, warn: bool = True) -> torch.Tensor:
-        """Raw retrieval logit of each (images[i], texts[i]); each distinct pair is run once (cached). Texts over 39
-        tokens are counted (each distinct text once per call) and, unless ``warn`` is false, warned about."""
+               image_keys: Optional[Sequence[str]] = None) -> torch.Tensor:
+        """Raw retrieval logit of each (images[i], texts[i]); each distinct pair is run once (cached). The values of
+        the call are kept for the call (the bounded cache may evict some of them before the end of a large call)."""
         image_keys = list(image_keys) if image_keys is not None else [image_key(image) for image in images]
-        distinct_texts = list(dict.fromkeys(texts))
-        token_ids = dict(zip(distinct_texts, self.tokenize(distinct_texts, warn=warn)))
         pair_keys = [f"{ik}|{text_key(t)}" for ik, t in zip(image_keys, texts)]
+        found: Dict[str, torch.Tensor] = {}
         todo: Dict[str, tuple] = {}
         for pk, ik, image, text in zip(pair_keys, image_keys, images, texts):
-            if pk not in todo and self.cache.get(pk) is None:
+            if pk in found or pk in todo:
+                continue
+            cached = self.cache.get(pk)
+            if cached is None:
                 todo[pk] = (ik, image, text)
+            else:
+                found[pk] = cached
         if todo:
+            distinct_texts = list(dict.fromkeys(text for _, _, text in todo.values()))
+            token_ids = dict(zip(distinct_texts, self.tokenize(distinct_texts)))
             need = {ik: image for ik, image, _ in todo.values()}
             pixels = dict(zip(need, self._pool.map(self.preprocess, list(need.values()))))
             pair_pixels = {pk: pixels[ik] for pk, (ik, _, _) in todo.items()}
@@ -350,8 +345,9 @@ class ViltRetrieval:
                 scores = self._score_batch(torch.stack([pair_pixels[pk] for pk in chunk]),
                                            [token_ids[todo[pk][2]] for pk in chunk])
                 for pk, value in zip(chunk, scores):
-                    self.cache.put(pk, value.reshape(1))
-        return torch.cat([self.cache.get(pk) for pk in pair_keys])
+                    found[pk] = value.reshape(1)
+                    self.cache.put(pk, found[pk])
+        return torch.cat([found[pk] for pk in pair_keys])
 
 
 @dataclass
@@ -428,7 +424,7 @@ class VcrScorer(Scorer):
         keys = [image_key(image) for image in pil]
         detr, yolo = self.detect(pil, keys)
         precision = [word_precision(c, word_pool(r, d, y)) for c, r, d, y in zip(predictions, refs, detr, yolo)]
-        vilt = self.vilt.logits(pil, predictions, keys, warn=False)
+        vilt = self.vilt.logits(pil, predictions, keys)
         flat = [r for sample in refs for r in sample]
         owner = [i for i, sample in enumerate(refs) for _ in sample]
         candidates, references = self.clip.encode_texts(predictions), self.clip.encode_texts(flat)
@@ -438,13 +434,10 @@ class VcrScorer(Scorer):
 
     def _count_truncated(self, predictions: Sequence[str], references: Sequence[str]) -> Tuple[int, int]:
         """``(captions over 39 ViLT tokens, MCIP texts over the CLIP context)``, counted per occurrence, warned once."""
-        distinct = list(dict.fromkeys(predictions))
-        vilt_long = dict(zip(distinct, self.vilt.too_long(distinct)))
         clip_texts = [*predictions, *references]
-        vilt_cut = sum(vilt_long[text] for text in predictions)
+        vilt_cut = self.vilt.truncation.count(predictions)
         clip_cut = self.clip.truncation.count(clip_texts)
-        warn_truncated([f"{vilt_cut} of {len(predictions)} captions exceed {VILT_MAX_TEXT_TOKENS} ViLT tokens"
-                        if vilt_cut else "",
+        warn_truncated([self.vilt.truncation.describe(vilt_cut, len(predictions), "captions") if vilt_cut else "",
                         self.clip.truncation.describe(clip_cut, len(clip_texts), "MCIP texts (captions and references)")
                         if clip_cut else ""])
         return vilt_cut, clip_cut
