@@ -91,7 +91,7 @@ def cmd_score_features(args) -> int:
     scores = score_feature_file(args.from_features, args.model)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as out:
-            for row, score in zip(iter_records(args.from_features), scores):
+            for row, score in zip(scores.rows, scores):
                 out.write(json.dumps({**row, "scores": {"vcrscore": score}}) + "\n")
     print(json.dumps({"metric": "vcrscore", "n": len(scores), "vcrscore": sum(scores) / len(scores)}, indent=2))
     return 0

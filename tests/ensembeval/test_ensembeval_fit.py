@@ -8,7 +8,7 @@ import pytest
 
 from capeval import InputError
 from capeval.cli import main
-from capeval.ensembeval.fit import add_metric_columns, fit_weights
+from capeval.ensembeval.fit import add_metric_columns, fit_weights, read_table
 from capeval.ensembeval.scorer import load_weights
 
 TRUE = {"blip2_score": 0.8, "rouge_l": -0.3, "exact_noun_overlap": 0.45}
@@ -82,6 +82,7 @@ def test_cli_refit_with_a_user_metric_writes_weights_and_card(tmp_path):
     assert "mine" in spec["provenance"]["candidates"] and "cider" in spec["provenance"]["candidates"]
     card = (out / "README.md").read_text()
     assert "`mine`" in card and "intercept" in card
+    assert 'capeval.load_scorer("ensembeval", weights=' in card and "capeval.core" not in card  # the public name
 
 
 def test_user_scorer_object_as_metric():
@@ -177,3 +178,66 @@ def test_sharded_component_scores_merge_and_refit_like_the_single_process_compon
     # large weight, which magnifies that rounding, hence a relative tolerance
     np.testing.assert_allclose(list(refit["weights"].values()), list(expected.weights.values()), rtol=1e-4, atol=1e-6)
     assert set(refit["provenance"]["candidates"]) == set(weights)
+
+
+def test_csv_jsonl_and_parquet_tables_read_alike(tmp_path):
+    """One record reader for every format: the numeric columns the refit uses are equal (CSV text cells that are all
+    numbers become numbers, exactly), text stays text, reference lists (JSON or Python literal in CSV) are lists."""
+    table = _synthetic(n=300, seed=4)
+    table["caption"] = [f"caption {i}" for i in range(len(table))]
+    table["references"] = [[f"a reference {i}", "it's another"] for i in range(len(table))]
+    table.loc[3, "cider"] = np.nan  # a missing component score: an empty CSV cell, a JSON null
+    table.to_csv(tmp_path / "t.csv", index=False)  # lists written as Python literals
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps(row) + "\n" for row in
+                                              table.astype(object).where(table.notna(), None).to_dict("records")))
+    table.to_parquet(tmp_path / "t.parquet")
+    numeric = [c for c in table.columns if c not in ("caption", "references")]
+    tables = {suffix: read_table(tmp_path / f"t.{suffix}") for suffix in ("csv", "jsonl", "parquet")}
+    for suffix, read in tables.items():
+        pd.testing.assert_frame_equal(read[numeric], tables["jsonl"][numeric], check_exact=True, obj=suffix)
+        pd.testing.assert_frame_equal(read[numeric], table[numeric], check_exact=True, obj=suffix)
+        assert read["caption"].tolist() == table["caption"].tolist()
+        assert read["references"].tolist() == table["references"].tolist()
+    fits = [fit_weights(read, [c for c in numeric if c != "human_score"]) for read in tables.values()]
+    assert fits[0].weights == fits[1].weights == fits[2].weights
+
+
+@pytest.mark.parametrize("rows, message", [
+    ([{"caption": "a dog", "references": ["x"]}, {"caption": None, "references": ["y"]}],
+     r"caption\[1\] is a float \(nan\)"),
+    ([{"caption": "a dog", "references": ["x"]}, {"references": ["y"]}], r"caption\[1\] is a float \(nan\)"),
+    ([{"caption": "a dog", "references": ["x"]}, {"caption": " ", "references": ["y"]}],
+     r"caption\[1\] is an empty caption"),
+    ([{"caption": "a dog", "references": ["x"]}, {"caption": "a cat", "references": []}],
+     r"references\[1\] is an empty reference list"),
+    ([{"caption": "a dog", "references": ["x"]}, {"caption": "a cat", "references": ["y", 3]}],
+     r"references\[1\]\[1\] is an int"),
+])
+def test_user_metric_inputs_are_checked_not_cast(tmp_path, rows, message):
+    """A missing caption is an error naming the row, never the text "nan" given to the metric."""
+    seen = []
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    with pytest.raises(InputError, match=message):
+        add_metric_columns(read_table(tmp_path / "t.jsonl"), {"m": lambda p, i, r: seen.append(p) or [0.0] * len(p)})
+    assert not seen
+
+
+def test_csv_reference_cells_json_or_python_literal_reach_the_user_metric(tmp_path):
+    (tmp_path / "t.csv").write_text('caption,references,human_score\n'
+                                    '"a dog","[\'a dog runs\', ""it\'s a dog""]",0.5\n'  # as pandas writes a list
+                                    '"a cat","[""a cat sits"", ""a kitten""]",1\n'
+                                    '"a car","one reference",0\n')
+    seen = []
+    table = add_metric_columns(read_table(tmp_path / "t.csv"),
+                               {"m": lambda p, i, r: seen.append((p, r)) or [float(len(x)) for x in r]})
+    assert seen == [(["a dog", "a cat", "a car"],
+                     [["a dog runs", "it's a dog"], ["a cat sits", "a kitten"], ["one reference"]])]
+    assert table["m"].tolist() == [2.0, 2.0, 1.0] and table["human_score"].tolist() == [0.5, 1.0, 0.0]
+
+
+def test_a_damaged_cider_idf_file_is_one_clear_error(tmp_path):
+    from capeval.text.fixed_idf_cider import load_document_frequencies
+
+    (tmp_path / "cider_idf.json").write_text("{not json")
+    with pytest.raises(InputError, match="cider_idf.json: not a CIDEr IDF file"):
+        load_document_frequencies(tmp_path)

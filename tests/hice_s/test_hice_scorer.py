@@ -199,3 +199,110 @@ def test_bounded_mask_cache_keeps_scores_bitwise_and_segments_an_evicted_image_o
     for got, want in zip([*first, again], [*expected, expected[0]]):
         assert all(got[k] == want[k] for k in keys)  # bitwise: exact float equality
     assert both["hice_s_per_sample"] == [r["hice_s_per_sample"][0] for r in expected[1:3]] * 2
+
+
+def _random_images(count, seed=5):
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    return [Image.fromarray(rng.integers(0, 255, (40, 48 + 4 * i, 3), dtype=np.uint8)) for i in range(count)]
+
+
+def _truncation_warnings(call):
+    import warnings
+
+    from capeval.core.errors import TruncationWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = call()
+    return out, [w for w in caught if issubclass(w.category, UserWarning)], TruncationWarning
+
+
+def test_factual_truncation_is_in_the_result_and_in_the_one_warning_of_each_call(tiny_hub):
+    """``parser_truncated_texts``: the captions and references (every occurrence) whose prompted FACTUAL input is over
+    64 tokens, counted here with the parser's tokenizer; one TruncationWarning per call names it with the CLIP count,
+    whatever the caches hold; a second identical call counts and warns again."""
+    from capeval.hice_s.phrases import FACTUAL_PROMPT
+
+    scorer = load_scorer("hice_s", region_settings=SETTINGS, device="cpu", phrase_options={"max_output_length": 16})
+    long_caption = "a man riding a horse on a sandy beach near the sea " * 8
+    captions = [long_caption, "a cat", long_caption]
+    refs = [[long_caption, "a dog"], ["grass"], ["a dog", f"  {long_caption}"]]
+    tokenizer = scorer.phrases.tokenizer
+    parsed = [*captions, *(r for sample in refs for r in sample)]
+    expected = sum(len(tokenizer(FACTUAL_PROMPT + t.strip())["input_ids"]) > 64 for t in parsed)
+    assert expected == 4
+    images = _random_images(3)
+    for _ in range(2):  # the second call finds every graph and embedding cached
+        result, caught, truncation_warning = _truncation_warnings(lambda: scorer.score(captions, images, refs))
+        assert result["parser_truncated_texts"] == expected
+        assert result["truncated_texts"] >= 4  # the long caption is over 77 CLIP tokens too
+        assert len(caught) == 1 and caught[0].category is truncation_warning
+        message = str(caught[0].message)
+        assert f"{expected} of {len(parsed)} captions and references exceed the phrase parser's 64 input tokens" \
+            in message and "77 CLIP tokens" in message
+    # no reference: only the captions are parsed; nothing over the limits: no warning, counts 0
+    result, caught, _ = _truncation_warnings(lambda: scorer.score(captions, images))
+    assert result["parser_truncated_texts"] == 2 and len(caught) == 1
+    result, caught, _ = _truncation_warnings(lambda: scorer.score(["a cat"], images[:1], [["a dog"]]))
+    assert result["parser_truncated_texts"] == 0 and result["truncated_texts"] == 0 and caught == []
+
+
+def test_parser_count_with_spacy_and_a_plugged_in_parser(tiny_hub, scorer):
+    image = _random_images(1)
+    spacy_scorer = load_scorer("hice_s", phrase_parser="spacy", region_settings=SETTINGS, device="cpu")
+    assert spacy_scorer.score(["a dog on the grass"], image, [["a dog"]])["parser_truncated_texts"] == 0
+    assert "parser_truncated_texts" not in scorer.score(["a dog on the grass"], image)  # cannot tell
+
+
+def test_cache_dir_reaches_the_factual_parser(tiny_hub, tmp_path, monkeypatch):
+    """The scorer's ``cache_dir`` is the only place holding the tiny weights: the default hub cache is empty."""
+    import shutil
+
+    import huggingface_hub.constants as hub_constants
+
+    from capeval.core.hub import registered_weights
+
+    cache = tmp_path / "cache"
+    for name in ("alpha-clip-vit-l-14", "sam-vit-b", "flan-t5-base-vg-factual-sg"):
+        repo = "models--" + registered_weights()[name].repo_id.replace("/", "--")
+        shutil.copytree(tiny_hub / repo, cache / repo, symlinks=True)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv("HF_HUB_CACHE", str(empty))
+    monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", str(empty))
+    scorer = load_scorer("hice_s", region_settings=SETTINGS, device="cpu", cache_dir=str(cache))
+    assert type(scorer.phrases).__name__ == "FactualParser"
+    assert scorer.phrases.model.name_or_path.startswith(str(cache))
+    assert scorer.score(["a dog on the grass"], _random_images(1))["parser_truncated_texts"] == 0
+    spacy_scorer = load_scorer("hice_s", phrase_parser="spacy", region_settings=SETTINGS, device="cpu",
+                               cache_dir=str(cache))  # accepted and ignored by the spaCy parser
+    assert type(spacy_scorer.phrases).__name__ == "SpacyParser"
+
+
+def test_visualize_takes_a_bare_string_as_one_reference(scorer):
+    image = _random_images(1)[0]
+    scorer.phrases.calls.clear()
+    one = np.asarray(scorer.visualize(image, "a dog on the grass", "cats on a blanket"))
+    assert scorer.phrases.calls == [["a dog on the grass"], ["cats on a blanket"]]
+    listed = np.asarray(scorer.visualize(image, "a dog on the grass", ["cats on a blanket"]))
+    assert np.array_equal(one, listed)
+    with pytest.raises(InputError, match="empty"):
+        scorer.visualize(image, "a dog on the grass", ["cats on a blanket", " "])
+
+
+def test_card_command_line_parses():
+    """Every ``capeval score ...`` command of the metric card is accepted by the command-line parser."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    from capeval.cli import build_parser
+
+    card = (Path(__file__).resolve().parents[2] / "metrics" / "hice_s" / "README.md").read_text()
+    commands = re.findall(r"`(capeval score [^`]+)`", card)
+    assert commands
+    for command in commands:
+        args = build_parser().parse_args(shlex.split(command)[1:])
+        assert args.metric == "hice_s" and args.input, command

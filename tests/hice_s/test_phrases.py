@@ -196,12 +196,17 @@ def test_factual_graph_cache_is_bounded_and_evicted_captions_are_parsed_again(ti
 
 def _words_to_input_length(tokenizer, length):
     """A caption whose prompted input is exactly ``length`` tokens long (end token included)."""
-    words = []
-    while len(tokenizer(FACTUAL_PROMPT + " ".join(words))["input_ids"]) < length:
-        words.append("dog")
-    caption = " ".join(words)
-    assert len(tokenizer(FACTUAL_PROMPT + caption)["input_ids"]) == length
-    return caption
+    def size(caption):
+        return len(tokenizer(FACTUAL_PROMPT + caption)["input_ids"])
+
+    words = ["a"]
+    while size(" ".join(words + ["a"])) <= length:
+        words.append("a")
+    for tail in ("", "s", "t", "n", "og", "nd"):  # the last word lengthened to hit the length exactly
+        caption = " ".join(words) + tail
+        if size(caption) == length:
+            return caption
+    pytest.fail(f"no caption of {length} input tokens found")
 
 
 def test_factual_truncation_is_counted_per_call_and_per_occurrence_whatever_the_cache_holds(tiny_hub):

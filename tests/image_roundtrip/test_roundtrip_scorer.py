@@ -140,6 +140,7 @@ def test_captions_over_the_generator_token_limit_are_counted_and_warned_once(tin
 
     from transformers import CLIPTokenizer
 
+    from capeval.core.errors import TruncationWarning
     from capeval.core.hub import resolve
     from capeval.image_roundtrip.pipeline import DIFFUSERS_FILES
 
@@ -162,11 +163,13 @@ def test_captions_over_the_generator_token_limit_are_counted_and_warned_once(tin
     assert result["truncated_texts"] == expected
     ours = [str(w.message) for w in caught if "truncated" in str(w.message)]
     assert len(ours) == 1 and ours[0].startswith(f"{expected} of {len(captions)} captions") and "77" in ours[0]
+    assert [w.category for w in caught if "truncated" in str(w.message)] == [TruncationWarning]
     assert scorer.generator.images_generated == len(captions)
-    with warnings.catch_warnings(record=True):
+    with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         again = scorer.score(captions, images)  # images from the cache: the captions are still truncated
     assert again["truncated_texts"] == expected and scorer.generator.images_generated == len(captions)
+    assert [w.category for w in caught if "truncated" in str(w.message)] == [TruncationWarning]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert scorer.score(CAPTIONS, _images())["truncated_texts"] == 0
@@ -177,3 +180,47 @@ def test_captions_over_the_generator_token_limit_are_counted_and_warned_once(tin
     assert np.array_equal(np.asarray(cut), np.asarray(scorer.generator.generate([at_limit], seed)[0]))
     assert not np.array_equal(np.asarray(scorer.generator.generate([" ".join(["a"] * 40)], seed)[0]),
                               np.asarray(cut))
+
+
+class ColourGenerator:
+    """A plugged-in text-to-image generator (the card's ``MyApiGenerator``): one plain image per (prompt, seed)."""
+
+    identity = "test/colour-generator@1"
+    settings = {"size": 16}
+    batch_size = 2
+
+    def __init__(self):
+        self.prompts = []
+
+    def generate(self, prompts, seeds):
+        self.prompts += list(prompts)
+        return [Image.new("RGB", (16, 16), ((len(p) * 37) % 256, seed % 256, 90)) for p, seed in zip(prompts, seeds)]
+
+
+def test_card_example_of_a_plugged_in_generator_runs(tiny_hub, tmp_path, monkeypatch):
+    """The metric card's Python example, executed as written with a plugged-in generator."""
+    import re
+
+    monkeypatch.setenv("CAPEVAL_CACHE", str(tmp_path / "cache"))
+    card = (REPO / "metrics" / "image_roundtrip" / "README.md").read_text()
+    (example,) = [block for block in re.findall(r"```python\n(.*?)```", card, re.S) if "MyApiGenerator" in block]
+    namespace = {"MyApiGenerator": ColourGenerator, "predictions": CAPTIONS, "images": _images()}
+    exec(compile(example, "README.md", "exec"), namespace)
+    scorer = namespace["scorer"]
+    assert isinstance(scorer.generator, ColourGenerator) and scorer.generator.prompts == CAPTIONS
+    result = scorer.score(CAPTIONS, _images())
+    assert len(result["image_roundtrip_per_sample"]) == 3 and "truncated_texts" not in result  # it cannot tell
+
+
+def test_without_the_image_cache_nothing_is_kept(tiny_hub, tmp_path, monkeypatch):
+    """``use_image_cache=False``: no file is written and every call generates its images again."""
+    from capeval.image_roundtrip.scorer import ImageRoundTripScorer
+
+    monkeypatch.setenv("CAPEVAL_CACHE", str(tmp_path / "cache"))
+    generator = ColourGenerator()
+    scorer = ImageRoundTripScorer(weights=generator, image_cache_dir=tmp_path / "images", use_image_cache=False,
+                                  device="cpu")
+    first = scorer.score(CAPTIONS, _images())
+    again = scorer.score(CAPTIONS, _images())
+    assert generator.prompts == CAPTIONS * 2 and again == first
+    assert not list(tmp_path.rglob("*.png"))

@@ -1,6 +1,8 @@
 """The Polos family: official-checkpoint conversion (fabricated Lightning checkpoint with the official key names
 and shapes), direct loading of the official file, and the registered weights."""
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -108,11 +110,14 @@ def test_registered_weights_and_tiny_models(tiny_hub):
 
 
 def test_head_and_encoders_must_agree(tiny_hub, tmp_path):
-    from capeval.polos.checkpoint import head_config, write_head
+    from capeval.polos.checkpoint import CONFIG_FILE, HEAD_FILE, HEAD_FILES, head_config, write_head
     from capeval.polos.scorer import PolosScorer, head_from_config
 
     config = head_config(text_dim=32, clip_dim=32, hidden=(8, 4))
     write_head(tmp_path, head_from_config(config).state_dict(), config)
+    assert HEAD_FILES == (CONFIG_FILE, HEAD_FILE)  # the artifact's file names, defined once
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(HEAD_FILES)
+    assert json.loads((tmp_path / CONFIG_FILE).read_text()) == config
     with pytest.raises(ValueError, match="expects .* but its encoders give"):
         PolosScorer(str(tmp_path), device="cpu")
     assert np.isfinite(head_from_config(config).mlp(torch.zeros(1, config["feature_dim"])).item())

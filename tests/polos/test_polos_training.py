@@ -211,3 +211,18 @@ def test_feature_merge_and_training_refuse_incomplete_or_foreign_shards(tiny_hub
     assert main(["train", "polos-features", "--data", str(tmp_path / "val.jsonl"), "--shard", "3/3",
                  "--output", str(tmp_path / "x"), *common]) == 2
     assert "need 0 <= i < n" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("hidden, message", [("a,b", "comma-separated positive integers"),
+                                             ("64,,32", "comma-separated positive integers"),
+                                             ("64.5", "comma-separated positive integers"),
+                                             ("64,0", "must be positive")])
+def test_bad_hidden_sizes_are_one_line_errors(judgments, capsys, hidden, message):
+    tmp_path = judgments
+    capsys.readouterr()
+    assert main(["train", "polos", "--train", str(tmp_path / "train.jsonl"), "--val", str(tmp_path / "val.jsonl"),
+                 "--images", str(tmp_path), "--out", str(tmp_path / "head"), "--hidden", hidden, "--device",
+                 "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("capeval train: error: --hidden") and message in err, err
+    assert not (tmp_path / "head").exists()

@@ -119,6 +119,38 @@ def test_image_explanation_and_reference_free_call(tiny_hub, image_file):
         Explanation("plot", "x", half_size)
 
 
+def test_text_metric_demo_hides_the_image_and_ignores_an_uploaded_one(quiet_gradio, image_file):
+    """A metric whose images are "unused" (ROUGE-L): the image input is hidden, and an image sent anyway (through
+    the API or the Python helper) is ignored instead of failing the scorer's input validation."""
+    import gradio as gr
+
+    from capeval.demo import DemoScorer, build_demo
+
+    assert scorers()["rouge_l"].images == "unused"
+    expected = load_scorer("rouge_l").score([CAPTION], references=[REFERENCES])["rouge_l"]
+    scorer = DemoScorer("rouge_l")
+    for image in (Image.open(image_file), None):
+        scores, panel = scorer.score(image, CAPTION, "\n".join(REFERENCES))
+        assert scores == {"rouge_l": pytest.approx(expected)} and panel is None
+    with pytest.raises(Exception, match="needs at least one reference"):
+        scorer.score(Image.open(image_file), CAPTION, "")
+
+    def image_inputs(demo):
+        return [block for block in demo.blocks.values() if isinstance(block, gr.Image)]
+
+    assert [block.visible for block in image_inputs(build_demo("clip_s"))] == [True]
+    demo = build_demo("rouge_l")
+    (image_input,) = image_inputs(demo)
+    assert image_input.visible is False
+    try:
+        client = gradio_client.Client(serve(demo), verbose=False)
+        scores, _ = client.predict(gradio_client.handle_file(str(image_file)), CAPTION, "\n".join(REFERENCES),
+                                   api_name="/score")
+    finally:
+        demo.close()
+    assert scores["rouge_l"] == pytest.approx(expected)
+
+
 def chromium_or_skip() -> str:
     if os.path.exists(CHROMIUM):
         return CHROMIUM

@@ -533,3 +533,70 @@ def test_truncated_texts_are_counted_per_call_and_warned_once(tiny_hub):
         short = scorer.score(["a dog", "a cat"], images[:2], [["a dog"], ["a cat"]])
     assert (short["truncated_texts"], short["clip_truncated_texts"]) == (0, 0)
     assert not [w for w in caught if "exceed" in str(w.message)]
+
+
+def test_more_distinct_pairs_than_the_cache_bound_score_as_unbounded(tiny_hub):
+    """The ViLT pair cache (and the MCIP embedding caches) bounded below the number of distinct (image, caption)
+    pairs of one call: the values of the call are kept for the call, so the scores equal an unbounded run's."""
+    images = _images(seed=8)
+    preds = CAPTIONS + CAPTIONS[:3]  # 7 distinct pairs and 3 repeated ones
+    pairs, refs = images + images[:3], REFERENCES + REFERENCES[:3]
+    unbounded = load_scorer("vcrscore", device="cpu", batch_size=2, detr=None, yolo=None)
+    bounded = load_scorer("vcrscore", device="cpu", batch_size=2, detr=None, yolo=None)
+    for cache in (bounded.vilt.cache, bounded.clip.image_cache, bounded.clip.text_cache):
+        cache.max_items = 2
+    with pytest.warns(UserWarning, match="exceed 39 ViLT tokens"):
+        expected = unbounded.score(preds, pairs, refs)
+    for _ in range(2):  # a second call: some pairs still cached, the evicted ones computed again
+        with pytest.warns(UserWarning, match="exceed 39 ViLT tokens"):
+            result = bounded.score(preds, pairs, refs)
+        assert len(bounded.vilt.cache) == 2
+        for key in ("vcrscore", "word_precision", "vilt_logit", "mcip_refclip_s"):
+            np.testing.assert_allclose(result[f"{key}_per_sample"], expected[f"{key}_per_sample"], rtol=0, atol=1e-6,
+                                       err_msg=key)
+    np.testing.assert_allclose(result["vilt_logit_per_sample"], independent_vilt(pairs, preds), atol=1e-5)
+
+
+class _CountingTokenizer:
+    """Records each call of the wrapped tokenizer: its texts and whether it truncated them."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer, self.measured, self.truncated = tokenizer, [], []
+
+    def __call__(self, texts, **kwargs):
+        (self.truncated if kwargs.get("truncation") else self.measured).extend(
+            [texts] if isinstance(texts, str) else list(texts))
+        return self.tokenizer(texts, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.tokenizer, name)
+
+
+def test_vilt_lengths_are_measured_once_per_distinct_caption_and_only_the_scorer_warns(tiny_hub):
+    """The ViLT truncation count measures each distinct caption's length once (then remembers it: a second call
+    measures nothing), ViLT tokenises only the pairs it runs, and ``ViltRetrieval.logits`` itself never warns: the
+    scorer's one warning per call holds the counts."""
+    import warnings
+
+    scorer = load_scorer("vcrscore", device="cpu", batch_size=2, detr=None, yolo=None)
+    counting = scorer.vilt.tokenizer = _CountingTokenizer(scorer.vilt.tokenizer)
+    images = _images(seed=9)[:5]
+    captions = [LONG, "a dog", LONG, "a dog", "a cat"]
+    refs = [["a dog runs"], ["a dog"], ["a man"], ["a dog"], ["a cat"]]
+    with pytest.warns(UserWarning, match="2 of 5 captions exceed 39 ViLT tokens") as caught:
+        first = scorer.score(captions, images, refs)
+    assert len([w for w in caught if "exceed" in str(w.message)]) == 1
+    assert first["truncated_texts"] == 2
+    assert sorted(counting.measured) == sorted(set(captions))
+    assert sorted(counting.truncated) == sorted(set(captions))  # each distinct caption tokenised once for ViLT
+    counting.measured.clear()
+    counting.truncated.clear()
+    with pytest.warns(UserWarning, match="2 of 5 captions exceed 39 ViLT tokens"):
+        again = scorer.score(captions, images, refs)
+    assert again["truncated_texts"] == 2 and again["vcrscore_per_sample"] == first["vcrscore_per_sample"]
+    assert counting.measured == [] and counting.truncated == []  # lengths remembered, every pair cached
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        logits = scorer.vilt.logits(images[:2], [LONG, "a bird"])
+    assert logits.shape == (2,) and counting.truncated == ["a bird"]  # only the new pair's caption
+    assert (scorer.vilt.truncation.limit, scorer.vilt.truncation.encoder) == (39, "ViLT")

@@ -242,5 +242,7 @@ def encode_cached(
             for (key, _), embedding in zip(chunk, embeddings):
                 cache.put(key, embedding)
                 found[key] = cache.get(key)
+                if found[key] is None:  # a cache that keeps nothing (max_items=0)
+                    found[key] = embedding.detach().cpu()
             bar.update(len(chunk))
     return torch.stack([found[key] for key in keys])

@@ -25,10 +25,8 @@ from capeval.core.runtime import (
 )
 from capeval.core.scoring import Scorer, summarize
 from capeval.functional.polos import polos_features, scalar_mix
-from capeval.polos.checkpoint import SIMCSE_FILES, head_config, read_official_head
+from capeval.polos.checkpoint import CONFIG_FILE, HEAD_FILE, SIMCSE_FILES, head_config, read_official_head
 
-HEAD_FILE = "polos_head.safetensors"
-CONFIG_FILE = "polos_config.json"
 MAX_TEXT_TOKENS = 512
 STATISTICS = ("per_sentence", "batch")
 

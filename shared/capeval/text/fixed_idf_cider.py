@@ -58,7 +58,10 @@ def load_document_frequencies(idf: Union[str, os.PathLike, DocumentFrequencies])
         path = path / IDF_FILE
     if not path.is_file():
         raise InputError(f"CIDEr IDF file not found: {path}")
-    return DocumentFrequencies.from_json(json.loads(path.read_text()))
+    try:
+        return DocumentFrequencies.from_json(json.loads(path.read_text(encoding="utf-8")))
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, AttributeError) as exc:
+        raise InputError(f"{path}: not a CIDEr IDF file of `capeval train cider-idf` ({exc!r})") from None
 
 
 class FixedIdfCiderScorer(Scorer):
