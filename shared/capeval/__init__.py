@@ -4,11 +4,11 @@
     load_scorer("clip_s").score(predictions, images, references)
 """
 
-from capeval.core.errors import ConversionError, InputError, ModelNotAvailableError
+from capeval.core.errors import ConversionError, InputError, ModelNotAvailableError, TruncationWarning
 from capeval.core.version import __version__
 
-__all__ = ["__version__", "ConversionError", "InputError", "ModelNotAvailableError", "iter_records", "load_scorer",
-           "scorers"]
+__all__ = ["__version__", "ConversionError", "InputError", "ModelNotAvailableError", "TruncationWarning", "iter_records",
+           "load_scorer", "scorers"]
 
 
 def __getattr__(name: str):
