@@ -89,3 +89,15 @@ def test_mcip_refclip_s_does_not_need_normalised_inputs():
     a = mcip_refclip_s(image, cand, refs, owner)
     b = mcip_refclip_s(image * 7, cand * 0.1, refs * 3, owner)
     torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+
+
+def test_mcip_refclip_s_at_zero_is_what_the_official_torch_harmonic_mean_gives():
+    """The official code computes ``1/((1/c + 1/r)/2)`` in torch: where c or r is 0 that is 1/inf = 0.0, not NaN."""
+    image = torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    cand = torch.tensor([[0.0, 1.0, 0.0], [0.0, 1.0, 0.0], [0.0, 1.0, 0.0]])  # c = 0, c > 0, c = 0
+    refs = torch.tensor([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [1.0, 0.0, 0.0]])  # r > 0, r = 0, r = 0
+    ours = mcip_refclip_s(image, cand, refs, [0, 1, 2])
+    c = 2.5 * torch.clamp((image * cand).sum(-1), min=0)
+    r = torch.clamp((cand * refs).sum(-1), min=0)
+    official = 1 / ((1 / c + 1 / r) / 2)
+    assert torch.equal(official, torch.zeros(3)) and torch.equal(ours, official)

@@ -43,7 +43,8 @@ def limit_references(references: Sequence[str], max_references: Optional[int]) -
 def mcip_refclip_s(image_emb: torch.Tensor, cand_emb: torch.Tensor, ref_emb: torch.Tensor,
                    ref_owner: Sequence[int], w: float = 2.5) -> torch.Tensor:
     """VCRScore's RefCLIP-S: ``c = w·max(cos(image, cand), 0)``, ``r = max(0, max_j cos(cand, ref_j))``,
-    ``2cr/(c+r)``; 0 where ``c + r = 0`` (the official code gives NaN there). Embeddings need not be normalised.
+    ``2cr/(c+r)``; 0 where ``c = 0`` or ``r = 0``, as the official ``1/((1/c + 1/r)/2)`` gives in torch (``1/0 = inf``).
+    Embeddings need not be normalised.
     """
     c = clip_score(image_emb, cand_emb, w)
     r = max_reference_similarity(cand_emb, ref_emb, ref_owner).clamp(min=0)
