@@ -18,7 +18,7 @@ register(WeightSpec(
 register(WeightSpec(
     name="laion-clip-vit-g-14", repo_id="laion/CLIP-ViT-g-14-laion2B-s34B-b88K", revision="main", files=CLIP_FILES,
     format="open_clip", license="mit", source_url="https://github.com/mlfoundations/open_clip",
-    description="OpenCLIP ViT-g/14 trained on LAION-2B (the round-trip paper's ViT-g/14 image encoder)",
+    description="OpenCLIP ViT-g/14 trained on LAION-2B (capeval's default image encoder; the paper's is EVA's ViT-g/14)",
     options={"model_cfg": {"quick_gelu": False}},
 ))
 register(WeightSpec(
