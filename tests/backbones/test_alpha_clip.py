@@ -117,3 +117,19 @@ def test_regions_of_one_image_are_encoded_once_in_batches(tiny_hub):
     torch.testing.assert_close(features[0], features[3])
     whole = backbone.encode_regions(image, [np.ones((30, 40), bool)])
     torch.testing.assert_close(whole[0], backbone.encode_images([image])[0])
+
+
+
+def test_mask_resize_is_bilinear_without_antialiasing_as_alpha_clip_ran(tiny_hub):
+    """Pinned: torchvision >= 0.17 antialiases tensor resizes by default; Alpha-CLIP's torchvision did not."""
+    import torch.nn.functional as F
+
+    backbone = AlphaClip("alpha-clip-vit-l-14", device="cpu")
+    mask = np.zeros((448, 600), bool)
+    mask[::3, ::2] = True  # fine detail that antialiasing would blur
+    alpha = backbone.preprocess_mask(mask, (600, 448))
+    raw = torch.from_numpy(mask.astype(np.float32))[None, None]
+    plain = F.interpolate(raw, size=(224, 224), mode="bilinear", align_corners=False, antialias=False)[0]
+    blurred = F.interpolate(raw, size=(224, 224), mode="bilinear", align_corners=False, antialias=True)[0]
+    torch.testing.assert_close(alpha, (plain - 0.5) / 0.26, rtol=0, atol=1e-6)
+    assert (alpha - (blurred - 0.5) / 0.26).abs().max() > 0.1

@@ -5,7 +5,7 @@ added to the RGB patch embedding. The text tower is the unchanged OpenAI CLIP on
 (``open_clip_config.json`` + ``open_clip_model.safetensors``) with the extra key ``visual.conv1_alpha.weight``.
 
 Preprocessing is the official one: the image gets CLIP's Resize → CenterCrop → RGB → ToTensor → Normalize, the
-mask (uint8 0/255) gets ToTensor → Resize((n, n)) (stretched) → Normalize(0.5, 0.26); the whole image is the
+mask (uint8 0/255) gets ToTensor → Resize((n, n)) (stretched, bilinear, no antialiasing) → Normalize(0.5, 0.26); the whole image is the
 all-ones mask. For non-square images the stretched mask and the centre-cropped image do not cover the same
 pixels; ``mask_alignment="crop"`` gives the mask the image's resize and crop instead (a documented deviation).
 """
@@ -99,10 +99,12 @@ class AlphaClip(ClipBackbone):
         if mask.shape != (image_size[1], image_size[0]):
             raise ValueError(f"mask shape {mask.shape} does not match the image ({image_size[1]}, {image_size[0]})")
         alpha = T.ToTensor()((mask.astype(bool) * 255).astype(np.uint8))
+        # bilinear without antialiasing, pinned: the tensor Resize of the torchvision Alpha-CLIP ran with did not
+        # antialias; torchvision >= 0.17 would by default (region features move by ~1.6e-4)
         if self.mask_alignment == "official":
-            alpha = T.Resize((self.image_size, self.image_size))(alpha)
+            alpha = T.Resize((self.image_size, self.image_size), antialias=False)(alpha)
         else:
-            alpha = T.CenterCrop(self.image_size)(T.Resize(self.image_size)(alpha))
+            alpha = T.CenterCrop(self.image_size)(T.Resize(self.image_size, antialias=False)(alpha))
         return T.Normalize(MASK_MEAN, MASK_STD)(alpha)
 
     @torch.inference_mode()
