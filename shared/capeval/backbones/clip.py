@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -104,6 +105,45 @@ def load_open_clip(ref: str, *, cache_dir=None, builder=build_clip) -> Tuple[tor
     return model.eval(), config.get("preprocess_cfg", {}), directory
 
 
+# OpenAI's ``clip.tokenize`` (CLIPScore, PAC-S) pre-splits the cleaned text with this pattern: its own special
+# tokens first, then the word pattern open_clip shares. open_clip names its specials ``<start_of_text>`` /
+# ``<end_of_text>`` and puts *those* first instead, so with its ``encode`` the official literals ``<|startoftext|>`` /
+# ``<|endoftext|>`` in a caption became ordinary text and ``<end_of_text>`` became EOT. :func:`clip_text_ids` follows
+# the official tokenizer: the official literals are SOT/EOT (found by the same left-to-right scan, so e.g. in
+# ``".<|endoftext|>"`` the punctuation run swallows ``<|`` and nothing is special, as officially) and open_clip's
+# spellings are ordinary text. Both vocabularies give SOT/EOT the same ids (49406/49407).
+OFFICIAL_SOT, OFFICIAL_EOT = "<|startoftext|>", "<|endoftext|>"
+_OFFICIAL_PATTERN = r"""<\|startoftext\|>|<\|endoftext\|>|'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+"""
+
+
+@lru_cache(maxsize=None)
+def _official_pattern():
+    import regex
+
+    return regex.compile(_OFFICIAL_PATTERN, regex.IGNORECASE)
+
+
+def clip_text_ids(tokenizer, text: str) -> List[int]:
+    """The ids OpenAI's ``clip.tokenize`` gives ``text`` before truncation: SOT, BPE ids, EOT.
+
+    ``tokenizer`` is an open_clip ``SimpleTokenizer`` (its byte-level BPE, merges and vocabulary are OpenAI's);
+    cleaning is the official ``whitespace_clean(basic_clean(text)).lower()``, which is also open_clip's default, so
+    texts without the official special literals get exactly the ids of ``tokenizer.encode``.
+    """
+    from open_clip.tokenizer import basic_clean, whitespace_clean
+
+    specials = {OFFICIAL_SOT: tokenizer.sot_token_id, OFFICIAL_EOT: tokenizer.eot_token_id}
+    ids = [tokenizer.sot_token_id]
+    for piece in _official_pattern().findall(whitespace_clean(basic_clean(text)).lower()):
+        if piece in specials:  # exact match, as the official BPE cache lookup (a case-folded match stays text)
+            ids.append(specials[piece])
+            continue
+        piece = "".join(tokenizer.byte_encoder[b] for b in piece.encode("utf-8"))
+        ids.extend(tokenizer.encoder[bpe_token] for bpe_token in tokenizer.bpe(piece).split(" "))
+    ids.append(tokenizer.eot_token_id)
+    return ids
+
+
 class ClipBackbone:
     """A CLIP model with the official CLIPScore preprocessing, 77-token tokenisation and cached encoders.
 
@@ -135,8 +175,8 @@ class ClipBackbone:
         self._namespace = f"{self.directory}|{self.dtype}"  # the snapshot path pins the revision
         self._persist_dir = persist_dir
         self.reset_caches()
-        self.truncation = TruncationCounter(lambda text: len(self.tokenizer.encode(text)) + 2,  # + SOT and EOT
-                                            self.context_length, "CLIP")
+        # the same ids tokenize() feeds the model (SOT and EOT included), so counted lengths agree with what is encoded
+        self.truncation = TruncationCounter(lambda text: len(self.text_ids(text)), self.context_length, "CLIP")
 
     def reset_caches(self) -> None:
         """Start from empty in-memory embedding caches (persisted entries stay on disk)."""
@@ -157,12 +197,17 @@ class ClipBackbone:
     def preprocess(self, image: Image.Image) -> torch.Tensor:
         return self._transform(image)
 
+    def text_ids(self, text: str) -> List[int]:
+        """A text's official CLIP ids before truncation (SOT and EOT included): see :func:`clip_text_ids`."""
+        return clip_text_ids(self.tokenizer, text)
+
     def tokenize(self, texts: Sequence[str]) -> torch.Tensor:
-        """Official CLIP tokenisation; texts over the context length are truncated (EOT kept). Scorers count them per
-        call with :attr:`truncation` and warn once."""
+        """Official CLIP tokenisation (``<|startoftext|>`` / ``<|endoftext|>`` in a text are SOT / EOT, as in OpenAI's
+        ``clip.tokenize``); texts over the context length are truncated (EOT kept). Scorers count them per call with
+        :attr:`truncation` and warn once."""
         tokens = torch.zeros(len(texts), self.context_length, dtype=torch.long)
         for i, text in enumerate(texts):
-            ids = [self.tokenizer.sot_token_id, *self.tokenizer.encode(text), self.tokenizer.eot_token_id]
+            ids = self.text_ids(text)
             if len(ids) > self.context_length:
                 ids = ids[: self.context_length]
                 ids[-1] = self.tokenizer.eot_token_id

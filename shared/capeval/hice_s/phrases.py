@@ -52,11 +52,11 @@ class SceneGraph:
 def parse_scene_graph(text: str) -> SceneGraph:
     """Read FACTUAL's output ``"( pigs , is , 2 ) , ( pigs , fly on , sky )"``; never raises.
 
-    A closed piece with three non-empty fields is a triplet and one with a single field an entity. As in the
-    official ``clean_graph_string``/``graph_string_to_object``: an echoed prompt is dropped, a piece cut off by the
-    output length is skipped, except that when it is the only piece its complete first field is kept as an
-    entity, and any other lone piece keeps its first field as an entity. Everything else (wrong field counts,
-    empty fields, words outside parentheses) is skipped and counted in ``malformed``.
+    A closed piece with three non-empty fields is a triplet. As in the official
+    ``clean_graph_string``/``graph_string_to_object``: an echoed prompt is dropped; a piece that is not a triplet
+    (a single field such as ``( dog )``, or one cut off by the output length) is dropped when the output holds
+    other pieces, and when it is the only piece its complete first field is kept as an entity. Everything skipped
+    (wrong field counts, empty fields, words outside parentheses) is counted in ``malformed``.
     """
     text = text.replace(FACTUAL_PROMPT.strip(), " ")
     pieces = list(_PIECE.finditer(text))
@@ -69,7 +69,7 @@ def parse_scene_graph(text: str) -> SceneGraph:
             subject, predicate, obj = fields
             graph.triplets.append((subject, predicate, obj))
             graph.entities += [subject] if predicate == ATTRIBUTE_PREDICATE else [subject, obj]
-        elif closed and len(fields) == 1 and fields[0]:
+        elif lone and closed and len(fields) == 1 and fields[0]:  # the only piece, a lone entity: kept as is
             graph.entities.append(fields[0])
         else:
             graph.malformed += 1

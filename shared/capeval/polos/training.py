@@ -3,7 +3,14 @@
 Official recipe (``configs/polos-trainer.yaml`` of the authors' code): MSE with ``reduction="sum"``, Adam lr 3e-5
 for the MLP and the scalar mix, CLIP and SimCSE frozen, batch 64 with 4 gradient-accumulation steps (the loss of
 each batch divided by 4, as Lightning does), gradient-norm clipping 1.0, scalar-mix layer dropout 0.1, MLP
-dropout 0.1, seed 42, early stopping on validation Pearson (patience 1, at most 100 epochs) keeping the best epoch.
+dropout 0.1, seed 42, at most 100 epochs, early stopping on validation Pearson and the best epoch's weights kept.
+The stopping rule and the kept epoch follow the official Lightning 1.2 callbacks (``EarlyStopping`` and
+``ModelCheckpoint``, monitor ``pearson``, mode max, min_delta 0, patience 1, top-2 checkpoints, the best one released):
+the monitored value is the validation Pearson as a float32 (NaN when undefined); the best score starts at −∞, so the
+first epoch always counts as an improvement (the head before training is only logged, as Lightning's sanity check); an
+epoch improves when its Pearson minus min_delta is strictly greater than the best so far; training stops after the
+validation of the ``patience``-th consecutive epoch without improvement; the head returned is the first epoch with the
+highest Pearson (NaN counting as −∞), never the head before training. See :func:`kept_epoch`.
 
 Frozen encoders make their outputs constants, so they are computed once per distinct image and text: CLIP
 features, and for each sentence the first-position vector of each of the 13 hidden states with that layer's
@@ -59,7 +66,8 @@ class Recipe:
     grad_clip: float = 1.0
     scalar_mix_dropout: float = 0.1
     seed: int = 42
-    patience: int = 1
+    patience: int = 1  # validation epochs without improvement before stopping (Lightning EarlyStopping)
+    min_delta: float = 0.0  # an improvement must exceed the best validation Pearson by more than this
     max_epochs: int = 100
     statistics: str = "per_sentence"  # or "batch": the official batch-wide scalar-mix statistics
 
@@ -342,14 +350,41 @@ def evaluate_head(head, bank, recipe: Recipe) -> Dict[str, float]:
         pred = torch.cat([head_scores(head, bank, order[i:i + recipe.batch_size], statistics=recipe.statistics)
                           for i in range(0, len(order), recipe.batch_size)]).numpy()
     gold = bank["score"].numpy()
-    pearson = float(np.corrcoef(pred, gold)[0, 1]) if pred.std() > 0 and gold.std() > 0 else 0.0
+    defined = np.isfinite(pred).all() and pred.std() > 0 and gold.std() > 0
+    # undefined (constant or non-finite predictions, constant judgments): NaN, as the official scipy Pearson
+    pearson = float(np.corrcoef(pred, gold)[0, 1]) if defined else float("nan")
     return {"mse": float(((pred - gold) ** 2).mean()), "pearson": pearson}
+
+
+def _monitored(pearson: float) -> np.float32:
+    """The value the official callbacks compare: Polos logs its validation Pearson as a float32 tensor."""
+    return np.float32(pearson)
+
+
+def kept_epoch(history: Sequence[Dict]) -> int:
+    """The epoch whose head training keeps: the official ``ModelCheckpoint`` (mode max) best checkpoint, i.e. the first
+    trained epoch (epoch ≥ 1) with the highest validation Pearson, NaN ranking as −∞. Epoch 0 (the head before
+    training, Lightning's sanity check) is never kept."""
+    best_epoch, best = None, None
+    for entry in history:
+        if entry["epoch"] < 1:
+            continue
+        score = _monitored(entry["pearson"])
+        score = np.float32(-np.inf) if np.isnan(score) else score
+        if best is None or score > best:  # strictly greater: a tie keeps the earlier epoch
+            best_epoch, best = entry["epoch"], score
+    if best_epoch is None:
+        raise ValueError("no trained epoch in the history")
+    return best_epoch
 
 
 def train_head(scorer, train_rows: Union[List[Dict], PrecomputedFeatures],
                val_rows: Union[List[Dict], PrecomputedFeatures], recipe: Recipe = Recipe()) -> List[Dict]:
-    """Train ``scorer.head`` in place (on CPU); returns the per-epoch validation history (epoch 0 = before).
-    ``train_rows``/``val_rows``: judgment rows (encoded here) or precomputed features (:func:`load_features`)."""
+    """Train ``scorer.head`` in place (on CPU); returns the per-epoch validation history (epoch 0 = before training,
+    logged only). Early stopping and the head kept follow the official Lightning callbacks (module docstring): the
+    first epoch always improves on the initial best of −∞; training stops once ``recipe.patience`` consecutive epochs
+    fail to beat the best Pearson by more than ``recipe.min_delta``; ``scorer.head`` ends as the :func:`kept_epoch`
+    head. ``train_rows``/``val_rows``: judgment rows (encoded here) or precomputed features (:func:`load_features`)."""
     if recipe.statistics not in ("per_sentence", "batch"):
         raise ValueError(f"statistics must be 'per_sentence' or 'batch', not {recipe.statistics!r}")
     train, val = _bank(scorer, train_rows, "training"), _bank(scorer, val_rows, "validation")
@@ -357,8 +392,7 @@ def train_head(scorer, train_rows: Union[List[Dict], PrecomputedFeatures],
     torch.manual_seed(recipe.seed)
     optimizer = torch.optim.Adam(head.parameters(), lr=recipe.lr)
     history = [{"epoch": 0, **evaluate_head(head, val, recipe)}]
-    best_state, bad_epochs = {k: v.clone() for k, v in head.state_dict().items()}, 0
-    best = history[0]["pearson"]
+    best_score, bad_epochs, kept_state = np.float32(-np.inf), 0, None
     generator = torch.Generator().manual_seed(recipe.seed)
     progress = tqdm(range(1, recipe.max_epochs + 1), desc="Polos M2LHF epochs")
     for epoch in progress:
@@ -379,14 +413,16 @@ def train_head(scorer, train_rows: Union[List[Dict], PrecomputedFeatures],
         progress.set_postfix(val_pearson=f"{history[-1]['pearson']:.4f}", val_mse=f"{history[-1]['mse']:.5f}")
         logger.info("epoch %d: validation MSE %.5f, Pearson %.4f", epoch, history[-1]["mse"], history[-1]["pearson"])
         tqdm.write(f"epoch {epoch}: validation MSE {history[-1]['mse']:.5f}, Pearson {history[-1]['pearson']:.4f}")
-        if history[-1]["pearson"] > best:
-            best, bad_epochs = history[-1]["pearson"], 0
-            best_state = {k: v.clone() for k, v in head.state_dict().items()}
+        if kept_epoch(history) == epoch:  # the best checkpoint so far (ModelCheckpoint)
+            kept_state = {k: v.clone() for k, v in head.state_dict().items()}
+        current = _monitored(history[-1]["pearson"])
+        if current - np.float32(recipe.min_delta) > best_score:  # False for NaN (EarlyStopping)
+            best_score, bad_epochs = current, 0
         else:
             bad_epochs += 1
             if bad_epochs >= recipe.patience:
                 break
-    head.load_state_dict(best_state)
+    head.load_state_dict(kept_state)
     scorer.head = head.to(scorer.device).eval()
     scorer.reset_caches()
     return history
@@ -425,9 +461,10 @@ def train_and_save(train_rows: Union[List[Dict], PrecomputedFeatures],
     history = train_head(scorer, train_rows, val_rows, recipe)
     n_train, n_val = (len(d.rows) if isinstance(d, PrecomputedFeatures) else len(d) for d in (train_rows, val_rows))
     write_head(out, scorer.head.state_dict(), scorer.config)
+    best = history[kept_epoch(history)]  # the epoch of the saved head
     (out / "training.json").write_text(json.dumps({"recipe": asdict(recipe), "history": history,
-                                                   "train_rows": n_train, "val_rows": n_val}, indent=2))
-    best = max(history, key=lambda h: h["pearson"])
+                                                   "best_epoch": best["epoch"], "train_rows": n_train,
+                                                   "val_rows": n_val}, indent=2))
     write_model_card(out, title="Polos head (trained with capeval M²LHF)", source=data_description or "user data",
                      license=HEAD_LICENSE,
                      body=f"Trained on {n_train} judgments, validated on {n_val}; "
