@@ -106,12 +106,13 @@ def load_open_clip(ref: str, *, cache_dir=None, builder=build_clip) -> Tuple[tor
 
 
 # OpenAI's ``clip.tokenize`` (CLIPScore, PAC-S) pre-splits the cleaned text with this pattern: its own special
-# tokens first, then the word pattern open_clip shares. open_clip names its specials ``<start_of_text>`` /
-# ``<end_of_text>`` and puts *those* first instead, so with its ``encode`` the official literals ``<|startoftext|>`` /
-# ``<|endoftext|>`` in a caption became ordinary text and ``<end_of_text>`` became EOT. :func:`clip_text_ids` follows
-# the official tokenizer: the official literals are SOT/EOT (found by the same left-to-right scan, so e.g. in
-# ``".<|endoftext|>"`` the punctuation run swallows ``<|`` and nothing is special, as officially) and open_clip's
-# spellings are ordinary text. Both vocabularies give SOT/EOT the same ids (49406/49407).
+# tokens first, then the word pattern open_clip shares. open_clip's ``SimpleTokenizer.encode`` puts its own spellings
+# ``<start_of_text>`` / ``<end_of_text>`` first instead, so it reads the official literals ``<|startoftext|>`` /
+# ``<|endoftext|>`` in a caption as ordinary text and ``<end_of_text>`` as EOT. :func:`clip_text_ids` follows the
+# official tokenizer: the official literals are SOT/EOT (found by the same left-to-right scan, so e.g. in
+# ``".<|endoftext|>"`` the punctuation run takes ``<|`` and nothing is special, as officially) and open_clip's
+# spellings are ordinary text (``_`` splits them, so open_clip's BPE-cache entries for them are never hit).
+# Both vocabularies give SOT/EOT the same ids (49406/49407).
 OFFICIAL_SOT, OFFICIAL_EOT = "<|startoftext|>", "<|endoftext|>"
 _OFFICIAL_PATTERN = r"""<\|startoftext\|>|<\|endoftext\|>|'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+"""
 
@@ -128,7 +129,8 @@ def clip_text_ids(tokenizer, text: str) -> List[int]:
 
     ``tokenizer`` is an open_clip ``SimpleTokenizer`` (its byte-level BPE, merges and vocabulary are OpenAI's);
     cleaning is the official ``whitespace_clean(basic_clean(text)).lower()``, which is also open_clip's default, so
-    texts without the official special literals get exactly the ids of ``tokenizer.encode``.
+    texts with none of ``<|startoftext|>``, ``<|endoftext|>``, ``<start_of_text>``, ``<end_of_text>`` (any case) get
+    exactly the ids of ``[SOT, *tokenizer.encode(text), EOT]``.
     """
     from open_clip.tokenizer import basic_clean, whitespace_clean
 
