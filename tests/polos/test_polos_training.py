@@ -1,5 +1,6 @@
 """M²LHF on synthetic judgments with a learnable signal: validation MSE falls, Pearson rises, and the saved head
-reloads and scores exactly as the trained one; the data reader; the batch-statistics training path."""
+reloads and scores exactly as the trained one; early stopping and the kept head follow the official Lightning
+callbacks; the data reader; the batch-statistics training path."""
 
 import json
 
@@ -10,7 +11,8 @@ from PIL import Image
 
 from capeval import InputError
 from capeval.cli import main
-from capeval.polos.training import FeatureBank, Recipe, head_scores, read_judgments
+from capeval.polos import training
+from capeval.polos.training import FeatureBank, Recipe, head_scores, new_scorer, read_judgments, train_head
 from capeval.core.scoring import load_scorer
 
 WORDS = ["dog", "cat", "car", "tree", "boat", "bird", "house", "road"]
@@ -38,14 +40,55 @@ def judgments(tmp_path):
     return tmp_path
 
 
+# The official trainer (keio-smilab24/Polos, pytorch-lightning 1.2.10) re-implemented from its documented rules, to
+# check capeval's trainer against: EarlyStopping(monitor="pearson", mode="max", min_delta=0, patience=1) and
+# ModelCheckpoint(save_top_k=2, mode="max"), both run after each epoch's validation (not on the sanity check), on the
+# Pearson that Polos logs as a float32 tensor (NaN when undefined).
+
+def _lightning_stop_epoch(pearsons, patience=1, min_delta=0.0):
+    """The epoch (1-based) after whose validation EarlyStopping stops training, or None if it never does."""
+    best, wait = torch.tensor(float("-inf")), 0
+    for epoch, value in enumerate(pearsons, 1):
+        current = torch.tensor(value, dtype=torch.float32)
+        if bool(current - min_delta > best):  # improvement: strictly greater, NaN never
+            best, wait = current, 0
+        else:
+            wait += 1
+            if wait >= patience:
+                return epoch
+    return None
+
+
+def _lightning_best_checkpoint(pearsons, top_k=2):
+    """The epoch of ModelCheckpoint's ``best_model_path``: a top-k dict in insertion order; a new score enters while
+    fewer than k are kept or when strictly above the worst kept one (which leaves); NaN is stored as -inf; the best
+    is the first maximal entry."""
+    kept = {}
+    for epoch, value in enumerate(pearsons, 1):
+        current = torch.tensor(value, dtype=torch.float32)
+        if len(kept) == top_k:
+            worst = min(kept, key=kept.get)
+            if not bool(current > kept[worst]):
+                continue
+            del kept[worst]
+        kept[epoch] = torch.tensor(float("-inf")) if torch.isnan(current) else current
+    return max(kept, key=kept.get)
+
+
 def test_training_learns_and_the_artifact_reloads(tiny_hub, judgments, capsys):
     tmp_path = judgments
     code = main(["train", "polos", "--train", str(tmp_path / "train.jsonl"), "--val", str(tmp_path / "val.jsonl"),
                  "--images", str(tmp_path), "--out", str(tmp_path / "head"), "--lr", "3e-3", "--max-epochs", "8",
                  "--hidden", "64,32", "--device", "cpu"])
     assert code == 0
-    history = json.loads((tmp_path / "head" / "training.json").read_text())["history"]
-    best = max(history, key=lambda h: h["pearson"])
+    # formerly ``best = max(history)``, epoch 0 included: the old rule could keep the untrained head; the saved head is
+    # now the official best checkpoint, a trained epoch's, recorded as ``best_epoch``
+    report = json.loads((tmp_path / "head" / "training.json").read_text())
+    history = report["history"]
+    pearsons = [h["pearson"] for h in history[1:]]
+    assert len(history) - 1 == (_lightning_stop_epoch(pearsons) or 8)
+    best = history[_lightning_best_checkpoint(pearsons)]  # the saved head's epoch (never epoch 0)
+    assert report["best_epoch"] == best["epoch"]
     assert best["pearson"] > history[0]["pearson"] + 0.3
     assert best["mse"] < history[0]["mse"] * 0.9
     card = (tmp_path / "head" / "README.md").read_text()
@@ -62,6 +105,89 @@ def test_training_learns_and_the_artifact_reloads(tiny_hub, judgments, capsys):
     with torch.no_grad():
         training_path = head_scores(trained.head, bank, torch.arange(len(val))).numpy()
     np.testing.assert_allclose(scores, training_path, atol=1e-5)
+
+
+def _snapshots(patch, pearsons=None):
+    """Record the head's weights at every validation (epoch 0 = before training); with ``pearsons``, the validation
+    Pearson of epoch i is scripted as ``pearsons[i]``."""
+    states, evaluate = [], training.evaluate_head
+
+    def recording(head, bank, recipe):
+        states.append({k: v.detach().clone() for k, v in head.state_dict().items()})
+        metrics = evaluate(head, bank, recipe)
+        return metrics if pearsons is None else {**metrics, "pearson": pearsons[len(states) - 1]}
+
+    patch.setattr(training, "evaluate_head", recording)
+    return states
+
+
+def _same_weights(a, b):
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_the_first_epoch_is_kept_even_when_worse_than_the_untrained_head(tiny_hub, judgments, monkeypatch):
+    """Lightning's best score starts at -inf: the first epoch always improves, even when its validation Pearson is
+    below the untrained head's. Crafted: the validation judgments are the untrained head's own scores (Pearson 1 before
+    training). The old rule (best = the untrained head's Pearson, patience 1) stopped after epoch 1 and restored the
+    untrained head; the official one keeps training while epochs improve and returns the best epoch's head."""
+    train_rows = read_judgments(judgments / "train.jsonl", judgments)[:256]
+    val_rows = read_judgments(judgments / "val.jsonl", judgments)
+    scorer = new_scorer(init=None, clip_weights="openai-clip-vit-b-32", text_encoder="simcse-roberta-base",
+                        hidden=(16, 8), seed=42, device="cpu")
+    with torch.no_grad():
+        own = head_scores(scorer.head.eval(), FeatureBank(scorer).build(val_rows), torch.arange(len(val_rows))).numpy()
+    own = (own - own.min()) / (own.max() - own.min())
+    val_rows = [{**row, "score": float(score)} for row, score in zip(val_rows, own)]
+    states = _snapshots(monkeypatch)
+    history = train_head(scorer, train_rows, val_rows, Recipe(lr=3e-3, max_epochs=6))
+
+    assert history[0]["pearson"] == pytest.approx(1.0, abs=1e-6)
+    assert history[1]["pearson"] < history[0]["pearson"]  # the case the old rule got wrong
+    pearsons = [h["pearson"] for h in history[1:]]
+    stop = _lightning_stop_epoch(pearsons)
+    assert len(history) - 1 == (stop or 6) and len(states) == len(history)
+    kept = _lightning_best_checkpoint(pearsons)
+    assert kept >= 1 and kept == training.kept_epoch(history)
+    final = scorer.head.state_dict()
+    assert _same_weights(final, states[kept])
+    assert not _same_weights(final, states[0])  # not the untrained head
+
+
+@pytest.mark.parametrize("pearsons, patience, max_epochs, stop, kept", [
+    ([0.9, 0.2, 0.1], 1, 5, 2, 1),  # the old rule: stop after epoch 1, keep the untrained head
+    ([0.5, 0.1, 0.3, 0.3], 1, 5, 3, 2),  # a tie is no improvement; the earlier epoch is kept
+    ([0.0, 0.3, 0.3 + 1e-9], 1, 5, 2, 1),  # compared as float32: equal
+    ([0.5, 0.1, 0.3, 0.2, 0.35, 0.3, 0.3], 2, 8, 6, 4),  # patience counts consecutive epochs without improvement
+    ([0.5, float("nan"), 0.4], 1, 5, 1, 1),  # NaN never improves, yet the only checkpoint is kept
+    ([0.0, float("nan"), 0.4, 0.2, 0.1], 2, 6, 4, 2),  # a NaN epoch is replaced by the next real score
+    ([0.0, 0.1, 0.2, 0.3], 1, 3, None, 3),  # max_epochs reached while improving
+])
+def test_early_stopping_and_the_kept_head_follow_lightning(tiny_hub, judgments, monkeypatch, pearsons, patience,
+                                                            max_epochs, stop, kept):
+    """Scripted validation Pearsons (epoch 0 first) over real training steps: the epochs run and the weights returned
+    are those of the re-implemented Lightning callbacks (whose answers are also spelt out by hand)."""
+    assert _lightning_stop_epoch(pearsons[1:], patience) == stop
+    trained = (stop or max_epochs)
+    assert _lightning_best_checkpoint(pearsons[1:trained + 1]) == kept
+    scorer = new_scorer(init=None, clip_weights="openai-clip-vit-b-32", text_encoder="simcse-roberta-base",
+                        hidden=(8, 8), seed=0, device="cpu")
+    rows = read_judgments(judgments / "val.jsonl", judgments)
+    states = _snapshots(monkeypatch, pearsons)
+    history = train_head(scorer, rows, rows[:8], Recipe(lr=1e-2, batch_size=8, patience=patience,
+                                                        max_epochs=max_epochs))
+    np.testing.assert_array_equal([h["pearson"] for h in history], pearsons[:trained + 1])
+    assert training.kept_epoch(history) == kept
+    assert _same_weights(scorer.head.state_dict(), states[kept])
+    assert not any(_same_weights(states[kept], states[e]) for e in range(len(states)) if e != kept)
+
+
+def test_at_least_one_epoch_is_required(tiny_hub, judgments, capsys):
+    """The kept head is a trained epoch's (never the head before training), so zero epochs is an input error."""
+    assert main(["train", "polos", "--train", str(judgments / "val.jsonl"), "--val", str(judgments / "val.jsonl"),
+                 "--images", str(judgments), "--out", str(judgments / "head"), "--max-epochs", "0", "--hidden", "8,8",
+                 "--device", "cpu"]) == 2
+    assert "max_epochs must be at least 1" in capsys.readouterr().err
+    assert not (judgments / "head").exists()
 
 
 def test_batch_statistics_training_path_matches_the_official_scoring(tiny_hub, judgments):

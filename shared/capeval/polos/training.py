@@ -382,11 +382,14 @@ def train_head(scorer, train_rows: Union[List[Dict], PrecomputedFeatures],
                val_rows: Union[List[Dict], PrecomputedFeatures], recipe: Recipe = Recipe()) -> List[Dict]:
     """Train ``scorer.head`` in place (on CPU); returns the per-epoch validation history (epoch 0 = before training,
     logged only). Early stopping and the head kept follow the official Lightning callbacks (module docstring): the
-    first epoch always improves on the initial best of −∞; training stops once ``recipe.patience`` consecutive epochs
-    fail to beat the best Pearson by more than ``recipe.min_delta``; ``scorer.head`` ends as the :func:`kept_epoch`
-    head. ``train_rows``/``val_rows``: judgment rows (encoded here) or precomputed features (:func:`load_features`)."""
+    first epoch always improves on the initial best of −∞; training stops once ``recipe.patience`` consecutive
+    epochs fail to beat the best Pearson by more than ``recipe.min_delta``; ``scorer.head`` ends as the
+    :func:`kept_epoch` head. ``train_rows``/``val_rows``: judgment rows (encoded here) or precomputed features
+    (:func:`load_features`)."""
     if recipe.statistics not in ("per_sentence", "batch"):
         raise ValueError(f"statistics must be 'per_sentence' or 'batch', not {recipe.statistics!r}")
+    if recipe.max_epochs < 1:
+        raise InputError(f"max_epochs must be at least 1 (the kept head is a trained epoch's), got {recipe.max_epochs}")
     train, val = _bank(scorer, train_rows, "training"), _bank(scorer, val_rows, "validation")
     head = scorer.head.cpu()
     torch.manual_seed(recipe.seed)
