@@ -169,7 +169,8 @@ class EmbeddingCache:
                 return value
         return None
 
-    def put(self, key: str, value: torch.Tensor) -> None:
+    def put(self, key: str, value: torch.Tensor) -> torch.Tensor:
+        """Store ``value`` (CPU) under ``key`` and return the stored tensor."""
         value = self._store(value.detach().cpu())
         self._remember(key, value)
         if self._dir is not None:
@@ -180,6 +181,7 @@ class EmbeddingCache:
             tmp = path.with_suffix(f".{uuid.uuid4().hex}.tmp")  # unique per writer (processes and threads)
             save_file({"embedding": value.contiguous()}, str(tmp))
             os.replace(tmp, path)
+        return value
 
     _BLOCK_ROWS = 4096
 
@@ -240,9 +242,6 @@ def encode_cached(
             chunk = pending[start:start + batch_size]
             embeddings = encode_batch([item for _, item in chunk])
             for (key, _), embedding in zip(chunk, embeddings):
-                cache.put(key, embedding)
-                found[key] = cache.get(key)
-                if found[key] is None:  # a cache that keeps nothing (max_items=0)
-                    found[key] = embedding.detach().cpu()
+                found[key] = cache.put(key, embedding)  # kept for this call even if the cache evicts it
             bar.update(len(chunk))
     return torch.stack([found[key] for key in keys])
