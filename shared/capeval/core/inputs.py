@@ -266,8 +266,9 @@ def validate_inputs(predictions: Any, images: Any = None, references: Any = None
             raise InputError(f"{metric} needs {missing[field]}")
         if value is not None and need == "unused":
             raise InputError(f"{metric} takes no {field}")
-    if images is not None and len(as_list(images, "images")) != n:
-        raise InputError(f"mismatched lengths: predictions={n}, images={len(as_list(images, 'images'))}")
+    images = as_list(images, "images") if images is not None else None
+    if images is not None and len(images) != n:
+        raise InputError(f"mismatched lengths: predictions={n}, images={len(images)}")
     refs = check_references(references, n, indices=indices) if references is not None else None
-    pil = load_images(as_list(images, "images"), indices=indices) if images is not None else None
+    pil = load_images(images, indices=indices) if images is not None else None
     return ValidInputs(preds, pil, refs)
