@@ -10,6 +10,7 @@ of its scores ``k``, the corpus mean under ``k`` and the per-sample list under `
 from __future__ import annotations
 
 import importlib
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -113,7 +114,7 @@ def load_scorer(name: str, **options) -> "Scorer":
     return spec.load_factory()(**options)
 
 
-class Scorer:
+class Scorer(ABC):
     """Base class of every scorer: :meth:`score` validates (shared, before any model call), then :meth:`_score`.
 
     Subclasses set ``name`` and the input policies ``images`` / ``references`` ("required", "optional", "unused")
@@ -138,8 +139,9 @@ class Scorer:
         """Score input that :meth:`validate` returned (for callers that validate with record numbers)."""
         return self._score(inputs, **options)
 
+    @abstractmethod
     def _score(self, inputs: ValidInputs) -> dict:
-        raise NotImplementedError
+        """The scores of validated input."""
 
 
 def summarize(per_sample: Dict[str, Sequence[float]]) -> Dict[str, object]:
