@@ -88,7 +88,7 @@ class EnsembleScorer(Scorer):
         self.clip_backbones: Dict[tuple, Any] = {}  # (CLIP weights directory, settings) -> ClipBackbone
         self.scorers = {name: self._build(name, options.get(name, {}), cider_idf) for name in self.groups}
         # per-sample values depend on the corpus only through official CIDEr (IDF over the scored references)
-        self.corpus_level = "cider" in self.groups and cider_idf is None
+        self.corpus_level = _official_cider(self.groups, cider_idf)
         self.images = "required" if self.needs_images else "optional"
         self.references = "required" if self.needs_references else "optional"
 
@@ -188,4 +188,9 @@ def is_corpus_level(options: Dict) -> bool:
     """EnsembEval's per-sample values depend on the scored corpus only through official CIDEr (IDF over the scored
     references); the other components score each sample alone. With ``cider_idf`` (fixed document frequencies) or
     weights without ``cider`` every value is per-sample, so the input may be sharded or streamed."""
-    return "cider" in load_weights(options.get("weights", "official"))["weights"] and options.get("cider_idf") is None
+    return _official_cider(load_weights(options.get("weights", "official"))["weights"], options.get("cider_idf"))
+
+
+def _official_cider(components, cider_idf) -> bool:
+    """Whether ``components`` (names) hold CIDEr with the scored corpus's IDF (no fixed ``cider_idf``)."""
+    return "cider" in components and cider_idf is None
