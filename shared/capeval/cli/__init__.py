@@ -1,0 +1,61 @@
+"""The ``capeval`` command line. Every command is a module of this package with ``configure(parser)`` and
+``run(args) -> int``; only the command being run is imported (``capeval --help`` imports no model code)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import List, Optional
+
+from capeval.core.errors import ConversionError, InputError, ModelNotAvailableError
+from capeval.core.version import __version__
+
+# command -> (module under capeval.cli, one-line help); the order is the order of `capeval --help`
+COMMANDS = {
+    "score": ("score", "score captions from a file, a datasets folder or a hub dataset"),
+    "merge": ("merge", "join `capeval score --shard` outputs (or `capeval train polos-features --shard` folders) "
+                       "in input order"),
+    "benchmark": ("benchmark", "correlate a metric with human judgments on a benchmark"),
+    "convert": ("convert", "convert an official checkpoint to capeval's safetensors/JSON layout"),
+    "push": ("push", "upload a converted/trained artifact folder to the Hugging Face Hub"),
+    "train": ("train", "train a learned metric"),
+    "bench": ("bench", "throughput of CLIP-S on a full-size random CLIP vs a naive per-sample loop"),
+    "publish-spaces": ("publish_spaces", "push every module folder as a Hugging Face Space"),
+    "install-modules": ("install_modules",
+                        'make evaluate.load("capeval/<name>") resolve offline from this installation'),
+}
+
+
+def _command_named(argv: List[str]) -> Optional[str]:
+    """The command word of ``argv`` (its first positional argument; the top level takes no valued options)."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
+
+
+def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
+    """The parser; only ``command``'s module is imported and configured (all of them when ``command`` is "*")."""
+    parser = argparse.ArgumentParser(prog="capeval", description="Faithful, fast image-captioning metrics.")
+    parser.add_argument("--version", action="version", version=f"capeval {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (module_name, help_text) in COMMANDS.items():
+        command_parser = sub.add_parser(name, help=help_text, description=help_text)
+        if command in (name, "*"):
+            module = importlib.import_module(f"capeval.cli.{module_name}")
+            module.configure(command_parser)
+            command_parser.set_defaults(func=module.run)
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(_command_named(argv)).parse_args(argv)
+    try:
+        return args.func(args)
+    except (InputError, ModelNotAvailableError, ConversionError, FileNotFoundError, KeyError) as exc:
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"capeval {args.command}: error: {message}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,7 @@
+"""``python -m capeval.cli``."""
+
+import sys
+
+from capeval.cli import main
+
+sys.exit(main())

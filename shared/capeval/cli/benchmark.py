@@ -1,0 +1,18 @@
+"""``capeval benchmark``: correlate a metric with human judgments on a benchmark."""
+
+from __future__ import annotations
+
+import json
+
+
+def configure(parser) -> None:
+    from capeval.benchmarks.command import configure as configure_benchmark
+
+    configure_benchmark(parser)
+
+
+def run(args) -> int:
+    from capeval.benchmarks.command import run as run_benchmark
+
+    print(json.dumps(run_benchmark(args), indent=2))
+    return 0

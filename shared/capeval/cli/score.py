@@ -1,0 +1,217 @@
+"""``capeval score``: score records {image, caption, references?} from a file, a datasets folder or a hub dataset."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Dict, Iterator, List, Optional
+
+from capeval.core.errors import InputError
+from capeval.core.records import DEFAULT_CHUNK_ROWS, RecordFingerprint, iter_records, parse_shard
+
+SHARD_RUN_KEYS = ("input", "records", "metric", "options")  # the "shard_of" stamp of every `capeval score --shard` row
+
+
+def configure(score) -> None:
+    from capeval.core.scoring import scorers
+
+    score.add_argument("metric", help=f"one of {sorted(scorers())}")
+    score.add_argument("--input", help="records with 'caption', 'image', optional 'references': a JSONL, CSV or "
+                                       "parquet file, a datasets save_to_disk folder, a folder of data files or a "
+                                       "hub dataset id (streamed)")
+    score.add_argument("--split", help="split of a datasets folder / hub dataset (default: its only split)")
+    score.add_argument("--config", help="config (subset) name of a hub dataset")
+    score.add_argument("--from-features", help='vcrscore: JSONL of {"features": [f1, f2, f3]} rows')
+    score.add_argument("--model", help="vcrscore --from-features: converted or retrained regressor (dir or hub id)")
+    score.add_argument("--images", help="directory the 'image' paths are relative to")
+    score.add_argument("--output", help="JSONL file for per-sample scores")
+    score.add_argument("--weights", help="registry name, hub id or directory of the weights")
+    score.add_argument("--cider-idf", help="ensembeval: CIDEr with document frequencies fixed by this folder/file "
+                                           "(`capeval train cider-idf`); makes every score per-sample, so "
+                                           "--shard/--chunk-size are allowed")
+    score.add_argument("--device", default="auto")
+    score.add_argument("--batch-size", type=int, default=64)
+    score.add_argument("--shard", help="i/n: score only records with index %% n == i (then `capeval merge`)")
+    score.add_argument("--chunk-size", type=int,
+                       help="stream the input in chunks of this many records (bounded memory)")
+
+
+def _columns(records: List[Dict], images_dir: Optional[Path], scorer):
+    """A chunk of records → (captions, images, references) for the scorer's input policy (``scorer.images`` /
+    ``scorer.references``: EnsembEval's depends on its weights); a field the metric uses must be in every record
+    (errors name the record number), a field it does not use is left out."""
+    def column(field: str, need: str):
+        if need == "unused":
+            return None
+        having = [r for r in records if field in r and r[field] is not None]
+        if not having and need == "optional":
+            return None
+        if len(having) < len(records):
+            missing = next(r["index"] for r in records if field not in r or r[field] is None)
+            raise InputError(f"record {missing}: no '{field}' field" + (f" ({scorer.name} needs {field})"
+                                                                      if need == "required" else
+                                                                      " (give it in every record or in none)"))
+        return [r[field] for r in records]
+
+    captions = column("caption", "required")
+    images = column("image", scorer.images)
+    if images is not None and images_dir is not None:
+        images = [str(images_dir / image) if isinstance(image, str) else image for image in images]
+    return captions, images, column("references", scorer.references)
+
+
+def _batches(records: Iterator[Dict], size: Optional[int]) -> Iterator[List[Dict]]:
+    batch: List[Dict] = []
+    for record in records:
+        batch.append(record)
+        if size and len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+class RunningSummary:
+    """Means of per-sample scores over streamed chunks, NaN (undefined, e.g. HICE-S's local term of a caption
+    without phrases) left out, and sums of counters such as ``truncated_texts``."""
+
+    def __init__(self):
+        self.sums: Dict[str, float] = {}
+        self.counts: Dict[str, int] = {}
+        self.totals: Dict[str, float] = {}
+
+    def add_scores(self, scores: Dict[str, List[float]]) -> None:
+        for key, values in scores.items():
+            defined = [float(v) for v in values if v == v]
+            self.sums[key] = self.sums.get(key, 0.0) + sum(defined)
+            self.counts[key] = self.counts.get(key, 0) + len(defined)
+
+    def add_counter(self, key: str, value: float) -> None:
+        self.totals[key] = self.totals.get(key, 0) + value
+
+    def result(self) -> Dict[str, float]:
+        means = {k: self.sums[k] / self.counts[k] if self.counts[k] else float("nan") for k in self.sums}
+        return {**means, **self.totals}
+
+
+def _json_value(value):
+    """Values of dataset records that JSON does not know: numpy scalars/arrays, dates."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    raise InputError(f"cannot write a {type(value).__name__} field to the JSONL output; drop that column first")
+
+
+def _score_features(args) -> int:
+    """``capeval score vcrscore --from-features FILE [--model DIR]``: precomputed feature rows → scores."""
+    from capeval.vcrscore.regressor import score_feature_file
+
+    if args.metric != "vcrscore":
+        raise InputError("--from-features is supported for vcrscore only")
+    scores = score_feature_file(args.from_features, args.model)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as out:
+            for row, score in zip(scores.rows, scores):
+                out.write(json.dumps({**row, "scores": {"vcrscore": score}}) + "\n")
+    print(json.dumps({"metric": "vcrscore", "n": len(scores), "vcrscore": sum(scores) / len(scores)}, indent=2))
+    return 0
+
+
+def _stamp_rows(partial: Path, stamp: Dict) -> None:
+    """Add ``"shard_of": stamp`` to every row of the finished ``partial`` output (rewritten under a second temporary
+    name, then renamed over it)."""
+    stamped = partial.with_name(partial.name + ".stamped")
+    try:
+        with open(partial, encoding="utf-8") as rows, open(stamped, "w", encoding="utf-8") as out:
+            for line in rows:
+                out.write(json.dumps({**json.loads(line), "shard_of": stamp}) + "\n")
+        os.replace(stamped, partial)
+    finally:
+        stamped.unlink(missing_ok=True)
+
+
+def run(args) -> int:
+    from capeval.core.scoring import RUNTIME_OPTIONS, load_scorer, scorers
+
+    if args.from_features:
+        return _score_features(args)
+    spec = scorers().get(args.metric)
+    if spec is None:
+        raise InputError(f"unknown metric {args.metric!r}; known: {sorted(scorers())}")
+    if not args.input:
+        raise InputError("--input is required (or --from-features for vcrscore)")
+    shard, num_shards = parse_shard(args.shard)
+    chunk_size = args.chunk_size
+    options = {"device": args.device, "batch_size": args.batch_size}
+    if args.weights:
+        options["weights"] = args.weights
+    if args.cider_idf:
+        if "cider_idf" not in spec.options:
+            raise InputError(f"--cider-idf applies to ensembeval, not {args.metric}")
+        options["cider_idf"] = args.cider_idf
+    corpus_level = spec.is_corpus_level(options)
+    if corpus_level and (num_shards > 1 or chunk_size):
+        hint = (" (or fix CIDEr's IDF: --cider-idf <folder of `capeval train cider-idf`>)"
+                if "cider_idf" in spec.options else "")
+        raise InputError(f"{args.metric} is corpus-level (its per-sample values depend on the whole corpus): "
+                         f"score the whole input in one process, without --shard or --chunk-size{hint}")
+    scorer = load_scorer(args.metric, **options)
+    images_dir = Path(args.images) if args.images else None
+    if chunk_size is not None and chunk_size < 1:
+        raise InputError(f"--chunk-size must be a positive number of records, got {chunk_size}")
+    source = iter_records(args.input, chunk_size=chunk_size or DEFAULT_CHUNK_ROWS, split=args.split, name=args.config)
+    fingerprint = RecordFingerprint()
+    if num_shards > 1:  # every shard streams the whole input: each fingerprints all of it, so all shards agree
+        source = fingerprint.watch(source)
+    records = ({**record, "index": index} for index, record in enumerate(source) if index % num_shards == shard)
+    summary, n, corpus_values = RunningSummary(), 0, {}
+    # written under a temporary name and renamed once complete: a killed shard leaves no output to merge
+    partial = Path(f"{args.output}.partial") if args.output else None
+    out = open(partial, "w", encoding="utf-8") if partial else None
+    try:
+        for batch in _batches(records, chunk_size):
+            captions, images, references = _columns(batch, images_dir, scorer)
+            inputs = scorer.validate(captions, images, references, indices=[r["index"] for r in batch])
+            result = scorer.score_inputs(inputs)
+            per_sample = {k[: -len("_per_sample")]: v for k, v in result.items() if k.endswith("_per_sample")}
+            summary.add_scores(per_sample)
+            for key, value in result.items():
+                if key in per_sample:
+                    corpus_values[key] = value  # the scorer's own corpus value for this chunk
+                elif not key.endswith("_per_sample") and isinstance(value, (int, float)):
+                    summary.add_counter(key, value)
+            if out:
+                for i, record in enumerate(batch):
+                    row = {**record, "scores": {k: v[i] for k, v in per_sample.items()}}
+                    if num_shards > 1:
+                        row["shard"] = f"{shard}/{num_shards}"
+                    if isinstance(row.get("image"), dict):  # embedded image bytes: keep the path only
+                        row["image"] = row["image"].get("path")
+                    out.write(json.dumps(row, default=_json_value) + "\n")
+                out.flush()
+            n += len(batch)
+        if out:
+            out.close()
+            if num_shards > 1 and n:  # the input is read to its end: its fingerprint is complete
+                _stamp_rows(partial, {"input": fingerprint.hexdigest(), "records": fingerprint.records,
+                                      "metric": args.metric,
+                                      "options": {k: v for k, v in options.items() if k not in RUNTIME_OPTIONS}})
+    except BaseException:
+        if out:
+            out.close()
+            partial.unlink(missing_ok=True)
+        raise
+    if n == 0:
+        if partial:
+            partial.unlink(missing_ok=True)
+        raise InputError(f"{args.input} holds no records" + (f" for shard {args.shard}" if num_shards > 1 else ""))
+    if partial:
+        os.replace(partial, args.output)
+    means = summary.result()
+    if corpus_level:
+        means.update(corpus_values)  # e.g. BLEU's corpus value is not the mean of its per-sample values
+    print(json.dumps({"metric": args.metric, "n": n, **({"shard": args.shard} if num_shards > 1 else {}), **means},
+                     indent=2))
+    return 0

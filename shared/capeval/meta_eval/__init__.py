@@ -1,0 +1,1 @@
+"""Meta-evaluation: is metric A really better than metric B? Paired significance tests, clusters, leaderboard."""
