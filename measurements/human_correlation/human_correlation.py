@@ -31,10 +31,19 @@ Returns:
     with units and raters also krippendorff_alpha (`float`) over the human scores.
 Examples:
     >>> import evaluate
-    >>> corr = evaluate.load("measurements/human_correlation")  # doctest: +SKIP
-    >>> corr.compute(predictions=[0.1, 0.4, 0.35, 0.8], references=[1, 2, 2, 4], resamples=0)  # doctest: +SKIP
-    >>> corr.compute(predictions=[0.1, 0.1, 0.8, 0.8], references=[1, 2, 4, 4], resamples=0,
-    ...              units=["a", "a", "b", "b"], raters=[0, 1, 0, 1])  # doctest: +SKIP
+    >>> corr = evaluate.load("capeval/human_correlation")
+    >>> result = corr.compute(predictions=[0.1, 0.4, 0.35, 0.8], references=[1, 2, 2, 4], resamples=0)
+    >>> {name: round(value, 4) for name, value in sorted(result.items())}
+    {'kendall_tau_b': 0.9129, 'kendall_tau_c': 0.9375, 'pearson': 0.9942, 'spearman': 0.9487}
+    >>> result = corr.compute(predictions=[0.1, 0.4, 0.35, 0.8, 0.6, 0.2, 0.7, 0.3],
+    ...                       references=[1, 2, 2, 4, 3, 1, 4, 2], resamples=200)
+    >>> low, high = result["kendall_tau_c_ci"]  # seeded percentile bootstrap (seed=0)
+    >>> low <= result["kendall_tau_c"] <= high
+    True
+    >>> result = corr.compute(predictions=[0.1, 0.1, 0.8, 0.8], references=[1, 2, 4, 4], resamples=0,
+    ...                       units=["a", "a", "b", "b"], raters=[0, 1, 0, 1])  # two raters per caption
+    >>> round(result["krippendorff_alpha"], 4)
+    0.8889
 """
 
 

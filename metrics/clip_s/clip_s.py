@@ -38,12 +38,14 @@ Returns:
 Examples:
     >>> import evaluate
     >>> from PIL import Image
-    >>> clip_s = evaluate.load("capeval/clip_s")  # doctest: +SKIP
+    >>> clip_s = evaluate.load("capeval/clip_s")
     >>> image = Image.new("RGB", (64, 48), "red")
     >>> result = clip_s.compute(predictions=["a red square"], images=[image],
-    ...                         references=[["a red image", "red"]])  # doctest: +SKIP
-    >>> sorted(k for k in result if not k.endswith("per_sample"))  # doctest: +SKIP
-    ['clip_s', 'refclip_s', 'truncated_texts']
+    ...                         references=[["a red image", "red"]])
+    >>> result["clip_s"]  # CLIP-S lies in [0, 2.5]; the digits depend on the weights
+    0...
+    >>> len(result["refclip_s_per_sample"]), result["truncated_texts"]
+    (1, 0)
 """
 
 

@@ -1,5 +1,7 @@
 """EnsembEval demo (Hugging Face Space): the ensemble score and every weighted component behind it."""
 
+from pathlib import Path
+
 from capeval.demo import Explanation, build_demo
 
 
@@ -13,7 +15,8 @@ def component_breakdown(scorer, result, inputs):
 
 
 demo = build_demo("ensembeval", title="EnsembEval",
-                  explanation=Explanation("table", "Component × weight = contribution", component_breakdown))
+                  explanation=Explanation("table", "Component × weight = contribution", component_breakdown),
+                  card=Path(__file__).with_name("README.md"))
 
 if __name__ == "__main__":
     demo.launch()

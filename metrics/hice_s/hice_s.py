@@ -49,8 +49,17 @@ Returns:
     when any is truncated; timings (seconds per stage: segmentation, parsing, encoding, scoring).
 Examples:
     >>> import evaluate
-    >>> hice = evaluate.load("capeval/hice_s")  # doctest: +SKIP
-    >>> hice.compute(predictions=["a dog running on the beach"], images=["dog.jpg"])  # doctest: +SKIP
+    >>> from PIL import Image
+    >>> hice = evaluate.load("capeval/hice_s", scorer_options={  # quick settings; defaults: FACTUAL, 32×32
+    ...     "phrase_parser": "spacy", "region_settings": {"points_per_side": 8}})
+    >>> image = Image.new("RGB", (64, 48), "red")
+    >>> result = hice.compute(predictions=["a red square"], images=[image],
+    ...                       references=[["a red image"]], return_report=True)
+    >>> result["hice_s"], result["refhice_s"]  # in [0, 2.5]; the digits depend on the weights
+    (..., ...)
+    >>> report = result["reports"][0]
+    >>> report["caption"], [phrase["phrase"] for phrase in report["phrases"]]
+    ('a red square', ['red square'])
 """
 
 

@@ -1,6 +1,8 @@
 """Image round-trip demo (Hugging Face Space): the caption is rendered by a text-to-image model and compared
 with the uploaded image; the generated image is shown beside the score."""
 
+from pathlib import Path
+
 from capeval.demo import Explanation, build_demo
 
 
@@ -10,7 +12,8 @@ def generated_image(scorer, result, inputs):
 
 
 demo = build_demo("image_roundtrip", title="Image round-trip",
-                  explanation=Explanation("image", "Image generated from the caption", generated_image))
+                  explanation=Explanation("image", "Image generated from the caption", generated_image),
+                  card=Path(__file__).with_name("README.md"))
 
 if __name__ == "__main__":
     demo.launch()

@@ -43,11 +43,14 @@ Returns:
 Examples:
     >>> import evaluate
     >>> from PIL import Image
-    >>> roundtrip = evaluate.load("capeval/image_roundtrip", scorer_options={"steps": 1})  # doctest: +SKIP
+    >>> roundtrip = evaluate.load("capeval/image_roundtrip",  # 256 px to be quick; default 512
+    ...                           scorer_options={"height": 256, "width": 256})
     >>> image = Image.new("RGB", (64, 48), "red")
-    >>> result = roundtrip.compute(predictions=["a red square"], images=[image])  # doctest: +SKIP
-    >>> sorted(result)  # doctest: +SKIP
-    ['image_roundtrip', 'image_roundtrip_per_sample', 'truncated_texts']
+    >>> result = roundtrip.compute(predictions=["a red square"], images=[image], return_images=True)
+    >>> -1 <= result["image_roundtrip"] <= 1, result["truncated_texts"]  # cosine of image features
+    (True, 0)
+    >>> result["generated_images"][0][0].size
+    (256, 256)
 """
 
 

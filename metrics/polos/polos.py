@@ -38,9 +38,15 @@ Returns:
     clip_truncated_texts (`int`): texts over 77 CLIP tokens (truncated, as the official code does).
 Examples:
     >>> import evaluate
-    >>> polos = evaluate.load("capeval/polos")  # doctest: +SKIP
-    >>> polos.compute(predictions=["a dog on grass"], images=["dog.jpg"],
-    ...               references=[["a dog running on a lawn"]])  # doctest: +SKIP
+    >>> from PIL import Image
+    >>> polos = evaluate.load("capeval/polos")
+    >>> image = Image.new("RGB", (64, 48), "green")
+    >>> result = polos.compute(predictions=["a green field"], images=[image],
+    ...                        references=[["a green lawn", "grass"]])
+    >>> result["polos"]  # in [0, 1]; the digits depend on the weights
+    0...
+    >>> result["polos_per_sample"] == [result["polos"]], result["truncated_texts"]
+    (True, 0)
 """
 
 

@@ -45,9 +45,15 @@ Returns:
     clip_truncated_texts (`int`): texts over 77 CLIP tokens (truncated, as officially).
 Examples:
     >>> import evaluate
-    >>> vcrscore = evaluate.load("capeval/vcrscore")  # doctest: +SKIP
-    >>> vcrscore.compute(predictions=["a blueberry cake on a plate"], images=["cake.jpg"],
-    ...                  references=[["a large piece of blueberry cake on a plate"]])  # doctest: +SKIP
+    >>> from PIL import Image
+    >>> vcrscore = evaluate.load("capeval/vcrscore")
+    >>> image = Image.new("RGB", (64, 48), "blue")
+    >>> result = vcrscore.compute(predictions=["a blueberry cake on a plate"], images=[image],
+    ...                           references=[["a large piece of blueberry cake on a plate"]], return_features=True)
+    >>> result["vcrscore"]  # the regressor's output; the digits depend on the weights
+    0...
+    >>> result["features"][0] == [result["word_precision"], result["vilt_logit"], result["mcip_refclip_s"]]
+    True
 """
 
 

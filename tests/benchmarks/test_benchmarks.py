@@ -75,9 +75,15 @@ def test_benchmark_end_to_end_with_cache(tmp_path, monkeypatch):
     from capeval.core import scoring
 
     rows, refs = _fixture(tmp_path)
-    calls = []
-    real = scoring.load_scorer
-    monkeypatch.setattr(scoring, "load_scorer", lambda *a, **k: calls.append(a) or real(*a, **k))
+    calls, real = [], scoring.load_scorer
+
+    def load_counting_scores(name, **options):  # the real scorer; each call that scores rows is recorded
+        scorer = real(name, **options)
+        score_rows = scorer._score
+        scorer._score = lambda *a, **k: calls.append(name) or score_rows(*a, **k)
+        return scorer
+
+    monkeypatch.setattr(scoring, "load_scorer", load_counting_scores)
     out = run_benchmark("rouge_l", "thumb", data_dir=tmp_path, resamples=100, cache_dir=tmp_path / "cache")
     direct = real("rouge_l").score([h for _, h, _ in rows], references=[refs[s] for s, _, _ in rows])
     expected = 100 * stats.pearsonr(direct["rouge_l_per_sample"], [y for _, _, y in rows]).statistic
@@ -85,7 +91,7 @@ def test_benchmark_end_to_end_with_cache(tmp_path, monkeypatch):
     assert out["statistic"] == "pearson" and out["n"] == 6 and out["ci95"][0] <= out["ci95"][1]
     again = run_benchmark("rouge_l", "thumb", data_dir=tmp_path, statistic="kendall_tau_b", resamples=0,
                           cache_dir=tmp_path / "cache")
-    assert len(calls) == 1  # the second statistic came from the cached per-sample scores
+    assert calls == ["rouge_l"]  # the second statistic came from the cached per-sample scores
     expected_tau = 100 * stats.kendalltau(direct["rouge_l_per_sample"], [y for _, _, y in rows]).statistic
     assert again["value"] == pytest.approx(expected_tau, abs=1e-9)
 

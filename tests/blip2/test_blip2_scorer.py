@@ -105,3 +105,77 @@ def test_bad_inputs(tiny_hub):
         scorer.score(["a"], None)
     with pytest.raises(InputError, match="not found"):
         scorer.score(["a"], ["/no/such/image.png"])
+
+
+def _lavis_image_embeds(model, pixels):
+    """LAVIS on CUDA, written from its code: ``convert_weights_to_fp16`` (conv/linear fp16), then
+    ``ln_vision(visual_encoder(image))`` under fp16 autocast (conv/linear/matmul fp16; layer_norm and softmax fp32;
+    gelu in its input dtype; cat/add promote) and ``.float()``. EVA: q scaled before q·kᵀ; ln_vision eps 1e-5."""
+    sd = {k: v.float() for k, v in model.vision_model.state_dict().items()}
+    cfg = model.config.vision_config
+    heads, width = cfg.num_attention_heads, cfg.hidden_size
+    h = lambda name: sd[name].half()  # noqa: E731  (a weight converted to fp16)
+    x = torch.nn.functional.conv2d(pixels.half(), h("embeddings.patch_embedding.weight"),
+                                   h("embeddings.patch_embedding.bias"), stride=cfg.patch_size)
+    x = x.flatten(2).transpose(1, 2)
+    x = torch.cat((sd["embeddings.class_embedding"].expand(x.shape[0], -1, -1), x), dim=1)
+    x = x + sd["embeddings.position_embedding"]
+    assert x.dtype == torch.float32  # the residual stream
+    for i in range(cfg.num_hidden_layers):
+        p = f"encoder.layers.{i}."
+        y = torch.nn.functional.layer_norm(x, (width,), sd[p + "layer_norm1.weight"], sd[p + "layer_norm1.bias"], 1e-6)
+        qkv = torch.nn.functional.linear(y.half(), h(p + "self_attn.qkv.weight"), h(p + "self_attn.qkv.bias"))
+        qkv = qkv.reshape(x.shape[0], x.shape[1], 3, heads, -1).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        q = q * (width // heads) ** -0.5
+        attn = (q @ k.transpose(-2, -1)).float().softmax(dim=-1)
+        y = (attn.half() @ v).transpose(1, 2).reshape(x.shape[0], x.shape[1], -1)
+        x = x + torch.nn.functional.linear(y, h(p + "self_attn.projection.weight"), h(p + "self_attn.projection.bias"))
+        y = torch.nn.functional.layer_norm(x, (width,), sd[p + "layer_norm2.weight"], sd[p + "layer_norm2.bias"], 1e-6)
+        y = torch.nn.functional.linear(y.half(), h(p + "mlp.fc1.weight"), h(p + "mlp.fc1.bias"))
+        y = torch.nn.functional.gelu(y)
+        x = x + torch.nn.functional.linear(y, h(p + "mlp.fc2.weight"), h(p + "mlp.fc2.bias"))
+    return torch.nn.functional.layer_norm(x, (width,), sd["post_layernorm.weight"], sd["post_layernorm.bias"], 1e-5)
+
+
+def test_official_precision_equals_lavis_numerics(tiny_hub):
+    """precision="official": LAVIS's fp16-autocast EVA ViT, then the fp32 Q-Former (``image_embeds.float()``)."""
+    from torchvision.transforms import functional as TF
+
+    images, captions = _images(3, seed=2), CAPTIONS[:3]
+    scorer = load_scorer("blip2_score", device="cpu", precision="official")
+    model = scorer.backbone.model
+    assert model.qformer.dtype == torch.float32
+    result = scorer.score(captions, images)["blip2_score_per_sample"]
+    mean, std = [0.48145466, 0.4578275, 0.40821073], [0.26862954, 0.26130258, 0.27577711]
+    pixels = torch.stack([
+        TF.normalize(TF.to_tensor(TF.resize(im.convert("RGB"), [224, 224], TF.InterpolationMode.BICUBIC)), mean, std)
+        for im in images])
+    tokenizer = scorer.backbone.tokenizer
+    expected = []
+    with torch.no_grad():
+        embeds = _lavis_image_embeds(model, pixels)
+        queries = model.qformer(query_embeds=model.query_tokens.expand(3, -1, -1),
+                                encoder_hidden_states=embeds).last_hidden_state
+        query_feats = model.vision_projection(queries)
+        image_feats = torch.nn.functional.normalize(query_feats, dim=-1)
+        for i, caption in enumerate(captions):
+            text = " ".join(re.sub(r"([.!\"()*#:;~])", " ", caption.lower()).split())
+            tokens = tokenizer(text, truncation=True, max_length=32, return_tensors="pt")
+            cls = model.qformer(query_embeds=model.embeddings(input_ids=tokens.input_ids), query_length=0,
+                                attention_mask=tokens.attention_mask).last_hidden_state[:, 0]
+            text_feat = torch.nn.functional.normalize(model.text_projection(cls), dim=-1)
+            expected.append(float((image_feats[i] @ text_feat[0]).max()))
+    np.testing.assert_allclose(result, expected, rtol=0, atol=1e-6)
+    torch.testing.assert_close(scorer.backbone.encode_images(images), query_feats, rtol=0, atol=1e-7)
+    for other in ({}, {"dtype": "float16"}):  # neither fp32 nor an all-fp16 model is LAVIS's computation
+        feats = load_scorer("blip2_score", device="cpu", **other).backbone.encode_images(images)
+        assert (feats - query_feats).abs().max() > 1e-6
+
+
+def test_official_precision_refuses_a_dtype_and_a_backbone_of_other_precision(tiny_hub):
+    with pytest.raises(ValueError, match="leave dtype unset"):
+        load_scorer("blip2_score", device="cpu", precision="official", dtype="float16")
+    backbone = load_scorer("blip2_score", device="cpu").backbone
+    with pytest.raises(InputError, match="precision"):
+        load_scorer("blip2_score", device="cpu", precision="official", backbone=backbone)

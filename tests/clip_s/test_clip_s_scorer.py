@@ -90,17 +90,17 @@ def test_each_distinct_image_encoded_once(tiny_hub):
     scorer = load_scorer("clip_s", device="cpu", batch_size=16)
     model = scorer.backbone.model
     seen = {"images": 0, "texts": 0}
-    original_image, original_text = model.encode_image, model.encode_text
+    original_image, original_text = model.encode_image, model.token_embedding.forward
 
     def count_images(x, *a, **k):
         seen["images"] += x.shape[0]
         return original_image(x, *a, **k)
 
-    def count_texts(x, *a, **k):
+    def count_texts(x, *a, **k):  # the token embedding: the first step of every text forward (trimmed or not)
         seen["texts"] += x.shape[0]
         return original_text(x, *a, **k)
 
-    model.encode_image, model.encode_text = count_images, count_texts
+    model.encode_image, model.token_embedding.forward = count_images, count_texts
     scorer.score(preds, images)
     assert seen == {"images": 20, "texts": 50}
 

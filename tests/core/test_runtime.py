@@ -74,3 +74,22 @@ def test_a_damaged_persisted_embedding_is_recomputed_not_trusted(tmp_path):
     with _warnings.catch_warnings():
         _warnings.simplefilter("error")
         assert torch.equal(EmbeddingCache("model|rev|fp32", tmp_path).get("k"), torch.arange(4, dtype=torch.float32))
+
+
+def test_sort_key_buckets_pending_items_and_prepare_feeds_the_encoder():
+    calls = []
+
+    def encode(batch):
+        calls.append(batch)
+        return torch.tensor([[float(len(x))] for x in batch["texts"]])
+
+    def prepare(batches):  # what encode_batch receives: prepared batches, in order
+        for batch in batches:
+            yield {"texts": batch}
+
+    cache = EmbeddingCache("t")
+    cache.put("ccc", torch.tensor([-1.0]))  # cached items are not encoded again
+    texts = ["aaaa", "b", "ccc", "dd", "b", "eeeee", "f"]
+    out = encode_cached(texts, texts, encode, cache, batch_size=2, desc="x", sort_key=len, prepare=prepare)
+    assert [call["texts"] for call in calls] == [["b", "f"], ["dd", "aaaa"], ["eeeee"]]  # stable ascending length
+    assert out[:, 0].tolist() == [4, 1, -1, 2, 1, 5, 1]  # input order

@@ -272,3 +272,43 @@ def test_text_only_weights_need_no_images_through_every_door(tiny_hub, tmp_path,
                  str(tmp_path / "bad.json")]) == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and "bad.json: not a JSON weights file" in error
+
+
+def test_each_distinct_clip_text_is_encoded_once_across_components_sharing_a_backbone(tiny_hub, monkeypatch):
+    """RefCLIP-S and Polos share OpenAI CLIP: every distinct "A photo depicts " + text (candidates and references
+    of both components) runs through its text encoder once; PAC-S's own CLIP encodes them once more."""
+    from capeval.backbones.clip import ClipBackbone
+
+    encoded = []
+    encode = ClipBackbone._encode_text_batch
+
+    def counting_encode(self, texts):
+        encoded.extend((self.weights, text) for text in texts)
+        return encode(self, texts)
+
+    monkeypatch.setattr(ClipBackbone, "_encode_text_batch", counting_encode)
+    scorer = load_scorer("ensembeval", weights={"weights": {"refclip_s": 1.0, "polos": 1.0, "pac_s": 1.0}},
+                         device="cpu", batch_size=2)
+    preds = ["a dog", "a red car", "two people", "a dog on grass"]
+    refs = [["a dog runs", "a dog"], ["a car", "red"], ["people"], ["grass", "a dog"]]
+    images = [np.full((20, 30, 3), 40 * i, np.uint8) for i in range(4)]
+    scorer.score(preds, images, refs)
+    distinct = {"A photo depicts " + t for t in preds + [r for rs in refs for r in rs]}
+    for weights in ("openai-clip-vit-b-32", "pacs-clip-vit-b-32"):
+        texts = [text for owner, text in encoded if owner == weights]
+        assert sorted(texts) == sorted(distinct)  # each once, none missing
+
+
+def test_official_precision_reaches_each_component_and_equals_it_alone(tiny_hub):
+    scorer = load_scorer("ensembeval", weights={"weights": {"refclip_s": 1.0, "polos": 1.0, "pac_s": 1.0,
+                                                            "bleu_1": 1.0}}, device="cpu", precision="official")
+    assert scorer.scorers["clip_s"].backbone.precision == "openai-fp16"
+    assert scorer.scorers["polos"].clip.precision == "openai-fp16"
+    assert scorer.scorers["pac_s"].backbone.precision == "uniform" and scorer.scorers["pac_s"].official_dtype
+    rng = np.random.default_rng(3)
+    images = [Image.fromarray(rng.integers(0, 256, (30 + i, 40, 3), dtype=np.uint8)) for i in range(2)]
+    preds, refs = ["a dog", "a red car"], [["a dog runs"], ["a car", "red"]]
+    result = scorer.score(preds, images, refs)
+    for key, name in (("refclip_s", "clip_s"), ("polos", "polos"), ("pac_s", "pac_s")):
+        alone = load_scorer(name, device="cpu", precision="official").score(preds, images, refs)
+        assert result[f"{key}_per_sample"] == alone[f"{key}_per_sample"]

@@ -252,8 +252,11 @@ def test_factual_truncation_is_in_the_result_and_in_the_one_warning_of_each_call
 def test_parser_count_with_spacy_and_a_plugged_in_parser(tiny_hub, scorer):
     image = _random_images(1)
     spacy_scorer = load_scorer("hice_s", phrase_parser="spacy", region_settings=SETTINGS, device="cpu")
-    assert spacy_scorer.score(["a dog on the grass"], image, [["a dog"]])["parser_truncated_texts"] == 0
+    result = spacy_scorer.score(["a dog on the grass"], image, [["a dog"]])
+    assert result["parser_truncated_texts"] == 0
+    assert result["provenance"]["spacy_model"] == spacy_scorer.phrases.provenance_extras()["spacy_model"]
     assert "parser_truncated_texts" not in scorer.score(["a dog on the grass"], image)  # cannot tell
+    assert "spacy_model" not in scorer.provenance  # a plugged-in parser records nothing
 
 
 def test_cache_dir_reaches_the_factual_parser(tiny_hub, tmp_path, monkeypatch):
@@ -304,5 +307,5 @@ def test_card_command_line_parses():
     commands = re.findall(r"`(capeval score [^`]+)`", card)
     assert commands
     for command in commands:
-        args = build_parser().parse_args(shlex.split(command)[1:])
+        args = build_parser("score").parse_args(shlex.split(command)[1:])
         assert args.metric == "hice_s" and args.input, command

@@ -250,3 +250,11 @@ def test_spacy_parser_accepts_the_uniform_options_and_truncates_nothing(spacy_pa
     caption = "a man riding a horse " * 40
     assert parser.extract([caption], warn=False) == spacy_parser.extract([caption])
     assert parser.count_truncated([caption, "a dog"]) == 0
+
+
+def test_spacy_parser_records_which_spacy_model_ran(spacy_parser):
+    import importlib.metadata
+
+    record = spacy_parser.provenance_extras()["spacy_model"]
+    assert record["version"] == importlib.metadata.version(record["package"])
+    assert record["name"].startswith("en_core_web_")

@@ -19,14 +19,17 @@ def _samples():
     return preds, images, refs
 
 
-def _clip_image(scorer, image):
+def _pixels(image):
     """Official Polos image path: RGB first, then Resize(224, bicubic) -> CenterCrop -> ToTensor -> Normalize."""
     from torchvision.transforms import functional as F
 
     image = F.center_crop(F.resize(image.convert("RGB"), 224, interpolation=F.InterpolationMode.BICUBIC), 224)
-    pixels = F.normalize(F.to_tensor(image), (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711))
+    return F.normalize(F.to_tensor(image), (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711))
+
+
+def _clip_image(scorer, image):
     with torch.no_grad():
-        return scorer.clip.model.encode_image(pixels[None])[0].numpy().astype(np.float64)
+        return scorer.clip.model.encode_image(_pixels(image)[None])[0].numpy().astype(np.float64)
 
 
 def _clip_text(scorer, text):
@@ -162,3 +165,49 @@ def test_input_errors(tiny_hub, kwargs, message):
 def test_unknown_statistics_option_is_rejected(tiny_hub):
     with pytest.raises(ValueError, match="statistics must be one of"):
         load_scorer("polos", device="cpu", statistics="corpus")
+
+
+def _openai_clip_emulation():
+    """The independent emulation of OpenAI's CUDA CLIP written in tests/clip_s/test_official_precision.py."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "clip_s" / "test_official_precision.py"
+    spec = importlib.util.spec_from_file_location("openai_clip_emulation", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_official_precision_equals_polos_0_1_3_numerics(tiny_hub):
+    """polos 0.1.3 on CUDA: clip.load(device="cuda") gives fp16 CLIP features, whose |a−b| and a⊙b are fp16;
+    torch.cat with the fp32 SimCSE vectors promotes to fp32; SimCSE and the head run in fp32."""
+    import open_clip
+
+    from capeval.core.hub import resolve
+
+    emulation = _openai_clip_emulation()
+    scorer = load_scorer("polos", device="cpu", precision="official")
+    assert scorer.encoder.model.dtype == torch.float32 and scorer.head.mlp[0].weight.dtype == torch.float32
+    preds, images, refs = _samples()
+    result = scorer.score(preds, images, refs)["polos_per_sample"]
+    clip = emulation.OpenAIClip(resolve(scorer.config["clip_weights"]), half=True)
+
+    def text(t):
+        return clip.encode_text(open_clip.tokenize(["A photo depicts " + t]))[0]
+
+    cand_se, expected = scorer.sentence_embeddings(preds), []  # SimCSE vectors: a component output
+    for i, (pred, image, rs) in enumerate(zip(preds, images, refs)):
+        img = clip.encode_image(_pixels(image)[None])[0]
+        c_clip, per_ref = text(pred), []
+        for r_se, r in zip(scorer.sentence_embeddings(rs), rs):
+            r_clip, c_se = text(r), cand_se[i]
+            x = torch.cat((r_se, c_se, (c_se - r_se).abs(), c_se * r_se, img, c_clip, (img - c_clip).abs(),
+                           img * c_clip, (r_clip - c_clip).abs(), r_clip * c_clip))
+            assert x.dtype == torch.float32
+            with torch.no_grad():
+                per_ref.append(float(scorer.head.mlp(x[None])[0, 0]))
+        expected.append(max(per_ref))
+    np.testing.assert_allclose(result, expected, rtol=0, atol=1e-6)
+    default = load_scorer("polos", device="cpu").score(preds, images, refs)["polos_per_sample"]
+    assert np.abs(np.array(default) - expected).max() > 1e-5  # fp32 CLIP is a different computation

@@ -1,6 +1,7 @@
 """The Gradio demos: served on localhost, called with gradio_client, and rendered by headless Chromium."""
 
 import os
+import re
 import runpy
 import shutil
 import socket
@@ -14,7 +15,17 @@ pytest.importorskip("gradio")
 gradio_client = pytest.importorskip("gradio_client")
 
 from capeval import functional as F  # noqa: E402
-from capeval.demo import Explanation, parse_references  # noqa: E402
+from capeval.demo import (  # noqa: E402
+    TINY_BANNER,
+    Explanation,
+    card_markdown,
+    examples,
+    format_value,
+    markdown_table,
+    parse_references,
+    provenance_markdown,
+)
+from capeval.hice_s import visualize as V  # noqa: E402
 from capeval.modules import module_dir  # noqa: E402
 from capeval.core.scoring import load_scorer, scorers  # noqa: E402
 
@@ -112,14 +123,14 @@ def test_image_explanation_and_reference_free_call(tiny_hub, image_file):
 
     scorer = DemoScorer("clip_s", explanation=Explanation("image", "Half size", half_size))
     scores, panel = scorer.score(Image.open(image_file), CAPTION, "\n \n")
-    assert set(scores) == {"clip_s", "truncated_texts"}
+    assert set(scores) - {"provenance", "hashcode"} == {"clip_s", "truncated_texts"}
     assert panel.size == (32, 24)
     assert parse_references(" a \n\n b ") == ["a", "b"]
     with pytest.raises(ValueError, match="kind"):
         Explanation("plot", "x", half_size)
 
 
-def test_text_metric_demo_hides_the_image_and_ignores_an_uploaded_one(quiet_gradio, image_file):
+def test_text_metric_demo_hides_the_image_and_ignores_an_uploaded_one(tiny_hub, quiet_gradio, image_file):
     """A metric whose images are "unused" (ROUGE-L): the image input is hidden, and an image sent anyway (through
     the API or the Python helper) is ignored instead of failing the scorer's input validation."""
     import gradio as gr
@@ -131,7 +142,7 @@ def test_text_metric_demo_hides_the_image_and_ignores_an_uploaded_one(quiet_grad
     scorer = DemoScorer("rouge_l")
     for image in (Image.open(image_file), None):
         scores, panel = scorer.score(image, CAPTION, "\n".join(REFERENCES))
-        assert scores == {"rouge_l": pytest.approx(expected)} and panel is None
+        assert scores["rouge_l"] == pytest.approx(expected) and panel is None
     with pytest.raises(Exception, match="needs at least one reference"):
         scorer.score(Image.open(image_file), CAPTION, "")
 
@@ -159,32 +170,62 @@ def chromium_or_skip() -> str:
     pytest.skip(f"{CHROMIUM} not installed (Debian package 'chromium')")
 
 
-def chromium(url, tmp_path, *action):
+def chromium(url, tmp_path, *action, width=1200, height=900):
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1200,900", "--virtual-time-budget=20000"]
-    return subprocess.run([chromium_or_skip(), *flags, *action, url], capture_output=True, text=True, timeout=120)
+             "--hide-scrollbars", "--force-device-scale-factor=1", f"--user-data-dir={tmp_path / 'profile'}",
+             f"--window-size={width},{height}", "--virtual-time-budget=20000"]
+    return subprocess.run([chromium_or_skip(), *flags, *action, url], capture_output=True, text=True, timeout=180)
 
 
-def test_headless_chromium_screenshot(quiet_gradio, tmp_path):
+@pytest.mark.parametrize("width", [1280, 390])  # desktop and phone
+def test_headless_chromium_renders_the_first_example_scored(tiny_hub, quiet_gradio, tmp_path, width):
+    """The page opens with the first example scored at startup (no weights loaded on a click): rounded scores,
+    the breakdown, the weights' provenance with the tiny-weights banner, the examples and the metric card."""
     binary = chromium_or_skip()
     assert shutil.which(binary)
-    demo = app_demo("clip_s")  # the scorer loads on the first request: no weights needed to render
+    demo = app_demo("clip_s")
     try:
         url = serve(demo)
         shot = tmp_path / "demo.png"
-        run = chromium(url, tmp_path, f"--screenshot={shot}")
+        run = chromium(url, tmp_path, f"--screenshot={shot}", width=width)
         assert run.returncode == 0, run.stderr[-2000:]
-        dom = chromium(url, tmp_path, "--dump-dom")
+        dom = chromium(url, tmp_path, "--dump-dom", width=width).stdout
     finally:
         demo.close()
-    assert shot.is_file() and shot.stat().st_size > 0
     pixels = np.asarray(Image.open(shot).convert("L"), dtype=np.float32)
-    assert pixels.shape == (900, 1200)
+    assert pixels.shape == (900, width)
     assert pixels.std() > 5 and len(np.unique(pixels)) > 20  # not a blank page
+    image, caption, references = examples(scorers()["clip_s"])[0]
+    expected = load_scorer("clip_s").score([caption], [Image.open(image)], [parse_references(references)])
     # the labels exist only once the Svelte front end has rendered the Blocks
-    for text in ("CLIP-S / RefCLIP-S", "References, one per line", "How the score is made"):
-        assert text in dom.stdout
+    for text in ("CLIP-S / RefCLIP-S", "References, one per line", "How the score is made", caption,
+                 f"{expected['clip_s']:.4f}", f"{expected['refclip_s']:.4f}", "tiny random TEST weights",
+                 "openai-clip-vit-b-32", "Examples", "Metric card"):
+        assert text in dom, text
+    page = re.sub(r"<script.*?</script>", "", dom, flags=re.S)  # what is shown, not the app's config
+    assert str(expected["clip_s"]) not in page and f"{expected['clip_s']:.4f}" in page  # no 16-digit numbers
+
+
+def test_tables_provenance_and_card_helpers(tmp_path, monkeypatch):
+    assert format_value(0.123456789) == "0.1235" and format_value(float("nan")) == "n/a" and format_value(3) == "3"
+    assert format_value(-1e-7) == "0.0000" and format_value(-0.5) == "-0.5000"
+    table = markdown_table([["a|b", 1.0]], ("x", "y"))
+    assert table.splitlines() == ["| x | y |", "|:--|--:|", "| a&#124;b | 1.0000 |"]
+    tiny = {"capeval": "9", "tiny_random_weights": True,
+            "weights": [{"ref": "w1", "source": "org/w1@abc", "tiny_random_weights": True}]}
+    text = provenance_markdown(tiny, "m|capeval 9|ff")
+    assert text.startswith(TINY_BANNER) and "`w1`: org/w1@abc" in text and "`m|capeval 9|ff`" in text
+    real = provenance_markdown({**tiny, "tiny_random_weights": False, "weights": [{**tiny["weights"][0],
+                                                                                    "tiny_random_weights": False}]})
+    assert TINY_BANNER not in real and "tiny random" not in real
+    assert "not reported" in provenance_markdown(None)
+    card = tmp_path / "README.md"
+    card.write_text("---\ntitle: X\nsdk: gradio\n---\n\n# X\nbody\n")
+    monkeypatch.delenv("SPACE_ID", raising=False)
+    assert card_markdown(card) == "# X\nbody\n"
+    monkeypatch.setenv("SPACE_ID", "org/x")
+    assert card_markdown(card).startswith("[Open the metric card on the Hub](https://huggingface.co/spaces/org/x/")
 
 
 @pytest.mark.parametrize("metric, key", [("polos", "polos"), ("ensembeval", "ensembeval")])
@@ -224,7 +265,82 @@ def test_hice_app_shows_the_region_phrase_overlay(tiny_hub, quiet_gradio, image_
     assert scores["refhice_s"] == pytest.approx(direct["refhice_s"], abs=1e-5)
     picture = Image.open(overlay["path"] if isinstance(overlay, dict) else overlay)
     original = Image.open(image_file)
-    assert picture.width == original.width and picture.height > original.height  # image + phrase panel
+    assert picture.width == V.MIN_WIDTH  # a 64-px photo is drawn at the working width, legible
+    assert picture.height > V.MIN_WIDTH * original.height // original.width  # image + phrase panel
+
+
+def test_hice_demo_scores_once_per_request(tiny_hub, image_file):
+    from capeval.demo import DemoScorer, hice_overlay
+
+    demo_scorer = DemoScorer("hice_s", {"device": "cpu"}, hice_overlay())
+    calls = []
+    real_score = demo_scorer.scorer.score
+
+    def counting_score(*args, **kwargs):
+        calls.append(kwargs)
+        return real_score(*args, **kwargs)
+
+    demo_scorer.scorer.score = counting_score
+    scores, picture = demo_scorer.score(Image.open(image_file), CAPTION, "\n".join(REFERENCES))
+    assert len(calls) == 1 and calls[0]["return_report"] is True
+    assert "reports" not in scores and picture.width == V.MIN_WIDTH
+
+
+def hice_report(mentioned, caption="a sun above a field"):
+    return {"caption": caption,
+            "phrases": [{"phrase": "sun", "precision": 0.8, "correct": True},
+                        {"phrase": "black cat", "precision": 0.1, "correct": False}],
+            "regions": [{"index": k, "recall": 0.9 if m else 0.1, "mentioned": m, "best_phrase": "sun"}
+                        for k, m in enumerate(mentioned)]}
+
+
+def two_regions(width, height):
+    rng = np.random.RandomState(0)
+    image = Image.fromarray(rng.randint(0, 255, (height, width, 3)).astype(np.uint8))
+    left = np.zeros((height, width), bool)
+    left[:, : width // 2] = True
+    return image, [left, ~left]
+
+
+def test_hice_report_colours_regions_by_status_and_links_phrases():
+    image, masks = two_regions(800, 400)
+    report = hice_report([True, False])
+    drawn = np.asarray(V.draw_hice_report(image, report, masks)).astype(float)
+    assert drawn.shape[1] == 800  # within the working widths: drawn at its own size
+    original = np.asarray(image).astype(float)
+    for (y, x), colour in (((350, 100), V.MENTIONED), ((350, 700), V.UNMENTIONED)):  # away from the labels
+        expected = (1 - V.TINT) * original[y, x] + V.TINT * np.array(colour)
+        assert np.abs(drawn[y, x] - expected).max() <= 1, (y, x)
+    assert drawn[1, 1].tolist() == list(V.MENTIONED) and drawn[1, 798].tolist() == list(V.UNMENTIONED)  # outlines
+    rows = V.report_lines(report, unsegmented=False)
+    assert ('correct: "sun" (precision 0.80) -> R1', V.CORRECT_TEXT) in rows
+    assert ('WRONG: "black cat" (precision 0.10)', V.WRONG_TEXT) in rows
+    assert ('R2 UNMENTIONED (recall 0.10); closest phrase "sun"', V.WRONG_TEXT) in rows
+
+
+def test_hice_report_without_regions_is_untinted_and_says_so():
+    image, _ = two_regions(V.MIN_WIDTH // 2, V.MIN_WIDTH // 4)  # a small photo: drawn twice as large
+    report = hice_report([False])
+    for masks in ([], [np.ones((image.height, image.width), bool)]):  # none found, or the whole-image stand-in
+        drawn = V.draw_hice_report(image, report, masks)
+        top = np.asarray(drawn)[: V.MIN_WIDTH // 2]
+        assert np.array_equal(top, np.asarray(image.resize((V.MIN_WIDTH, V.MIN_WIDTH // 2), Image.LANCZOS)))
+    rows = [text for text, _ in V.report_lines(report, unsegmented=True)]
+    assert any(text.startswith("No region segmented") for text in rows) and not any("R1" in t for t in rows)
+
+
+def test_hice_report_text_scales_with_the_image_and_wraps_long_captions():
+    report = hice_report([True, False], caption="a very long caption " * 20)
+    heights = {}
+    for width in (V.MAX_WIDTH // 2, V.MAX_WIDTH, 4000):
+        image, masks = two_regions(width, width // 2)
+        drawn = V.draw_hice_report(image, report, masks)
+        panel = np.asarray(drawn.convert("L"))[drawn.width * image.height // image.width:]
+        heights[width] = panel.shape[0]
+        ink = np.nonzero((panel < 200).any(axis=0))[0]
+        assert ink.max() < drawn.width - 5  # wrapped: nothing runs into the right edge
+    assert heights[V.MAX_WIDTH] == pytest.approx(2 * heights[V.MAX_WIDTH // 2], rel=0.1)  # font follows the width
+    assert heights[4000] == heights[V.MAX_WIDTH]  # a huge photo is drawn at the largest working width
 
 
 def test_vcrscore_app_shows_the_three_features_and_the_detected_objects(tiny_hub, quiet_gradio, image_file):

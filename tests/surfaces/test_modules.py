@@ -38,7 +38,8 @@ def test_clip_modules_from_checkout_score_offline(tiny_hub):
         free = module.compute(predictions=["green"], images=[image])
         with_refs = module.compute(predictions=["green", "a field"], images=[image, image],
                                    references=[["a green image"], "grass"])
-        assert set(free) == {key, f"{key}_per_sample", "truncated_texts"}
+        assert set(free) == {key, f"{key}_per_sample", "truncated_texts", "provenance", "hashcode"}
+        assert free["hashcode"] == module.scorer.hashcode and free["provenance"] == module.scorer.provenance
         assert with_refs[f"{key}_per_sample"][0] == pytest.approx(free[f"{key}_per_sample"][0], abs=1e-6)
         assert len(with_refs[f"ref{key}_per_sample"]) == 2
         # a bare reference string beside lists is one reference, not a list of characters

@@ -1,5 +1,12 @@
-"""make_compute_metrics with a tiny VisionEncoderDecoder trained by Seq2SeqTrainer(predict_with_generate=True)."""
+"""make_compute_metrics with a tiny VisionEncoderDecoder trained by Seq2SeqTrainer(predict_with_generate=True), in
+one process and under DDP (two gloo processes on CPU started by torchrun)."""
 
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -8,7 +15,8 @@ import pytest
 pytest.importorskip("transformers")
 
 from capeval import InputError  # noqa: E402
-from capeval.integrations.transformers import AlignmentError, make_compute_metrics  # noqa: E402
+from capeval.integrations.transformers import AlignmentError, _RowMatcher, make_compute_metrics  # noqa: E402
+from capeval.integrations.transformers import fingerprints as _fingerprints  # noqa: E402
 from capeval.core.scoring import load_scorer  # noqa: E402
 
 COLORS = ["red", "green", "blue", "yellow", "black", "white", "purple", "orange", "pink", "gray"]
@@ -95,12 +103,16 @@ def training_args(tmp_path, **overrides):
     return Seq2SeqTrainingArguments(**options)
 
 
-@pytest.fixture(scope="module")
-def setup(tiny_hub):
+def make_image_processor():
     from transformers import ViTImageProcessor
 
+    return ViTImageProcessor(size={"height": 32, "width": 32}, image_mean=[0.5] * 3, image_std=[0.5] * 3)
+
+
+@pytest.fixture(scope="module")
+def setup(tiny_hub):
     tokenizer = make_tokenizer()
-    image_processor = ViTImageProcessor(size={"height": 32, "width": 32}, image_mean=[0.5] * 3, image_std=[0.5] * 3)
+    image_processor = make_image_processor()
     dataset = make_dataset(tokenizer, image_processor)
     scorer = load_scorer("clip_s", device="cpu")
     return SimpleNamespace(tokenizer=tokenizer, image_processor=image_processor, dataset=dataset, scorer=scorer)
@@ -121,9 +133,13 @@ def trained(setup, tmp_path_factory):
 
 
 def decoded_predictions(trainer, dataset, tokenizer):
-    """The trained model's captions for ``dataset`` in dataset order, decoded here independently."""
-    output = trainer.predict(dataset)
-    ids = np.where(output.predictions < 0, tokenizer.pad_token_id, output.predictions)
+    """The trainer's model's captions for ``dataset`` in dataset order, decoded here independently."""
+    from transformers import Seq2SeqTrainer
+
+    plain = Seq2SeqTrainer(model=trainer.model, args=trainer.args, eval_dataset=dataset, data_collator=collate,
+                           processing_class=tokenizer)
+    predictions = plain.predict(dataset).predictions[:len(dataset)]  # (under DDP the padding samples follow)
+    ids = np.where(predictions < 0, tokenizer.pad_token_id, predictions)
     return [text.strip() for text in tokenizer.batch_decode(ids, skip_special_tokens=True)]
 
 
@@ -181,7 +197,12 @@ def test_out_of_order_evaluation_matched_by_inputs(setup, trained, tmp_path, bat
     compute_metrics = make_compute_metrics("clip_s", setup.tokenizer, setup.dataset, references_column="references",
                                            metric_options={"device": "cpu"})
     args = training_args(tmp_path, include_for_metrics=["inputs"], batch_eval_metrics=batch_eval_metrics)
-    metrics = _ShuffledEvalTrainer.build(trained.model, args, setup, compute_metrics).evaluate()
+    trainer = _ShuffledEvalTrainer.build(trained.model, args, setup, compute_metrics)
+    if batch_eval_metrics:
+        metrics = trainer.evaluate()
+    else:  # the Trainer kept every input until the end
+        with pytest.warns(UserWarning, match="set batch_eval_metrics=True"):
+            metrics = trainer.evaluate()
     expected = direct_scores(setup, trained)
     assert metrics["eval_clip_s"] == pytest.approx(expected["clip_s"], abs=1e-6)
     assert metrics["eval_refclip_s"] == pytest.approx(expected["refclip_s"], abs=1e-6)
@@ -223,6 +244,7 @@ def test_decoding_drops_padding_and_minus_100(setup):
     compute_metrics = make_compute_metrics(setup.scorer, setup.tokenizer, subset, references_column="references")
     metrics = compute_metrics(SimpleNamespace(predictions=predictions, label_ids=labels, inputs=None))
     expected = setup.scorer.score(texts, images=subset["image"], references=subset["references"])
+    assert metrics.pop("hashcode") == expected["hashcode"] == setup.scorer.hashcode
     assert metrics == pytest.approx({k: expected[k] for k in ("clip_s", "refclip_s", "truncated_texts")})
 
 
@@ -239,6 +261,7 @@ def test_empty_predictions_raise_or_get_empty_score(setup):
     assert metrics["empty_predictions"] == 1
 
 
+@pytest.mark.filterwarnings("ignore:the Trainer kept all")
 def test_wrong_dataset_or_missing_labels_raise(setup):
     subset = setup.dataset.select(range(3))
     predictions = _ids(setup.tokenizer, ["a red square"] * 3, 6, setup.tokenizer.pad_token_id)
@@ -262,6 +285,7 @@ def test_missing_references_for_reference_metric_and_bad_columns(setup):
         make_compute_metrics(42, setup.tokenizer, setup.dataset)
 
 
+@pytest.mark.filterwarnings("ignore:the Trainer kept all")
 def test_on_the_fly_transform_matched_by_content(setup):
     """A dataset preprocessed by ``with_transform`` (no stored pixel values), evaluated in reverse order."""
     raw = setup.dataset.select(range(4)).select_columns(["image", "caption", "references"])
@@ -282,3 +306,181 @@ def test_on_the_fly_transform_matched_by_content(setup):
                                   references=[raw["references"][i] for i in order])
     assert metrics["clip_s"] == pytest.approx(expected["clip_s"], abs=1e-6)
     assert metrics["refclip_s"] == pytest.approx(expected["refclip_s"], abs=1e-6)
+
+
+def test_dict_of_eval_datasets_scores_each_against_its_own_rows(setup, trained, tmp_path):
+    """Each evaluation pass goes to the one dataset whose rows it matches, by position and by content."""
+    from transformers import Seq2SeqTrainer
+
+    eval_datasets = {"all": setup.dataset, "part": setup.dataset.select([6, 2, 9, 4, 0, 7, 3])}
+    for overrides in ({}, {"batch_eval_metrics": True, "include_for_metrics": ["inputs"]}):
+        compute_metrics = make_compute_metrics(setup.scorer, setup.tokenizer, eval_datasets,
+                                               references_column="references")
+        trainer = Seq2SeqTrainer(model=trained.model, args=training_args(tmp_path, **overrides),
+                                 eval_dataset=eval_datasets, data_collator=collate, compute_metrics=compute_metrics,
+                                 processing_class=setup.tokenizer)
+        metrics = trainer.evaluate()
+        for name, dataset in eval_datasets.items():
+            captions = decoded_predictions(trained, dataset, setup.tokenizer)
+            expected = setup.scorer.score(captions, images=dataset["image"], references=dataset["references"])
+            assert metrics[f"eval_{name}_clip_s"] == pytest.approx(expected["clip_s"], abs=1e-6)
+            assert metrics[f"eval_{name}_refclip_s"] == pytest.approx(expected["refclip_s"], abs=1e-6)
+
+
+def test_dict_of_eval_datasets_refuses_no_match_and_ambiguity(setup):
+    subset = setup.dataset.select(range(3))
+    predictions = _ids(setup.tokenizer, ["a red square"] * 3, 6, setup.tokenizer.pad_token_id)
+    labels = _ids(setup.tokenizer, subset["caption"], 6, -100)
+    eval_pred = SimpleNamespace(predictions=predictions, label_ids=labels, inputs=None)
+    other = setup.dataset.select([3, 4, 5])
+    with pytest.raises(AlignmentError, match="match none of the eval datasets: a: .*; b: "):
+        make_compute_metrics(setup.scorer, setup.tokenizer, {"a": other, "b": setup.dataset})(eval_pred)
+    with pytest.raises(AlignmentError, match=r"match several eval datasets \(\['a', 'b'\]\)"):
+        make_compute_metrics(setup.scorer, setup.tokenizer, {"a": subset, "b": subset.select(range(3))})(eval_pred)
+    with pytest.raises(InputError, match=r"eval_dataset\['b'\] has no column"):
+        make_compute_metrics(setup.scorer, setup.tokenizer, {"a": subset, "b": subset.remove_columns("image")})
+
+
+def test_whole_pass_inputs_warn_about_memory(setup):
+    """Without batch_eval_metrics the Trainer keeps every input until the end: the hook says so, once."""
+    subset = setup.dataset.select(range(3))
+    batch = collate([subset[i] for i in range(3)])
+    predictions = _ids(setup.tokenizer, ["a red square"] * 3, 6, setup.tokenizer.pad_token_id)
+    eval_pred = SimpleNamespace(predictions=predictions, label_ids=batch["labels"].numpy(),
+                                inputs=batch["pixel_values"].numpy())
+    compute_metrics = make_compute_metrics(setup.scorer, setup.tokenizer, subset)
+    with pytest.warns(UserWarning, match=r"kept all 0\.0 MiB of evaluation inputs.*batch_eval_metrics=True"):
+        compute_metrics(eval_pred)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        compute_metrics(eval_pred)  # once per hook
+        batched = SimpleNamespace(predictions=eval_pred.predictions, label_ids=eval_pred.label_ids,
+                                  inputs={"pixel_values": batch["pixel_values"]})
+        make_compute_metrics(setup.scorer, setup.tokenizer, subset)(batched, compute_result=True)
+
+
+def test_ddp_padding_samples_are_checked_and_left_out(setup):
+    """Seq2SeqTrainer's last DDP batch ends with the pass's first samples again: left out only when they are."""
+    subset = setup.dataset.select(range(3))
+    labels = _ids(setup.tokenizer, setup.dataset.select([0, 1, 2, 0, 1])["caption"], 6, -100).tolist()
+    batch = collate([setup.dataset[i] for i in (0, 1, 2, 0, 1)])
+    samples = _fingerprints(batch["pixel_values"].numpy())
+    for by_content in (False, True):
+        matcher = _RowMatcher(subset, setup.tokenizer.pad_token_id, "labels", "pixel_values", 1e-3)
+        assert matcher.match(5, labels, samples if by_content else None, tail=True) == [0, 1, 2]
+        matcher.finish()
+        matcher.reset()
+        with pytest.raises(AlignmentError, match="more evaluated samples than the 3 rows"):
+            matcher.match(5, labels, samples if by_content else None)  # not the last batch under DDP
+        matcher.reset()
+        wrong = labels[:3] + [labels[1], labels[0]]
+        with pytest.raises(AlignmentError, match="sample 3 is beyond the 3 rows of eval_dataset and does not repeat "
+                                                 "sample 0"):
+            matcher.match(5, wrong, samples[[0, 1, 2, 1, 0]] if by_content else None, tail=True)
+
+
+# DDP: the same evaluations in two gloo processes and in this one.
+
+EVAL_MODES = {"batch_inputs": {"batch_eval_metrics": True, "include_for_metrics": ["inputs"]},
+              "whole_inputs": {"include_for_metrics": ["inputs"]},
+              "batch_position": {"batch_eval_metrics": True}}
+
+
+def _count_samples(obj, method: str, counts: dict, key: str) -> None:
+    """Count the samples ``obj.method`` scores in this process (the real method still does the work)."""
+    original = getattr(obj, method)
+
+    def counted(*args, **kwargs):
+        result = original(*args, **kwargs)
+        counts[key] += len(result["clip_s_per_sample"])
+        return result
+
+    setattr(obj, method, counted)
+
+
+def evaluate_modes(output_dir) -> dict:
+    """Evaluate an untrained tiny model on a dict of two eval datasets (10 and 7 rows: uneven last batches under
+    DDP) in each mode, with a clip_s scorer (split across processes) and, in batch_inputs mode, the clip_s
+    evaluate module (scored in the main process only) and clip_s by name (loaded where it scores). Returns the metrics, the samples each metric scored in
+    this process, and the generated captions."""
+    import evaluate
+    from transformers import Seq2SeqTrainer
+
+    from capeval.modules import module_dir
+
+    tokenizer = make_tokenizer()
+    dataset = make_dataset(tokenizer, make_image_processor())
+    eval_datasets = {"all": dataset, "part": dataset.select([6, 2, 9, 4, 0, 7, 3])}
+    model = make_model(tokenizer)
+    counts = {"scorer": 0, "module": 0}
+    scorer = load_scorer("clip_s", device="cpu")
+    _count_samples(scorer, "score_inputs", counts, "scorer")
+    module = evaluate.load(str(module_dir("clip_s") / "clip_s.py"), device="cpu")
+    _count_samples(module, "compute", counts, "module")
+    runs = [(mode, scorer) for mode in EVAL_MODES] + [("batch_inputs_module", module), ("batch_inputs_name", "clip_s")]
+    metrics = {}
+    for run, metric in runs:
+        options = {"device": "cpu"} if isinstance(metric, str) else None
+        compute_metrics = make_compute_metrics(metric, tokenizer, eval_datasets, references_column="references",
+                                               metric_options=options)
+        args = training_args(output_dir, **EVAL_MODES[run.replace("_module", "").replace("_name", "")])
+        trainer = Seq2SeqTrainer(model=model, args=args, eval_dataset=eval_datasets, data_collator=collate,
+                                 compute_metrics=compute_metrics, processing_class=tokenizer)
+        metrics[run] = {k: v for k, v in trainer.evaluate().items() if "clip_s" in k or "truncated" in k}
+    captions = {name: decoded_predictions(trainer, data, tokenizer) for name, data in eval_datasets.items()}
+    return {"metrics": metrics, "counts": counts, "captions": captions}
+
+
+DDP_WORKER = r"""
+import json, os, sys
+sys.path.insert(0, sys.argv[1])
+import test_transformers_integration as t
+
+result = t.evaluate_modes(sys.argv[2])
+json.dump(result, open(os.path.join(sys.argv[2], f"rank{os.environ['RANK']}.json"), "w"))
+"""
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_ddp_two_gloo_processes_equal_one_process(tiny_hub, tmp_path):
+    """torchrun --nproc_per_node=2 (gloo, CPU): with batch_eval_metrics + include_for_metrics=["inputs"] the
+    Trainer passes gathered predictions but local inputs; every mode, on a dict of eval datasets, gives the
+    one-process metrics in both processes; the scorer's samples are split, the module scores in process 0."""
+    (tmp_path / "worker.py").write_text(DDP_WORKER)
+    offline = {k: "1" for k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_EVALUATE_OFFLINE")}
+    env = {**os.environ, **offline, "HF_HUB_CACHE": str(tiny_hub), "HF_MODULES_CACHE": str(tmp_path / "modules"),
+           "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
+           "--master_port", str(_free_port()), str(tmp_path / "worker.py"), str(Path(__file__).parent),
+           str(tmp_path)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    ranks = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in range(2)]
+
+    single = evaluate_modes(tmp_path / "single")
+    scorer = load_scorer("clip_s", device="cpu")
+    dataset = make_dataset(make_tokenizer(), make_image_processor())
+    subsets = {"all": dataset, "part": dataset.select([6, 2, 9, 4, 0, 7, 3])}
+    for name, subset in subsets.items():  # the one-process metrics, computed independently
+        expected = scorer.score(single["captions"][name], images=subset["image"], references=subset["references"])
+        for run in single["metrics"]:
+            assert single["metrics"][run][f"eval_{name}_clip_s"] == pytest.approx(expected["clip_s"], abs=1e-6)
+            assert single["metrics"][run][f"eval_{name}_refclip_s"] == pytest.approx(expected["refclip_s"], abs=1e-6)
+    for out in ranks:
+        assert out["captions"] == single["captions"]
+        assert out["metrics"].keys() == single["metrics"].keys()
+        for run, metrics in single["metrics"].items():
+            assert out["metrics"][run].keys() == metrics.keys()
+            for key, value in metrics.items():
+                assert out["metrics"][run][key] == pytest.approx(value, abs=1e-6), (run, key)
+    scored = [out["counts"] for out in ranks]
+    assert single["counts"]["scorer"] == 3 * 17 and single["counts"]["module"] == 17
+    assert [c["scorer"] for c in scored] == [27, 24]  # per pass: 5 + 5 of "all", 4 + 3 of "part"
+    assert [c["module"] for c in scored] == [17, 0]

@@ -76,3 +76,16 @@ def test_noun_verb_overlap_joins_all_references():
     # reference verbs {running, sleeps}: "runs" is neither (token text, not lemma)
     assert result["exact_verb_overlap_per_sample"][0] == 0.0
     assert 0.0 < result["fuzzy_verb_overlap_per_sample"][0]
+
+
+def test_noun_verb_overlap_records_which_spacy_model_ran():
+    import importlib.metadata
+
+    import spacy
+
+    result = load_scorer("noun_verb_overlap").score(["a dog"], references=[["a dog runs"]])
+    record = result["provenance"]["spacy_model"]
+    package = record["package"]
+    assert spacy.util.is_package(package)
+    assert record["version"] == importlib.metadata.version(package)  # the installed distribution's version
+    assert record["name"].startswith("en_core_web_") and record["spacy"] == spacy.__version__

@@ -23,7 +23,9 @@ def test_registered_weights_and_tiny_layouts(tmp_path):
         assert spec.repo_id == repo
         TINY_BUILDERS[name](tmp_path / name)
         assert sorted(p.name for p in (tmp_path / name).iterdir()) == sorted(spec.files), name
-    assert "convert" in weights["mcip-vit-l-14-336"].source_url  # unpublished: the card says to convert it
+    # not on the Hub: fetched from the authors' URL and converted by the MCIP converter (`capeval fetch`)
+    mcip = weights["mcip-vit-l-14-336"].upstream
+    assert mcip.converter == "mcip" and mcip.filename == "MCIP-ViT-L-14-336.pth" and mcip.url.endswith(mcip.filename)
     config = json.loads((tmp_path / "mcip-vit-l-14-336" / "open_clip_config.json").read_text())["model_cfg"]
     assert config["vision_cfg"]["image_size"] == 336 and config["vision_cfg"]["patch_size"] == 14
     detr = json.loads((tmp_path / "detr-resnet-50" / "config.json").read_text())

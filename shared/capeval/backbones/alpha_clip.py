@@ -83,6 +83,8 @@ class AlphaClip(ClipBackbone):
     def __init__(self, weights: str, *, mask_alignment: str = "official", **options):
         if mask_alignment not in MASK_ALIGNMENTS:
             raise ValueError(f"mask_alignment must be one of {MASK_ALIGNMENTS}, not {mask_alignment!r}")
+        if options.get("preprocess_workers"):
+            raise ValueError("preprocess_workers is not supported by Alpha-CLIP (image and mask are encoded together)")
         self.mask_alignment = mask_alignment
         super().__init__(weights, loader=load_alpha_clip, **options)
 

@@ -7,11 +7,13 @@ Weights are stored as an ``open_clip_config.json`` (``{"model_cfg": ..., "prepro
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 from PIL import Image
@@ -146,25 +148,108 @@ def clip_text_ids(tokenizer, text: str) -> List[int]:
     return ids
 
 
+def encode_text_trimmed(model: torch.nn.Module, tokens: torch.Tensor) -> torch.Tensor:
+    """open_clip ``CLIP.encode_text`` on ``tokens`` of any width up to the context length.
+
+    Under CLIP's causal mask a position sees only the positions before it, and the feature is read at the end-of-text
+    token, so the padding after the longest text's EOT cannot change any feature: the positional embedding and the
+    mask are cut to the width of ``tokens`` (equal to the full 77-token forward up to float rounding). Models without
+    a causal mask or pooled at a fixed position get the full width.
+    """
+    width = tokens.shape[1]
+    if model.attn_mask is None or model.text_pool_type not in ("argmax", "eos"):
+        if width < model.context_length:
+            tokens = torch.nn.functional.pad(tokens, (0, model.context_length - width))
+        return model.encode_text(tokens)
+    from open_clip.transformer import text_global_pool
+
+    cast_dtype = model.transformer.get_cast_dtype()
+    x = model.token_embedding(tokens).to(cast_dtype) + model.positional_embedding[:width].to(cast_dtype)
+    x = model.ln_final(model.transformer(x, attn_mask=model.attn_mask[:width, :width]))
+    x = text_global_pool(x, tokens, model.text_pool_type, eos_token_id=getattr(model, "text_eos_id", None))
+    if isinstance(model.text_projection, torch.nn.Linear):
+        return model.text_projection(x)
+    return x if model.text_projection is None else x @ model.text_projection
+
+
+OPENAI_FP16 = "openai-fp16"
+PRECISIONS = ("uniform", OPENAI_FP16)
+
+
+def to_openai_fp16(model: torch.nn.Module) -> torch.nn.Module:
+    """Give an open_clip ViT CLIP (in place) the numerics of OpenAI's ``clip.load`` on CUDA: conv, linear and attention
+    weights and the two projections in fp16 (``convert_weights``), every LayerNorm computed in fp32 and cast back
+    (OpenAI's ``LayerNorm``), activations fp16, and attention in OpenAI's sequence-first layout (so
+    ``nn.MultiheadAttention`` takes the same ``multi_head_attention_forward`` path, not the batch-first fast path).
+    Embeddings and LayerNorm weights stay fp32, as OpenAI's."""
+    from open_clip.model import convert_weights_to_lp
+    from open_clip.transformer import LayerNorm, LayerNormFp32, Transformer
+
+    convert_weights_to_lp(model, torch.float16)
+    for module in model.modules():
+        if type(module) is LayerNorm:  # same parameters; forward casts the input to fp32 and the output back
+            module.__class__ = LayerNormFp32
+        elif isinstance(module, (Transformer, torch.nn.MultiheadAttention)):
+            module.batch_first = False
+    return model
+
+
+def to_rgb(image: Image.Image) -> Image.Image:
+    """The official ``convert("RGB")`` step (a module function, so the transform pickles into worker processes)."""
+    return image.convert("RGB")
+
+
+_worker_transform: Optional[Callable] = None
+
+
+def _start_worker(transform: Callable) -> None:
+    global _worker_transform
+    _worker_transform = transform
+    torch.set_num_threads(1)  # one core per worker process
+
+
+def _preprocess_in_worker(images: List[Image.Image]) -> torch.Tensor:
+    return torch.stack([_worker_transform(image) for image in images])
+
+
 class ClipBackbone:
     """A CLIP model with the official CLIPScore preprocessing, 77-token tokenisation and cached encoders.
 
     Preprocessing follows the official code order: Resize(shorter side, bicubic) → CenterCrop →
     convert to RGB → ToTensor → Normalize. Features are returned *unnormalised* (Polos needs them raw).
+
+    ``precision``: ``"uniform"`` (the whole model in ``dtype``, float32 by default) or ``"openai-fp16"`` (OpenAI's CUDA
+    model, :func:`to_openai_fp16`, texts always 77 tokens wide; features are fp16 values returned as float32).
+
+    ``num_workers``: threads for preprocessing and hashing in this process (default). ``preprocess_workers`` > 0:
+    the same official preprocessing runs in that many worker processes (not capped by the GIL), a few batches ahead
+    of the model; on CUDA each batch is pinned and copied on a side stream while the previous batch is encoded.
     """
 
-    def __init__(self, weights: str, *, device: str = "auto", dtype=None, batch_size: int = 64,
-                 cache_dir=None, persist_dir=None, num_workers: Optional[int] = None, loader=load_open_clip):
+    def __init__(self, weights: str, *, device: str = "auto", dtype=None, precision: str = "uniform",
+                 batch_size: int = 64, cache_dir=None, persist_dir=None, num_workers: Optional[int] = None,
+                 preprocess_workers: int = 0, loader=load_open_clip):
         from open_clip.tokenizer import SimpleTokenizer
 
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, not {precision!r}")
+        if precision == OPENAI_FP16 and dtype is not None:
+            raise ValueError(f"precision={OPENAI_FP16!r} sets the dtypes itself: leave dtype unset")
         self.weights = weights
+        self.precision = precision
         self.device = resolve_device(device)
-        self.dtype = resolve_dtype(dtype)
+        self.dtype = torch.float16 if precision == OPENAI_FP16 else resolve_dtype(dtype)
         self.batch_size = batch_size
         # PIL resizing and hashing release the GIL: threads keep a GPU fed without changing any result
         self._pool = ThreadPoolExecutor(max_workers=num_workers or min(8, os.cpu_count() or 1))
+        if preprocess_workers < 0:
+            raise ValueError(f"preprocess_workers must be ≥ 0, not {preprocess_workers}")
+        self.preprocess_workers = preprocess_workers
+        self._processes: Optional[ProcessPoolExecutor] = None  # started on first use
         model, preprocess_cfg, directory = loader(weights, cache_dir=cache_dir)
-        self.model = model.to(self.device, self.dtype)
+        # precision="openai-fp16": OpenAI's mixed fp16 model (see to_openai_fp16), on any device
+        model = model.to(self.device)
+        self.model = to_openai_fp16(model) if precision == OPENAI_FP16 else model.to(self.dtype)
         vision = self.model.visual
         size = vision.image_size
         self.image_size = size[0] if isinstance(size, (tuple, list)) else int(size)
@@ -175,6 +260,8 @@ class ClipBackbone:
         self._transform = self._build_transform()
         self.directory = directory.resolve()
         self._namespace = f"{self.directory}|{self.dtype}"  # the snapshot path pins the revision
+        if precision != "uniform":
+            self._namespace += f"|{precision}"
         self._persist_dir = persist_dir
         self.reset_caches()
         # the same ids tokenize() feeds the model (SOT and EOT included), so counted lengths agree with what is encoded
@@ -191,7 +278,7 @@ class ClipBackbone:
         return T.Compose([
             T.Resize(self.image_size, interpolation=T.InterpolationMode.BICUBIC),
             T.CenterCrop(self.image_size),
-            lambda image: image.convert("RGB"),
+            to_rgb,
             T.ToTensor(),
             T.Normalize(self.mean, self.std),
         ])
@@ -203,46 +290,105 @@ class ClipBackbone:
         """A text's official CLIP ids before truncation (SOT and EOT included): see :func:`clip_text_ids`."""
         return clip_text_ids(self.tokenizer, text)
 
-    def tokenize(self, texts: Sequence[str]) -> torch.Tensor:
+    def tokenize(self, texts: Sequence[str], *, trim: bool = False) -> torch.Tensor:
         """Official CLIP tokenisation (``<|startoftext|>`` / ``<|endoftext|>`` in a text are SOT / EOT, as in OpenAI's
         ``clip.tokenize``); texts over the context length are truncated (EOT kept). Scorers count them per call with
-        :attr:`truncation` and warn once."""
-        tokens = torch.zeros(len(texts), self.context_length, dtype=torch.long)
-        for i, text in enumerate(texts):
-            ids = self.text_ids(text)
-            if len(ids) > self.context_length:
-                ids = ids[: self.context_length]
-                ids[-1] = self.tokenizer.eot_token_id
-            tokens[i, : len(ids)] = torch.tensor(ids)
+        :attr:`truncation` and warn once. ``trim``: pad to the longest text instead of the context length."""
+        ids = [self.text_ids(text) for text in texts]
+        for row in ids:
+            if len(row) > self.context_length:
+                del row[self.context_length:]
+                row[-1] = self.tokenizer.eot_token_id
+        width = max((len(row) for row in ids), default=0) if trim else self.context_length
+        tokens = torch.zeros(len(texts), width, dtype=torch.long)
+        for i, row in enumerate(ids):
+            tokens[i, : len(row)] = torch.tensor(row)
         return tokens
+
+    def text_length(self, text: str) -> int:
+        """Tokens the text encoder runs on for ``text`` (the length-bucketing key)."""
+        return min(len(self.text_ids(text)), self.context_length)
 
     @torch.inference_mode()
     def _encode_image_batch(self, images: List[Image.Image]) -> torch.Tensor:
-        pixels = torch.stack(list(self._pool.map(self.preprocess, images))).to(self.device, self.dtype)
-        return self.model.encode_image(pixels).float()
+        return self._encode_pixels(torch.stack(list(self._pool.map(self.preprocess, images))))
+
+    @torch.inference_mode()
+    def _encode_pixels(self, pixels: torch.Tensor) -> torch.Tensor:
+        return self.model.encode_image(pixels.to(self.device).to(self.dtype)).float()
+
+    def _preprocessed_batches(self, batches: Iterator[List[Image.Image]]) -> Iterator[torch.Tensor]:
+        """Pixel batches preprocessed in the worker processes (each batch split across them), up to two batches per
+        worker ahead of the consumer; on CUDA pinned and copied on a side stream one batch ahead."""
+        if self._processes is None:
+            self._processes = ProcessPoolExecutor(self.preprocess_workers, mp_context=multiprocessing.get_context("spawn"),
+                                                  initializer=_start_worker, initargs=(self._transform,))
+        workers, submitted = self.preprocess_workers, deque()
+
+        def submit() -> None:
+            batch = next(batches, None)
+            if batch is not None:
+                step = -(-len(batch) // workers)
+                submitted.append([self._processes.submit(_preprocess_in_worker, batch[i:i + step])
+                                  for i in range(0, len(batch), step)])
+
+        for _ in range(2 * workers):
+            submit()
+        copy_stream = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
+        staged = None
+        while submitted:
+            pixels = torch.cat([future.result() for future in submitted.popleft()])
+            submit()
+            if copy_stream is None:
+                yield pixels
+                continue
+            with torch.cuda.stream(copy_stream):
+                on_device = pixels.pin_memory().to(self.device, non_blocking=True)
+            current = (on_device, copy_stream.record_event())
+            if staged is not None:
+                yield self._after_copy(*staged)
+            staged = current
+        if staged is not None:
+            yield self._after_copy(*staged)
+
+    def _after_copy(self, pixels: torch.Tensor, copied) -> torch.Tensor:
+        stream = torch.cuda.current_stream(self.device)
+        stream.wait_event(copied)
+        pixels.record_stream(stream)
+        return pixels
 
     @torch.inference_mode()
     def _encode_text_batch(self, texts: List[str]) -> torch.Tensor:
-        return self.model.encode_text(self.tokenize(texts).to(self.device)).float()
+        tokens = self.tokenize(texts, trim=self.precision == "uniform")  # OpenAI's model always runs 77 wide
+        if self.device.type == "cuda":
+            tokens = tokens.pin_memory()
+        return encode_text_trimmed(self.model, tokens.to(self.device, non_blocking=True)).float()
 
     def encode_images(self, images: Sequence[Image.Image], *, show_progress: Optional[bool] = None) -> torch.Tensor:
         """Raw image features (float32, CPU), one row per input; each distinct image is encoded once."""
         keys = list(self._pool.map(image_key, images))
+        if self.preprocess_workers:
+            return encode_cached(images, keys, self._encode_pixels, self.image_cache, batch_size=self.batch_size,
+                                 desc="CLIP images", show_progress=show_progress, prepare=self._preprocessed_batches)
         return encode_cached(images, keys, self._encode_image_batch, self.image_cache,
                              batch_size=self.batch_size, desc="CLIP images", show_progress=show_progress)
 
     def encode_texts(self, texts: Sequence[str], *, show_progress: Optional[bool] = None) -> torch.Tensor:
         """Raw text features (float32, CPU), one row per input; each distinct text is encoded once."""
         keys = [text_key(text) for text in texts]
-        return encode_cached(texts, keys, self._encode_text_batch, self.text_cache,
-                             batch_size=self.batch_size, desc="CLIP texts", show_progress=show_progress)
+        return encode_cached(texts, keys, self._encode_text_batch, self.text_cache, batch_size=self.batch_size,
+                             desc="CLIP texts", show_progress=show_progress, sort_key=self.text_length)
 
 
-def check_shared_backbone(backbone: "ClipBackbone", weights: str, *, cache_dir=None) -> "ClipBackbone":
-    """A borrowed backbone must hold the weights its borrower would load: refuse it otherwise (never score silently
-    with other weights)."""
-    wanted = resolve(weights, [CONFIG_FILE, WEIGHTS_FILE], cache_dir=cache_dir).resolve()
-    if wanted != backbone.directory:
+def check_shared_backbone(backbone: "ClipBackbone", weights: Optional[str], *, cache_dir=None,
+                          precision: Optional[str] = None) -> "ClipBackbone":
+    """A borrowed backbone must hold the weights (unless ``weights`` is None) and the ``precision`` (when given) its
+    borrower would load: refuse it otherwise (never score silently with other weights or numerics)."""
+    wanted = None if weights is None else resolve(weights, [CONFIG_FILE, WEIGHTS_FILE], cache_dir=cache_dir).resolve()
+    if wanted is not None and wanted != backbone.directory:
         raise InputError(f"clip_backbone holds {backbone.weights!r} ({backbone.directory}) but these scores need "
                          f"{weights!r} ({wanted})")
+    if precision is not None and precision != backbone.precision:
+        raise InputError(f"clip_backbone runs with precision={backbone.precision!r} but these scores need "
+                         f"precision={precision!r}")
     return backbone

@@ -4,31 +4,34 @@ register and convert CLIP-format weights of their own."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict
+from typing import Dict, Optional
 
 from capeval.core.constants import CLIP_FILES
 from capeval.core.convert import load_torch_checkpoint, write_model_card
-from capeval.core.hub import WeightSpec, register
+from capeval.core.hub import Upstream, WeightSpec, register
 
 
-def register_clip_weights(name, repo_id, revision, license, source_url, description, *, quick_gelu=True):
-    """Register open_clip-layout weights (``open_clip_config.json`` + ``open_clip_model.safetensors``)."""
+def register_clip_weights(name, repo_id, revision, license, source_url, description, *, quick_gelu=True,
+                          upstream: Optional[Upstream] = None):
+    """Register open_clip-layout weights (``open_clip_config.json`` + ``open_clip_model.safetensors``), converted
+    from ``upstream`` when capeval's hub repo is not there."""
     return register(WeightSpec(
         name=name, repo_id=repo_id, revision=revision, files=CLIP_FILES, format="open_clip", license=license,
         source_url=source_url, description=description, options={"model_cfg": {"quick_gelu": quick_gelu}},
+        upstream=upstream,
     ))
 
 
-# Revisions: third-party repos are pinned to the commit capeval was checked against; capeval's own converted
-# artifacts are pinned when published (`capeval push` prints the commit to pin).
+# Revisions: third-party repos are pinned to a commit that public code documents; "main" where none was found
+# (`capeval weights` and the README say "unpinned"; a result's provenance records the commit actually loaded).
+# capeval's own converted artifacts are converted from their upstream file until published (`capeval push`).
 register_clip_weights("openai-clip-vit-b-32", "timm/vit_base_patch32_clip_224.openai",
                       "a6f597a30f7b82c51704746581f9a4e41421e878", "mit",
                       "https://github.com/openai/CLIP", "OpenAI CLIP ViT-B/32 (CLIPScore's backbone)")
 register_clip_weights("openai-clip-vit-l-14", "timm/vit_large_patch14_clip_224.openai",
                       "18d0535469bb561bf468d76c1d73aa35156c922b", "mit",
                       "https://github.com/openai/CLIP", "OpenAI CLIP ViT-L/14")
-# OpenAI text towers of the Alpha-CLIP visual checkpoints. Revision "main": not checked against the Hub
-# (unreachable here); pin when verified.
+# OpenAI text towers of the Alpha-CLIP visual checkpoints. Revision "main": no documented commit found (unpinned).
 register_clip_weights("openai-clip-vit-b-16", "timm/vit_base_patch16_clip_224.openai", "main", "mit",
                       "https://github.com/openai/CLIP", "OpenAI CLIP ViT-B/16")
 register_clip_weights("openai-clip-vit-l-14-336", "timm/vit_large_patch14_clip_336.openai", "main", "mit",

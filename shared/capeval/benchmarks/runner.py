@@ -21,19 +21,20 @@ from capeval.core.errors import InputError
 from capeval.functional.agreement import krippendorff_alpha, reliability_table
 from capeval.functional.correlation import STATISTICS, bootstrap_interval, pairwise_accuracy
 from capeval.core.hub import default_cache_dir
+from capeval.core.scoring import canonical_metric, scorer_of
 
 ENSEMBLE_TEXT = "ensembeval-text"
-ALIASES = {f"bleu{n}": ("bleu", f"bleu_{n}") for n in range(1, 5)}
-
-
 def scorer_and_key(metric: str) -> Tuple[str, str]:
-    """``bleu1`` → (``bleu``, ``bleu_1``); any other registered scorer name is its own key."""
-    return ALIASES.get(metric, (metric, metric))
+    """``bleu1`` → (``bleu``, ``bleu_1``); any other metric → (its scorer, its key), in capeval's spelling."""
+    return scorer_of(metric), canonical_metric(metric)
 
 
-def _cache_path(metric: str, benchmark: Benchmark, cache_dir: Path) -> Path:
+def _cache_path(metric: str, benchmark: Benchmark, cache_dir: Path, scorer_hashcode: str) -> Path:
+    """Per-row scores of ``metric`` on ``benchmark``, keyed by the rows and the scorer's hashcode (its weights and
+    number-changing options: scores of other weights are never reused)."""
     corpora = benchmark.categories if benchmark.corpus_per_category else None
-    digest = hashlib.sha256(json.dumps([benchmark.candidates, benchmark.references, benchmark.images, corpora]).encode())
+    digest = hashlib.sha256(json.dumps([benchmark.candidates, benchmark.references, benchmark.images, corpora,
+                                        scorer_hashcode]).encode())
     return cache_dir / "benchmarks" / f"{benchmark.name}-{metric}-{digest.hexdigest()[:16]}.json"
 
 
@@ -62,14 +63,14 @@ def metric_scores(metric: str, benchmark: Benchmark, *, images_dir: Optional[Pat
     if scorers()[name].needs_references and not all(benchmark.references):
         raise InputError(f"{benchmark.name} has no reference captions for some rows; {metric} needs them "
                          f"(use a reference-free metric)")
-    path = _cache_path(metric, benchmark, default_cache_dir(cache_dir))
-    if path.exists():
-        return json.loads(path.read_text())
     if scorers()[name].needs_images and images_dir is None:
         raise InputError(f"{metric} needs the benchmark images: pass --images DIR")
     images_dir = images_dir if scorers()[name].needs_images else None
     loaded = {} if loaded is None else loaded
     scorer = loaded.get(name) or loaded.setdefault(name, load_scorer(name, device=device, batch_size=batch_size))
+    path = _cache_path(key, benchmark, default_cache_dir(cache_dir), scorer.hashcode)
+    if path.exists():
+        return json.loads(path.read_text())
     keys = [(c, tuple(r), i) for c, r, i in zip(benchmark.candidates, benchmark.references, benchmark.images)]
     if not scorers()[name].is_corpus_level():  # identical rows (several raters of one caption) are scored once
         unique = list(dict.fromkeys(keys))
@@ -88,10 +89,12 @@ def metric_scores(metric: str, benchmark: Benchmark, *, images_dir: Optional[Pat
     return scores
 
 
-def _pairwise_draws(metric: str, benchmark: PairwiseBenchmark, **scoring) -> List[Tuple[np.ndarray, ...]]:
-    """(people prefer A?, metric score of A, metric score of B) per seeded draw; A and B are scored in one call."""
+def _pairwise_draws(metric: str, benchmark: PairwiseBenchmark, loaded: Dict,
+                    **scoring) -> List[Tuple[np.ndarray, ...]]:
+    """(people prefer A?, metric score of A, metric score of B) per seeded draw; A and B are scored in one call by
+    the scorer kept in ``loaded`` (one for every draw: each distinct text is encoded once)."""
     n = len(benchmark.candidates_a)
-    draws, loaded = [], {}  # one scorer for every draw: each distinct text is encoded once
+    draws = []
     for seed in range(benchmark.draws):
         prefers_a, references = benchmark.draw(seed)
         rows = Benchmark(f"{benchmark.name}-draw{seed}", benchmark.candidates_a + benchmark.candidates_b,
@@ -112,7 +115,8 @@ def _category_accuracies(draws, categories: np.ndarray, rows: np.ndarray, ties: 
 def run_pairwise(metric: str, benchmark: PairwiseBenchmark, *, ties: str = "wrong", resamples: int = 1000,
                  seed: int = 0, plot: Optional[str] = None, **scoring) -> Dict:
     """Pairwise accuracy per category and the mean over categories, each a mean (± std) over the draws."""
-    draws = _pairwise_draws(metric, benchmark, **scoring)
+    loaded: Dict = {}
+    draws = _pairwise_draws(metric, benchmark, loaded, **scoring)
     n = len(benchmark.candidates_a)
     categories = np.asarray(benchmark.categories or ["all"] * n)
 
@@ -128,7 +132,8 @@ def run_pairwise(metric: str, benchmark: PairwiseBenchmark, *, ties: str = "wron
            "draws": benchmark.draws, "protocol": benchmark.protocol,
            "references_sampled_per": benchmark.sample_references_per if benchmark.references_per_draw else None,
            "categories": {c: {"mean": 100 * float(v.mean()), "std": 100 * float(v.std()),
-                              "per_draw": [100 * float(x) for x in v]} for c, v in per_category.items()}}
+                              "per_draw": [100 * float(x) for x in v]} for c, v in per_category.items()},
+           **_provenance_of(metric, loaded)}
     if resamples:  # percentile bootstrap over pairs (the same resampled pairs in every draw)
         low, high = bootstrap_interval(lambda rows, _: value(rows.astype(int)), everything, np.zeros(n),
                                        resamples=resamples, seed=seed)
@@ -138,6 +143,12 @@ def run_pairwise(metric: str, benchmark: PairwiseBenchmark, *, ties: str = "wron
                                                          f"{out['value']:.1f} ± {out['std']:.1f}")
         out["plot"] = str(plot)
     return out
+
+
+def _provenance_of(metric: str, loaded: Dict) -> Dict:
+    """The ``hashcode`` and ``provenance`` of the scorer that produced ``metric``'s values."""
+    scorer = loaded[scorer_and_key(metric)[0]]
+    return {"hashcode": scorer.hashcode, "provenance": scorer.provenance}
 
 
 def raters_agreement(benchmark: Benchmark) -> Dict[str, float]:
@@ -151,10 +162,11 @@ def run_correlation(metric: str, benchmark: Benchmark, *, statistic: Optional[st
     statistic = statistic or benchmark.statistic
     if statistic not in STATISTICS:
         raise InputError(f"unknown statistic {statistic!r}; use one of {sorted(STATISTICS)}")
-    scores = metric_scores(metric, benchmark, **scoring)
+    loaded: Dict = {}
+    scores = metric_scores(metric, benchmark, loaded=loaded, **scoring)
     value = STATISTICS[statistic](scores, benchmark.human)
     out = {"metric": metric, "dataset": benchmark.name, "statistic": statistic, "value": 100 * value,
-           "n": len(scores), "protocol": benchmark.protocol}
+           "n": len(scores), "protocol": benchmark.protocol, **_provenance_of(metric, loaded)}
     if resamples:
         low, high = bootstrap_interval(STATISTICS[statistic], scores, benchmark.human, resamples=resamples, seed=seed)
         out["ci95"] = [100 * low, 100 * high]

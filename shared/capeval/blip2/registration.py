@@ -18,5 +18,5 @@ register(WeightSpec(
 
 
 register_scorer("blip2_score", factory="capeval.blip2.scorer:Blip2Scorer", images="required", references="unused",
-                options=("weights", *RUNTIME_OPTIONS, *CACHE_OPTIONS, "backbone"),
+                options=("weights", *RUNTIME_OPTIONS, "precision", *CACHE_OPTIONS, "backbone"),
                 help="BLIP2Score: max over Q-Former queries of the BLIP-2 ITC cosine (EnsembEval component)")

@@ -12,8 +12,10 @@ from typing import List, Optional, Sequence
 
 import torch
 
+from capeval.blip2.lavis_precision import lavis_image_embeds
 from capeval.blip2.registration import BLIP2_FILES
 from capeval.core.constants import OPENAI_MEAN, OPENAI_STD
+from capeval.core.errors import InputError
 from capeval.core.hub import resolve
 from capeval.core.inputs import ValidInputs
 from capeval.core.runtime import (
@@ -31,6 +33,7 @@ from capeval.functional.blip2 import blip2_itc_score
 
 MAX_TEXT_TOKENS = 32  # LAVIS Blip2ITM max_txt_len
 MAX_CAPTION_WORDS = 50  # LAVIS blip_caption max_words
+PRECISIONS = (None, "official")
 
 
 def lavis_clean_caption(caption: str, max_words: int = MAX_CAPTION_WORDS) -> str:
@@ -49,10 +52,15 @@ class Blip2Backbone:
     ``encode_texts`` returns ``text_proj`` of the [CLS] output ``(n, d)`` (both unnormalised, float32, CPU).
     """
 
-    def __init__(self, weights: str = "blip2-itm-vit-g", *, device: str = "auto", dtype=None, batch_size: int = 32,
-                 cache_dir=None, persist_dir=None):
+    def __init__(self, weights: str = "blip2-itm-vit-g", *, device: str = "auto", dtype=None,
+                 precision: Optional[str] = None, batch_size: int = 32, cache_dir=None, persist_dir=None):
         from transformers import AutoTokenizer, Blip2ForImageTextRetrieval
 
+        if precision not in PRECISIONS:
+            raise InputError(f"precision must be one of {PRECISIONS}, not {precision!r}")
+        if precision is not None and dtype is not None:
+            raise InputError("precision='official' sets the dtypes itself: leave dtype unset")
+        self.precision = precision  # "official": LAVIS's fp16-autocast EVA ViT (lavis_image_embeds), fp32 Q-Former
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(dtype)
         self.batch_size = batch_size
@@ -63,6 +71,8 @@ class Blip2Backbone:
         self.image_size = (size, size) if isinstance(size, int) else tuple(size)
         self._transform = self._build_transform()
         namespace = f"{directory.resolve()}|{self.dtype}"  # the snapshot path pins the revision
+        if precision is not None:
+            namespace += f"|{precision}"
         self.image_cache = EmbeddingCache(f"blip2-itc-image|{namespace}", persist_dir)
         self.text_cache = EmbeddingCache(f"blip2-itc-text|{namespace}", persist_dir)
         self.truncation = TruncationCounter(
@@ -84,11 +94,18 @@ class Blip2Backbone:
         cleaned = [lavis_clean_caption(t) for t in texts]
         return self.tokenizer(cleaned, truncation=True, max_length=MAX_TEXT_TOKENS, padding=True, return_tensors="pt")
 
+    def text_length(self, text: str) -> int:
+        """Tokens the Q-Former runs on for ``text`` (the length-bucketing key; padding is masked out)."""
+        return min(len(self.tokenizer(lavis_clean_caption(text))["input_ids"]), MAX_TEXT_TOKENS)
+
     @torch.inference_mode()
     def _encode_image_batch(self, images: List) -> torch.Tensor:
         model = self.model
         pixels = torch.stack([self._transform(image) for image in images]).to(self.device, model.vision_model.dtype)
-        image_embeds = model.vision_model(pixel_values=pixels)[0].to(model.query_tokens.dtype)
+        if self.precision == "official":
+            image_embeds = lavis_image_embeds(model.vision_model, pixels)
+        else:
+            image_embeds = model.vision_model(pixel_values=pixels)[0].to(model.query_tokens.dtype)
         attention = torch.ones(image_embeds.shape[:-1], dtype=torch.long, device=self.device)
         queries = model.qformer(query_embeds=model.query_tokens.expand(image_embeds.shape[0], -1, -1),
                                 encoder_hidden_states=image_embeds, encoder_attention_mask=attention)[0]
@@ -110,7 +127,7 @@ class Blip2Backbone:
     def encode_texts(self, texts: Sequence[str], *, show_progress: Optional[bool] = None) -> torch.Tensor:
         return encode_cached(texts, [text_key(text) for text in texts], self._encode_text_batch,
                              self.text_cache, batch_size=self.batch_size, desc="BLIP-2 texts",
-                             show_progress=show_progress)
+                             show_progress=show_progress, sort_key=self.text_length)
 
 
 class Blip2Scorer(Scorer):
@@ -118,10 +135,14 @@ class Blip2Scorer(Scorer):
 
     name, images, references = "blip2_score", "required", "unused"
 
-    def __init__(self, weights: str = "blip2-itm-vit-g", *, device: str = "auto", dtype=None, batch_size: int = 32,
-                 cache_dir=None, persist_dir=None, backbone: Optional[Blip2Backbone] = None):
-        self.backbone = backbone or Blip2Backbone(weights, device=device, dtype=dtype, batch_size=batch_size,
-                                                  cache_dir=cache_dir, persist_dir=persist_dir)
+    def __init__(self, weights: str = "blip2-itm-vit-g", *, device: str = "auto", dtype=None,
+                 precision: Optional[str] = None, batch_size: int = 32, cache_dir=None, persist_dir=None,
+                 backbone: Optional[Blip2Backbone] = None):
+        if backbone is not None and backbone.precision != precision:
+            raise InputError(f"backbone runs with precision={backbone.precision!r} but these scores need "
+                             f"precision={precision!r}")
+        self.backbone = backbone or Blip2Backbone(weights, device=device, dtype=dtype, precision=precision,
+                                                  batch_size=batch_size, cache_dir=cache_dir, persist_dir=persist_dir)
 
     def _score(self, inputs: ValidInputs) -> dict:
         predictions, pil_images = inputs.predictions, inputs.images

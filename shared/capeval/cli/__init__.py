@@ -16,8 +16,13 @@ COMMANDS = {
     "score": ("score", "score captions from a file, a datasets folder or a hub dataset"),
     "merge": ("merge", "join `capeval score --shard` outputs (or `capeval train polos-features --shard` folders) "
                        "in input order"),
+    "ray-score": ("ray_score", "score a dataset with Ray Data actors (local or a cluster) into parquet shards"),
     "benchmark": ("benchmark", "correlate a metric with human judgments on a benchmark"),
+    "leaderboard": ("leaderboard", "metrics x benchmarks: literature statistic, CI, significance clusters, published"),
     "convert": ("convert", "convert an official checkpoint to capeval's safetensors/JSON layout"),
+    "weights": ("weights", "list every registered weight: source, pin, whether cached here, how to fetch it"),
+    "fetch": ("fetch", "download (and convert) every weight a metric or weight needs, for offline use"),
+    "verify": ("verify", "recompute the published anchors with the real weights and compare"),
     "push": ("push", "upload a converted/trained artifact folder to the Hugging Face Hub"),
     "train": ("train", "train a learned metric"),
     "bench": ("bench", "throughput of CLIP-S on a full-size random CLIP vs a naive per-sample loop"),

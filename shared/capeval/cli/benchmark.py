@@ -9,10 +9,11 @@ def configure(parser) -> None:
     from capeval.benchmarks.command import configure as configure_benchmark
 
     configure_benchmark(parser)
+    parser.add_argument("--json", action="store_true", help="print the result as one JSON line")
 
 
 def run(args) -> int:
     from capeval.benchmarks.command import run as run_benchmark
 
-    print(json.dumps(run_benchmark(args), indent=2))
+    print(json.dumps(run_benchmark(args), indent=None if args.json else 2))
     return 0

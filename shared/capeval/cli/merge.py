@@ -97,10 +97,15 @@ def run(args) -> int:
     missing = sorted(set(range(total)) - set(rows))
     if missing:
         raise InputError(f"{len(missing)} records are missing (first: {missing[:5]}); re-run the shard(s) holding them")
+    hashcodes = sorted({str(row.get("hashcode")) for row in rows.values()})
+    if len(hashcodes) > 1:
+        raise InputError(f"the shards were scored with different weights or options (hashcodes {hashcodes}); "
+                         "score them again with the same ones")
     summary = RunningSummary()
     with open(args.output, "w", encoding="utf-8") as out:
         for index in sorted(rows):
             out.write(json.dumps(rows[index]) + "\n")
             summary.add_scores({k: [v] for k, v in rows[index]["scores"].items()})
-    print(json.dumps({"n": len(rows), **summary.result()}, indent=2))
+    print(json.dumps({"n": len(rows), **summary.result(), "hashcode": next(iter(rows.values())).get("hashcode")},
+                     indent=2))
     return 0

@@ -1,20 +1,98 @@
-"""``capeval publish-spaces``: push every module folder as a Hugging Face Space."""
+"""``capeval publish-spaces``: build every module folder into a Gradio Space that installs and starts on its own,
+and push it (or, with ``--dry-run DIR``, only write the Space folders under ``DIR``).
+
+A Space folder holds the module's card (``README.md``, whose YAML pins the Gradio ``sdk_version``), script,
+``app.py``, the built capeval wheel and a ``requirements.txt`` whose capeval line installs that wheel by URL:
+the Hub installs ``requirements.txt`` before it copies the repository into the image, so a relative path would
+not exist yet; the wheel is fetched from the Space repository itself (``resolve/main/<wheel>``).
+"""
 
 from __future__ import annotations
 
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Dict
+
 from capeval.core.errors import InputError
+
+WHEEL_URL = "https://huggingface.co/spaces/{repo_id}/resolve/main/{wheel}"
+_CAPEVAL_LINE = re.compile(r"^capeval(\[[\w,\s-]+\])?\s*$")
+_YAML_FIELD = re.compile(r"^(sdk_version|python_version|app_file):\s*(\S+)\s*$", re.M)
 
 
 def configure(parser) -> None:
     parser.add_argument("--org", default="capeval")
     parser.add_argument("--modules", nargs="*", help="only these modules (default: all)")
-    parser.add_argument("--dry-run", action="store_true", help="list what would be pushed")
+    parser.add_argument("--dry-run", metavar="DIR", help="write the Space folders under DIR/<name> and push nothing")
+    parser.add_argument("--wheel", help="a built capeval wheel to ship (default: build one from this checkout)")
+    parser.add_argument("--wheel-url", default=WHEEL_URL,
+                        help="where a Space's requirements.txt fetches the wheel; {repo_id}, {name} and {wheel} are "
+                             f"filled in (default: the Space repository's own copy, {WHEEL_URL})")
+
+
+def card_fields(readme: Path) -> Dict[str, str]:
+    """``sdk_version``, ``python_version`` and ``app_file`` from a card's YAML header (quotes stripped)."""
+    text = readme.read_text(encoding="utf-8")
+    if not text.startswith("---\n") or "\n---" not in text[4:]:
+        raise InputError(f"{readme}: no YAML header")
+    header = text[4:text.index("\n---", 4)]
+    return {key: value.strip("'\"") for key, value in _YAML_FIELD.findall(header)}
+
+
+def build_wheel(out_dir: Path) -> Path:
+    """Build capeval's wheel from the source checkout this package runs from."""
+    from capeval.modules import modules_root
+
+    root = modules_root()
+    if not (root / "setup.cfg").is_file():
+        raise InputError("capeval is not running from a source checkout: pass --wheel <built capeval wheel>")
+    run = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                          "-w", str(out_dir), str(root)], capture_output=True, text=True)
+    wheels = sorted(out_dir.glob("capeval-*.whl"))
+    if run.returncode != 0 or len(wheels) != 1:
+        raise InputError(f"building the capeval wheel failed: {run.stderr[-2000:]}")
+    return wheels[0]
+
+
+def space_requirements(module_requirements: str, wheel_url: str) -> str:
+    """The module's ``requirements.txt`` with its ``capeval[extras]`` line pointing at the shipped wheel."""
+    lines, found = [], False
+    for line in module_requirements.splitlines():
+        match = _CAPEVAL_LINE.match(line.strip())
+        if match:
+            lines.append(f"capeval{match.group(1) or ''} @ {wheel_url}")
+            found = True
+        elif line.strip():
+            lines.append(line.strip())
+    if not found:
+        raise InputError(f"requirements.txt names no capeval line: {module_requirements!r}")
+    return "\n".join(lines) + "\n"
+
+
+def write_space(name: str, module: Path, target: Path, wheel: Path, wheel_url: str) -> Path:
+    """Write the Space folder of module ``name`` (its folder ``module``) into ``target``."""
+    fields = card_fields(module / "README.md")
+    missing = [key for key in ("sdk_version", "python_version", "app_file") if key not in fields]
+    if missing:
+        raise InputError(f"{module / 'README.md'}: the YAML header lacks {missing}")
+    if not (module / fields["app_file"]).is_file():
+        raise InputError(f"{name}: app_file {fields['app_file']} is missing: modules without an app cannot be Spaces")
+    target.mkdir(parents=True, exist_ok=True)
+    for path in sorted(module.iterdir()):
+        if path.is_file() and path.suffix in (".py", ".md") and path.name != "__init__.py":
+            shutil.copy2(path, target / path.name)
+    shutil.copy2(wheel, target / wheel.name)
+    requirements = space_requirements((module / "requirements.txt").read_text(encoding="utf-8"), wheel_url)
+    (target / "requirements.txt").write_text(requirements, encoding="utf-8")
+    return target
 
 
 def run(args) -> int:
-    """Push every module folder (card, script, app.py, requirements.txt) as a Gradio Space ``<org>/<name>``."""
-    from huggingface_hub import HfApi
-
+    """Build the Space folder of every module (or ``--modules``) and push it as the Gradio Space ``<org>/<name>``."""
     from capeval.modules import available_modules
 
     modules = available_modules()
@@ -22,17 +100,31 @@ def run(args) -> int:
     unknown = [n for n in names if n not in modules]
     if unknown:
         raise InputError(f"unknown modules {unknown}; known: {sorted(modules)}")
-    without_app = [n for n in names if not (modules[n] / "app.py").exists()]
-    if without_app:
-        raise InputError(f"modules without app.py cannot be Spaces: {without_app}")
-    api = None if args.dry_run else HfApi(library_name="capeval")
-    for name in names:
-        repo_id = f"{args.org}/{name}"
-        if api is None:
-            print(f"would push {modules[name]} -> spaces/{repo_id}")
-            continue
+    with tempfile.TemporaryDirectory(prefix="capeval-spaces-") as scratch:
+        wheel = Path(args.wheel) if args.wheel else build_wheel(Path(scratch) / "wheel")
+        if not wheel.is_file() or not wheel.name.startswith("capeval-") or wheel.suffix != ".whl":
+            raise InputError(f"not a capeval wheel: {wheel}")
+        out = Path(args.dry_run) if args.dry_run else Path(scratch) / "spaces"
+        folders = {}
+        for name in names:
+            repo_id = f"{args.org}/{name}"
+            url = args.wheel_url.format(repo_id=repo_id, name=name, wheel=wheel.name)
+            folders[name] = write_space(name, modules[name], out / name, wheel, url)
+        if args.dry_run:
+            for name, folder in folders.items():
+                print(f"wrote {folder} (would push to spaces/{args.org}/{name})")
+            return 0
+        _push(folders, args.org)
+    return 0
+
+
+def _push(folders: Dict[str, Path], org: str) -> None:
+    from huggingface_hub import HfApi
+
+    api = HfApi(library_name="capeval")
+    for name, folder in folders.items():
+        repo_id = f"{org}/{name}"
         api.create_repo(repo_id, repo_type="space", space_sdk="gradio", exist_ok=True)
-        info = api.upload_folder(folder_path=str(modules[name]), repo_id=repo_id, repo_type="space",
+        info = api.upload_folder(folder_path=str(folder), repo_id=repo_id, repo_type="space",
                                  commit_message=f"capeval: publish {name}")
         print(f"pushed spaces/{repo_id} at {info.oid}")
-    return 0

@@ -16,7 +16,7 @@ SHARD_RUN_KEYS = ("input", "records", "metric", "options")  # the "shard_of" sta
 def configure(score) -> None:
     from capeval.core.scoring import scorers
 
-    score.add_argument("metric", help=f"one of {sorted(scorers())}")
+    score.add_argument("metric", help=f"one of {sorted(scorers())} (any case, '-' for '_'; cider is CIDEr-D)")
     score.add_argument("--input", help="records with 'caption', 'image', optional 'references': a JSONL, CSV or "
                                        "parquet file, a datasets save_to_disk folder, a folder of data files or a "
                                        "hub dataset id (streamed)")
@@ -30,18 +30,36 @@ def configure(score) -> None:
     score.add_argument("--cider-idf", help="ensembeval: CIDEr with document frequencies fixed by this folder/file "
                                            "(`capeval train cider-idf`); makes every score per-sample, so "
                                            "--shard/--chunk-size are allowed")
+    score.add_argument("--caption-field", default="caption", help="the records' caption field (default: caption)")
+    score.add_argument("--image-field", default="image", help="the records' image field (default: image)")
+    score.add_argument("--references-field", default="references",
+                       help="the records' references field (default: references)")
+    score.add_argument("--image-format", help="build each image path from the record's fields, e.g. "
+                                              "'COCO_val2014_{image_id:012d}.jpg' for COCO-style results")
     score.add_argument("--device", default="auto")
+    score.add_argument("--dtype", help="model dtype (float32, float16, bfloat16; default: the scorer's)")
+    score.add_argument("--precision", choices=["official"],
+                       help="clip_s, pac_s, polos, blip2_score, ensembeval: the official pipeline's numerics "
+                            "(e.g. OpenAI CLIP's fp16 GPU mix), to reproduce a paper's numbers; default fp32")
     score.add_argument("--batch-size", type=int, default=64)
     score.add_argument("--shard", help="i/n: score only records with index %% n == i (then `capeval merge`)")
     score.add_argument("--chunk-size", type=int,
                        help="stream the input in chunks of this many records (bounded memory)")
 
 
-def _columns(records: List[Dict], images_dir: Optional[Path], scorer):
+DEFAULT_FIELDS = {"caption": "caption", "image": "image", "references": "references"}
+
+
+def record_columns(records: List[Dict], images_dir: Optional[Path], scorer, *,
+                   fields: Optional[Dict[str, str]] = None, image_format: Optional[str] = None):
     """A chunk of records → (captions, images, references) for the scorer's input policy (``scorer.images`` /
     ``scorer.references``: EnsembEval's depends on its weights); a field the metric uses must be in every record
-    (errors name the record number), a field it does not use is left out."""
-    def column(field: str, need: str):
+    (errors name the record number), a field it does not use is left out. ``fields`` maps caption/image/references
+    to the records' own field names; ``image_format`` builds image paths from a record's fields."""
+    fields = {**DEFAULT_FIELDS, **(fields or {})}
+
+    def column(role: str, need: str):
+        field = fields[role]
         if need == "unused":
             return None
         having = [r for r in records if field in r and r[field] is not None]
@@ -49,13 +67,23 @@ def _columns(records: List[Dict], images_dir: Optional[Path], scorer):
             return None
         if len(having) < len(records):
             missing = next(r["index"] for r in records if field not in r or r[field] is None)
-            raise InputError(f"record {missing}: no '{field}' field" + (f" ({scorer.name} needs {field})"
+            raise InputError(f"record {missing}: no '{field}' field" + (f" ({scorer.name} needs {role})"
                                                                       if need == "required" else
                                                                       " (give it in every record or in none)"))
         return [r[field] for r in records]
 
+    def formatted_image(record: Dict) -> str:
+        try:
+            return image_format.format(**record)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise InputError(f"record {record['index']}: --image-format {image_format!r} does not apply to its "
+                             f"fields ({exc.__class__.__name__}: {exc})") from None
+
     captions = column("caption", "required")
-    images = column("image", scorer.images)
+    if image_format is not None and scorer.images != "unused":
+        images = [formatted_image(record) for record in records]
+    else:
+        images = column("image", scorer.images)
     if images is not None and images_dir is not None:
         images = [str(images_dir / image) if isinstance(image, str) else image for image in images]
     return captions, images, column("references", scorer.references)
@@ -106,9 +134,10 @@ def _json_value(value):
 
 def _score_features(args) -> int:
     """``capeval score vcrscore --from-features FILE [--model DIR]``: precomputed feature rows → scores."""
+    from capeval.core.scoring import canonical_metric
     from capeval.vcrscore.regressor import score_feature_file
 
-    if args.metric != "vcrscore":
+    if canonical_metric(args.metric) != "vcrscore":
         raise InputError("--from-features is supported for vcrscore only")
     scores = score_feature_file(args.from_features, args.model)
     if args.output:
@@ -133,13 +162,12 @@ def _stamp_rows(partial: Path, stamp: Dict) -> None:
 
 
 def run(args) -> int:
-    from capeval.core.scoring import RUNTIME_OPTIONS, load_scorer, scorers
+    from capeval.core.scoring import RUNTIME_OPTIONS, get_scorer_spec, load_scorer
 
     if args.from_features:
         return _score_features(args)
-    spec = scorers().get(args.metric)
-    if spec is None:
-        raise InputError(f"unknown metric {args.metric!r}; known: {sorted(scorers())}")
+    spec = get_scorer_spec(args.metric)
+    args.metric = spec.name  # capeval's spelling, in the output and the shard stamps
     if not args.input:
         raise InputError("--input is required (or --from-features for vcrscore)")
     shard, num_shards = parse_shard(args.shard)
@@ -147,6 +175,10 @@ def run(args) -> int:
     options = {"device": args.device, "batch_size": args.batch_size}
     if args.weights:
         options["weights"] = args.weights
+    if args.dtype:
+        options["dtype"] = args.dtype
+    if args.precision:
+        options["precision"] = args.precision
     if args.cider_idf:
         if "cider_idf" not in spec.options:
             raise InputError(f"--cider-idf applies to ensembeval, not {args.metric}")
@@ -158,6 +190,7 @@ def run(args) -> int:
         raise InputError(f"{args.metric} is corpus-level (its per-sample values depend on the whole corpus): "
                          f"score the whole input in one process, without --shard or --chunk-size{hint}")
     scorer = load_scorer(args.metric, **options)
+    fields = {"caption": args.caption_field, "image": args.image_field, "references": args.references_field}
     images_dir = Path(args.images) if args.images else None
     if chunk_size is not None and chunk_size < 1:
         raise InputError(f"--chunk-size must be a positive number of records, got {chunk_size}")
@@ -172,7 +205,8 @@ def run(args) -> int:
     out = open(partial, "w", encoding="utf-8") if partial else None
     try:
         for batch in _batches(records, chunk_size):
-            captions, images, references = _columns(batch, images_dir, scorer)
+            captions, images, references = record_columns(batch, images_dir, scorer, fields=fields,
+                                                          image_format=args.image_format)
             inputs = scorer.validate(captions, images, references, indices=[r["index"] for r in batch])
             result = scorer.score_inputs(inputs)
             per_sample = {k[: -len("_per_sample")]: v for k, v in result.items() if k.endswith("_per_sample")}
@@ -184,7 +218,7 @@ def run(args) -> int:
                     summary.add_counter(key, value)
             if out:
                 for i, record in enumerate(batch):
-                    row = {**record, "scores": {k: v[i] for k, v in per_sample.items()}}
+                    row = {**record, "scores": {k: v[i] for k, v in per_sample.items()}, "hashcode": scorer.hashcode}
                     if num_shards > 1:
                         row["shard"] = f"{shard}/{num_shards}"
                     if isinstance(row.get("image"), dict):  # embedded image bytes: keep the path only
@@ -212,6 +246,6 @@ def run(args) -> int:
     means = summary.result()
     if corpus_level:
         means.update(corpus_values)  # e.g. BLEU's corpus value is not the mean of its per-sample values
-    print(json.dumps({"metric": args.metric, "n": n, **({"shard": args.shard} if num_shards > 1 else {}), **means},
-                     indent=2))
+    print(json.dumps({"metric": args.metric, "n": n, **({"shard": args.shard} if num_shards > 1 else {}), **means,
+                      "hashcode": scorer.hashcode, "provenance": scorer.provenance}, indent=2))
     return 0

@@ -7,14 +7,23 @@ from pathlib import Path
 from capeval.backbones.registration import convert_clip_checkpoint, register_clip_weights
 from capeval.core.constants import HALF_PREPROCESS, OPENAI_PREPROCESS
 from capeval.core.convert import register_converter
+from capeval.core.hub import Upstream
 from capeval.core.scoring import CACHE_OPTIONS, RUNTIME_OPTIONS, register_scorer
 
+# The official README links its checkpoints folder and, per file, one Google Drive id (given for both files; it is
+# the ViT-B/32 link). No sha256 is published: the provenance JSON records the hash of the file converted.
+PACS_FOLDER = "https://drive.google.com/drive/folders/15Da_nh7CYv8xfryIdETG6dPFSqcBiqpd"
 register_clip_weights("pacs-clip-vit-b-32", "capeval/pacs-clip-vit-b-32", "main", "other",
                       "https://github.com/aimagelab/pacscore (checkpoints/clip_ViT-B-32.pth)",
-                      "PAC-S positive-augmented CLIP ViT-B/32 (OpenAI format)")
+                      "PAC-S positive-augmented CLIP ViT-B/32 (OpenAI format)",
+                      upstream=Upstream("clip_ViT-B-32.pth", "pac-s", page=f"{PACS_FOLDER} (aimagelab/pacscore README)",
+                                        url="https://drive.usercontent.google.com/download?"
+                                            "id=1F-0Pma-vfJPAiDzeyl-iEdSXZIO1cDae&export=download&confirm=t"))
 register_clip_weights("pacs-openclip-vit-l-14", "capeval/pacs-openclip-vit-l-14", "main", "other",
                       "https://github.com/aimagelab/pacscore (checkpoints/openClip_ViT-L-14.pth)",
-                      "PAC-S positive-augmented OpenCLIP ViT-L/14 (mean = std = 0.5 normalisation)", quick_gelu=False)
+                      "PAC-S positive-augmented OpenCLIP ViT-L/14 (mean = std = 0.5 normalisation)", quick_gelu=False,
+                      upstream=Upstream("openClip_ViT-L-14.pth", "pac-s-vit-l-14",
+                                        page=f"{PACS_FOLDER} (aimagelab/pacscore README)"))
 
 
 @register_converter("pac-s", help="PAC-S clip_ViT-B-32.pth (OpenAI-format CLIP ViT-B/32 state dict)")
@@ -29,7 +38,7 @@ def convert_pacs_vit_l_14(official: Path, out_dir: Path) -> None:
                             title="PAC-S OpenCLIP ViT-L/14 (capeval layout)")
 
 
-_OPTIONS = ("weights", *RUNTIME_OPTIONS, *CACHE_OPTIONS, "clip_backbone")
+_OPTIONS = ("weights", *RUNTIME_OPTIONS, "precision", *CACHE_OPTIONS, "clip_backbone")
 register_scorer("clip_s", factory="capeval.clip_s.scorer:clip_s", images="required", references="optional",
                 options=_OPTIONS, shares=(("clip_backbone", "capeval.clip_s.scorer:clip_s_weights"),),
                 help="CLIP-S (w=2.5) and, with references, RefCLIP-S (Hessel et al. 2021)")

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Optional
 
+import numpy as np
+
 from capeval import functional as F
-from capeval.backbones.clip import ClipBackbone, check_shared_backbone
+from capeval.backbones.clip import OPENAI_FP16, ClipBackbone, check_shared_backbone
 from capeval.core.constants import CLIPSCORE_PREFIX
+from capeval.core.errors import InputError
 from capeval.core.inputs import ValidInputs
 from capeval.core.runtime import warn_truncated
 from capeval.core.scoring import Scorer, summarize
@@ -16,32 +19,53 @@ class ClipScorer(Scorer):
     """``w * max(cos(image, "A photo depicts " + caption), 0)`` and, with references, the harmonic mean
     with ``max_j cos(caption, reference_j)`` (official RefCLIPScore semantics; the prefix is applied to
     candidates and references alike).
+
+    ``precision="official"`` reproduces the official pipeline's numerics: ``official_fp16=True`` (CLIPScore, whose
+    published numbers come from OpenAI CLIP on CUDA) runs OpenAI's mixed fp16 CLIP (``precision="openai-fp16"`` of
+    :class:`ClipBackbone`) and scores in fp16 numpy; ``official_fp16=False`` (PAC-S, which casts CLIP to fp32) runs
+    fp32 and scores in fp32 numpy, with the official operation order in both.
     """
 
     def __init__(self, weights: Optional[str] = "openai-clip-vit-b-32", *, w: float = 2.5, name: str = "clip_s",
-                 prefix: str = CLIPSCORE_PREFIX, device: str = "auto", dtype=None, batch_size: int = 64,
-                 cache_dir=None, persist_dir=None, clip_backbone: Optional[ClipBackbone] = None):
+                 prefix: str = CLIPSCORE_PREFIX, device: str = "auto", dtype=None, precision: Optional[str] = None,
+                 official_fp16: bool = True, batch_size: int = 64, cache_dir=None, persist_dir=None,
+                 clip_backbone: Optional[ClipBackbone] = None):
+        if precision not in PRECISIONS:
+            raise InputError(f"precision must be one of {PRECISIONS}, not {precision!r}")
+        if precision is not None and dtype is not None:
+            raise InputError("precision='official' sets the dtypes itself: leave dtype unset")
         self.w = w
         self.name = name
         self.prefix = prefix
-        if clip_backbone is not None:  # weights=None: score with whatever the given backbone holds
-            self.backbone = clip_backbone if weights is None else check_shared_backbone(clip_backbone, weights,
-                                                                                       cache_dir=cache_dir)
+        self.official_dtype = None if precision is None else np.float16 if official_fp16 else np.float32
+        backbone_precision = OPENAI_FP16 if self.official_dtype is np.float16 else "uniform"
+        if clip_backbone is not None:  # weights=None: score with whatever weights the given backbone holds
+            self.backbone = check_shared_backbone(clip_backbone, weights, cache_dir=cache_dir,
+                                                  precision=backbone_precision)
         else:
-            self.backbone = ClipBackbone(weights, device=device, dtype=dtype, batch_size=batch_size,
-                                         cache_dir=cache_dir, persist_dir=persist_dir)
+            self.backbone = ClipBackbone(weights, device=device, dtype=dtype, precision=backbone_precision,
+                                         batch_size=batch_size, cache_dir=cache_dir, persist_dir=persist_dir)
 
     def _score(self, inputs: ValidInputs) -> dict:
         predictions, pil_images, refs = inputs.predictions, inputs.images, inputs.references
         image_emb = self.backbone.encode_images(pil_images)
         cand_emb = self.backbone.encode_texts([self.prefix + p for p in predictions])
-        scores = F.clip_score(image_emb, cand_emb, self.w)
+        if self.official_dtype is not None:
+            scores, cand_unit = F.official_clip_score(image_emb.numpy(), cand_emb.numpy(), self.w,
+                                                      dtype=self.official_dtype)
+        else:
+            scores = F.clip_score(image_emb, cand_emb, self.w)
         per_sample = {self.name: scores.tolist()}
         if refs is not None:
             flat = [self.prefix + r for sample in refs for r in sample]
             owner = [i for i, sample in enumerate(refs) for _ in sample]
-            ref_sim = F.max_reference_similarity(cand_emb, self.backbone.encode_texts(flat), owner)
-            per_sample[f"ref{self.name}"] = F.ref_clip_score(scores, ref_sim).tolist()
+            ref_emb = self.backbone.encode_texts(flat)
+            if self.official_dtype is not None:
+                ref_sim = F.official_max_reference_similarity(cand_unit, ref_emb.numpy(), owner)
+                per_sample[f"ref{self.name}"] = F.official_ref_clip_score(scores, ref_sim).tolist()
+            else:
+                ref_sim = F.max_reference_similarity(cand_emb, ref_emb, owner)
+                per_sample[f"ref{self.name}"] = F.ref_clip_score(scores, ref_sim).tolist()
         result = summarize(per_sample)
         texts = [self.prefix + p for p in predictions] + [self.prefix + r for sample in refs or [] for r in sample]
         result["truncated_texts"] = truncated = self.backbone.truncation.count(texts)
@@ -50,6 +74,7 @@ class ClipScorer(Scorer):
 
 
 CLIP_S_WEIGHTS, PAC_S_WEIGHTS = "openai-clip-vit-b-32", "pacs-clip-vit-b-32"
+PRECISIONS = (None, "official")
 
 
 def clip_s_weights(options: dict) -> str:
@@ -62,15 +87,21 @@ def pac_s_weights(options: dict) -> str:
     return options.get("weights") or PAC_S_WEIGHTS
 
 
-def clip_s(weights: str = CLIP_S_WEIGHTS, *, device: str = "auto", dtype=None, batch_size: int = 64,
-           cache_dir=None, persist_dir=None, clip_backbone: Optional[ClipBackbone] = None) -> ClipScorer:
-    """CLIP-S (w = 2.5) and, with references, RefCLIP-S."""
-    return ClipScorer(weights, w=2.5, name="clip_s", device=device, dtype=dtype, batch_size=batch_size,
-                      cache_dir=cache_dir, persist_dir=persist_dir, clip_backbone=clip_backbone)
+def clip_s(weights: str = CLIP_S_WEIGHTS, *, device: str = "auto", dtype=None, precision: Optional[str] = None,
+           batch_size: int = 64, cache_dir=None, persist_dir=None,
+           clip_backbone: Optional[ClipBackbone] = None) -> ClipScorer:
+    """CLIP-S (w = 2.5) and, with references, RefCLIP-S. ``precision="official"``: the official GPU numerics (OpenAI's
+    mixed fp16 CLIP, fp16 scoring), those of the published numbers."""
+    return ClipScorer(weights, w=2.5, name="clip_s", device=device, dtype=dtype, precision=precision,
+                      official_fp16=True, batch_size=batch_size, cache_dir=cache_dir, persist_dir=persist_dir,
+                      clip_backbone=clip_backbone)
 
 
-def pac_s(weights: str = PAC_S_WEIGHTS, *, device: str = "auto", dtype=None, batch_size: int = 64,
-          cache_dir=None, persist_dir=None, clip_backbone: Optional[ClipBackbone] = None) -> ClipScorer:
-    """PAC-S (w = 2.0) and, with references, RefPAC-S."""
-    return ClipScorer(weights, w=2.0, name="pac_s", device=device, dtype=dtype, batch_size=batch_size,
-                      cache_dir=cache_dir, persist_dir=persist_dir, clip_backbone=clip_backbone)
+def pac_s(weights: str = PAC_S_WEIGHTS, *, device: str = "auto", dtype=None, precision: Optional[str] = None,
+          batch_size: int = 64, cache_dir=None, persist_dir=None,
+          clip_backbone: Optional[ClipBackbone] = None) -> ClipScorer:
+    """PAC-S (w = 2.0) and, with references, RefPAC-S. ``precision="official"``: the official numerics (the official
+    code casts CLIP to fp32 and scores in fp32 numpy)."""
+    return ClipScorer(weights, w=2.0, name="pac_s", device=device, dtype=dtype, precision=precision,
+                      official_fp16=False, batch_size=batch_size, cache_dir=cache_dir, persist_dir=persist_dir,
+                      clip_backbone=clip_backbone)

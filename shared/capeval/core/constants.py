@@ -16,3 +16,5 @@ CLIP_FILES = (CLIP_CONFIG_FILE, CLIP_WEIGHTS_FILE)
 
 # EnsembEval's weights file (official weights, refits)
 ENSEMBEVAL_WEIGHTS_FILE = "ensembeval_weights.json"
+PROVENANCE_FILE = "capeval_provenance.json"  # beside weights converted from an upstream file: source, sha256, converter
+TINY_MARKER_FILE = "CAPEVAL_TINY_RANDOM_WEIGHTS"  # in every snapshot written by capeval.testing: random test weights

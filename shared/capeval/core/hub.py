@@ -3,17 +3,47 @@
 A weight is addressed by a registry name (``"openai-clip-vit-b-32"``), a hub repo id (``"org/name"``,
 optionally ``"org/name@revision"``) or a local directory. Hub downloads honour the Hugging Face cache,
 ``HF_HUB_OFFLINE`` and an explicit ``cache_dir``, and are tagged with the library name.
+
+A weight converted from an authors' file names its :class:`Upstream`; :func:`resolve` then looks in the Hugging Face
+cache, in capeval's converted-weights cache (``<capeval cache>/weights/<name>``), on the hub (capeval's repo at its
+revision), and finally downloads the authors' file (:mod:`capeval.core.download`: resumable, sha256-checked),
+converts it with its registered converter and caches the result with a provenance JSON beside it.
 """
 
 from __future__ import annotations
 
+import contextvars
+import fnmatch
+import json
 import os
+import re
+import shutil
+import tempfile
+import zipfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Sequence
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
+from capeval.core.constants import PROVENANCE_FILE
 from capeval.core.discovery import load_registrations
 from capeval.core.errors import ModelNotAvailableError
+
+MIRROR_ENV = "CAPEVAL_UPSTREAM_MIRROR"  # base URL serving every upstream file by its name (a mirror; tests)
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """The authors' own file a converted weight is made from."""
+
+    filename: str  # the official file's name (also its name on a mirror)
+    converter: str  # the registered converter (`capeval convert <converter>`) turning it into the weight's files
+    url: Optional[str] = None  # a direct download link; None: the authors publish no direct link (see ``page``)
+    sha256: Optional[str] = None  # the published sha256 of the file, checked before conversion
+    page: str = ""  # where the authors publish the file (README / model zoo)
+    member: Optional[str] = None  # for a zip archive: the pattern of the one member to convert (e.g. "*.ckpt")
+    beside: Tuple[str, ...] = ()  # files next to ``member`` in the archive the converter reads too, when present
 
 
 @dataclass(frozen=True)
@@ -29,6 +59,12 @@ class WeightSpec:
     source_url: str
     description: str = ""
     options: Mapping[str, Any] = field(default_factory=dict, compare=False)  # family-specific loading options
+    upstream: Optional[Upstream] = None  # the authors' file this weight is converted from (capeval repos)
+
+    @property
+    def pinned(self) -> bool:
+        """Whether the hub revision is a commit (not a branch such as ``main``)."""
+        return bool(_COMMIT.match(self.revision))
 
 
 _REGISTRY: Dict[str, WeightSpec] = {}
@@ -65,6 +101,28 @@ def default_cache_dir(cache_dir: Optional[os.PathLike] = None) -> Path:
     return Path(env) if env else Path.home() / ".cache" / "capeval"
 
 
+# the lists of the active `recording_resolutions()` blocks of this context (thread / task)
+_RECORDERS: contextvars.ContextVar = contextvars.ContextVar("capeval_weight_recorders", default=())
+
+
+@contextmanager
+def recording_resolutions() -> Iterator[List[Tuple[str, Path]]]:
+    """Collect ``(ref, directory)`` for every :func:`resolve` inside the block (nested blocks all see them): how
+    :func:`capeval.core.scoring.load_scorer` learns which weights a scorer loaded."""
+    loaded: List[Tuple[str, Path]] = []
+    token = _RECORDERS.set(_RECORDERS.get() + (loaded,))
+    try:
+        yield loaded
+    finally:
+        _RECORDERS.reset(token)
+
+
+def _recorded(ref: str, directory: Path) -> Path:
+    for loaded in _RECORDERS.get():
+        loaded.append((ref, directory))
+    return directory
+
+
 def _split_revision(ref: str):
     if "@" in ref:
         repo_id, revision = ref.split("@", 1)
@@ -89,9 +147,11 @@ def resolve(
         missing = [f for f in (files or []) if not (local / f).exists()]
         if missing:
             raise ModelNotAvailableError(f"local weights directory {local} lacks {missing}")
-        return local
+        return _recorded(ref, local)
     if ref in registered_weights():
         spec = _REGISTRY[ref]
+        if spec.upstream is not None and revision is None:
+            return _recorded(ref, _resolve_converted(spec, list(files or spec.files), cache_dir))
         repo_id, revision, files = spec.repo_id, revision or spec.revision, list(files or spec.files)
     else:
         repo_id, pinned = _split_revision(ref)
@@ -103,10 +163,160 @@ def resolve(
             )
     if not files:
         raise ValueError(f"no file list given for {ref!r}")
-    return _download(repo_id, revision, files, cache_dir)
+    fetch = f"capeval fetch {ref}" if ref in _REGISTRY else None
+    return _recorded(ref, _download(repo_id, revision, files, cache_dir, fetch=fetch))
 
 
-def _download(repo_id: str, revision: Optional[str], files: Sequence[str], cache_dir) -> Path:
+def is_offline() -> bool:
+    """``HF_HUB_OFFLINE`` is set: no hub request and no upstream download."""
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in ("1", "ON", "YES", "TRUE")
+
+
+def converted_dir(name: str) -> Path:
+    """Where capeval caches the weight ``name`` converted from its upstream file."""
+    return default_cache_dir() / "weights" / name
+
+
+def downloads_dir() -> Path:
+    """Where upstream files are downloaded (``.part`` while incomplete, so a later call resumes them)."""
+    return default_cache_dir() / "downloads"
+
+
+def _complete(directory: Path, files: Sequence[str]) -> bool:
+    return directory.is_dir() and (directory / PROVENANCE_FILE).is_file() and all((directory / f).is_file()
+                                                                                 for f in files)
+
+
+def cached_location(spec: WeightSpec) -> Optional[Path]:
+    """The local directory holding every file of ``spec`` (hub cache or converted cache), without any network."""
+    try:
+        return _download(spec.repo_id, spec.revision, list(spec.files), None, local_only=True)
+    except ModelNotAvailableError:
+        pass
+    converted = converted_dir(spec.name)
+    return converted if spec.upstream is not None and _complete(converted, spec.files) else None
+
+
+def fetch_command(spec: WeightSpec) -> str:
+    """The command that makes ``spec`` available offline (run it on a machine with internet access)."""
+    if spec.upstream is not None and spec.upstream.url is None:
+        return f"capeval fetch {spec.name} --file {spec.upstream.filename}"
+    return f"capeval fetch {spec.name}"
+
+
+def _resolve_converted(spec: WeightSpec, files: List[str], cache_dir) -> Path:
+    """Hub cache → converted cache → capeval's hub repo → the authors' file, downloaded and converted."""
+    try:
+        return _download(spec.repo_id, spec.revision, files, cache_dir, local_only=True)
+    except ModelNotAvailableError:
+        pass
+    converted = converted_dir(spec.name)
+    if _complete(converted, files):
+        return converted
+    if is_offline():
+        raise ModelNotAvailableError(
+            f"weights {spec.name!r} are not in the Hugging Face cache nor in capeval's cache ({converted}), and "
+            f"HF_HUB_OFFLINE is set. On a machine with internet access run\n    {fetch_command(spec)}\n"
+            f"(it downloads {spec.upstream.filename} from {spec.upstream.url or spec.upstream.page} and converts "
+            f"it), then copy {converted} to the same place here ($CAPEVAL_CACHE/weights/{spec.name})."
+        )
+    try:
+        return _download(spec.repo_id, spec.revision, files, cache_dir)
+    except ModelNotAvailableError:
+        pass
+    return fetch_upstream(spec)
+
+
+def _file_sha256(path: Path) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def fetch_upstream(spec: WeightSpec, *, file: Optional[os.PathLike] = None) -> Path:
+    """Download ``spec``'s upstream file (or take the local ``file``), check its sha256, convert it with the
+    registered converter and cache the result with a provenance JSON; return the converted directory.
+
+    ``$CAPEVAL_UPSTREAM_MIRROR``, when set, is a base URL serving the official files by name (a mirror of your own;
+    tests). A failure leaves no converted directory; only an interrupted download's ``.part`` file stays, to be
+    resumed."""
+    from capeval.core.convert import convert
+    from capeval.core.download import download
+    from capeval.core.version import __version__
+
+    upstream = spec.upstream
+    if upstream is None:
+        raise ValueError(f"weights {spec.name!r} have no upstream file: they are fetched from the hub")
+    mirror = os.environ.get(MIRROR_ENV)
+    url = f"{mirror.rstrip('/')}/{upstream.filename}" if mirror else upstream.url
+    downloaded = file is None
+    if file is not None:
+        official = Path(file)
+        if not official.is_file():
+            raise ModelNotAvailableError(f"{official}: no such file (the official {upstream.filename} for "
+                                         f"{spec.name!r})")
+        sha256 = _file_sha256(official)
+    elif url is None:
+        raise ModelNotAvailableError(
+            f"the authors publish {upstream.filename} ({spec.name!r}) without a direct download link: download it by "
+            f"hand from {upstream.page}, then run\n    capeval fetch {spec.name} --file <path to {upstream.filename}>")
+    else:
+        official = downloads_dir() / upstream.filename
+        sha256 = download(url, official, sha256=upstream.sha256)
+    try:
+        if upstream.sha256 and sha256 != upstream.sha256:
+            raise ModelNotAvailableError(f"{official}: sha256 {sha256} differs from the published {upstream.sha256} "
+                                         f"of {upstream.filename}: not the official file")
+        target = converted_dir(spec.name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=f".{spec.name}-", dir=target.parent) as tmp:
+            source = _archive_member(official, upstream, Path(tmp) / "official") if upstream.member else official
+            out = Path(tmp) / "out"
+            convert(upstream.converter, source, out)
+            missing = [f for f in spec.files if not (out / f).is_file()]
+            if missing:
+                raise ModelNotAvailableError(f"converter {upstream.converter!r} did not write {missing}")
+            (out / PROVENANCE_FILE).write_text(json.dumps({
+                "source": upstream.url or upstream.page, "file": upstream.filename, "sha256": sha256,
+                "converter": upstream.converter, "capeval_version": __version__,
+                "downloaded_from": url if downloaded else f"local file {official.name}"}, indent=2))
+            shutil.rmtree(target, ignore_errors=True)
+            os.replace(out, target)
+    except Exception:
+        if downloaded:  # a refused file is not kept for a later resume
+            official.unlink(missing_ok=True)
+        raise
+    if downloaded:
+        official.unlink(missing_ok=True)  # the converted weights are what is kept
+    return target
+
+
+def _archive_member(archive: Path, upstream: Upstream, out_dir: Path) -> Path:
+    """Extract the one member of the zip ``archive`` matching ``upstream.member`` (and its ``beside`` files) into
+    ``out_dir`` under their base names (never a path taken from the archive)."""
+    if not zipfile.is_zipfile(archive):
+        raise ModelNotAvailableError(f"{archive}: not a zip archive (expected {upstream.filename})")
+    with zipfile.ZipFile(archive) as zf:
+        names = [n for n in zf.namelist() if not n.endswith("/")]
+        matches = [n for n in names if fnmatch.fnmatch(n.rsplit("/", 1)[-1], upstream.member)]
+        if len(matches) != 1:
+            raise ModelNotAvailableError(f"{archive}: expected one member matching {upstream.member!r}, found "
+                                         f"{matches or 'none'}")
+        folder = matches[0].rsplit("/", 1)[0] + "/" if "/" in matches[0] else ""
+        wanted = [matches[0]] + [folder + b for b in upstream.beside if folder + b in names]
+        out_dir.mkdir(parents=True)
+        for name in wanted:
+            with zf.open(name) as src, open(out_dir / name.rsplit("/", 1)[-1], "wb") as dst:
+                shutil.copyfileobj(src, dst)
+    return out_dir / matches[0].rsplit("/", 1)[-1]
+
+
+def _download(repo_id: str, revision: Optional[str], files: Sequence[str], cache_dir, *, local_only: bool = False,
+              fetch: Optional[str] = None) -> Path:
     from huggingface_hub import hf_hub_download
 
     from capeval.core.version import __version__
@@ -122,14 +332,16 @@ def _download(repo_id: str, revision: Optional[str], files: Sequence[str], cache
                     cache_dir=cache_dir,
                     library_name="capeval",
                     library_version=__version__,
+                    local_files_only=local_only,
                 )
             )
         except Exception as exc:  # offline, missing file, network: all end the same way for the user
             rev = revision or "main"
+            command = fetch or f"hf download {repo_id} --revision {rev}"
             raise ModelNotAvailableError(
                 f"could not load {filename!r} of hub repo {repo_id!r} (revision {rev}): {exc.__class__.__name__}: {exc}\n"
                 f"Fetch it on a machine with internet access with\n"
-                f"    hf download {repo_id} --revision {rev}\n"
+                f"    {command}\n"
                 f"and copy the Hugging Face cache (HF_HUB_CACHE) here, or pass a local directory instead. "
                 f"For tests, capeval.testing.populate_tiny_hub_cache(dir) writes tiny random weights."
             ) from exc

@@ -9,7 +9,7 @@ import uuid
 import warnings
 from collections import OrderedDict
 from pathlib import Path
-from typing import Callable, Dict, Generic, Hashable, List, Optional, Sequence, Tuple, TypeVar
+from typing import Callable, Dict, Generic, Hashable, Iterator, List, Optional, Sequence, Tuple, TypeVar
 
 import torch
 from PIL import Image
@@ -222,8 +222,15 @@ def encode_cached(
     batch_size: int,
     desc: str,
     show_progress: Optional[bool] = None,
+    sort_key: Optional[Callable[[object], int]] = None,
+    prepare: Optional[Callable[[Iterator[List]], Iterator]] = None,
 ) -> torch.Tensor:
-    """Encode each distinct item once (by key), in batches, and return embeddings in input order."""
+    """Encode each distinct item once (by key), in batches, and return embeddings in input order.
+
+    ``sort_key``: items to encode are batched in ascending ``sort_key(item)`` (stable), e.g. token length, so a batch
+    padded to its longest member wastes little work. ``prepare``: maps the iterator of batches (lists of items) to
+    what ``encode_batch`` takes; it may run ahead (e.g. preprocess the next batches in worker processes).
+    """
     found: Dict[str, torch.Tensor] = {}
     todo: Dict[str, object] = {}
     for item, key in zip(items, keys):
@@ -235,12 +242,15 @@ def encode_cached(
         else:
             found[key] = cached
     pending = list(todo.items())
+    if sort_key is not None:
+        pending.sort(key=lambda entry: sort_key(entry[1]))
     if show_progress is None:
         show_progress = len(pending) > batch_size
+    chunks = [pending[start:start + batch_size] for start in range(0, len(pending), batch_size)]
+    batches = (prepare or iter)(iter([[item for _, item in chunk] for chunk in chunks]))
     with tqdm(total=len(pending), desc=desc, unit="item", disable=not show_progress) as bar:
-        for start in range(0, len(pending), batch_size):
-            chunk = pending[start:start + batch_size]
-            embeddings = encode_batch([item for _, item in chunk])
+        for chunk, batch in zip(chunks, batches):
+            embeddings = encode_batch(batch)
             for (key, _), embedding in zip(chunk, embeddings):
                 found[key] = cache.put(key, embedding)  # kept for this call even if the cache evicts it
             bar.update(len(chunk))

@@ -18,7 +18,9 @@ import numpy as np
 
 from capeval.core.discovery import load_registrations
 from capeval.core.errors import InputError
+from capeval.core.hub import recording_resolutions
 from capeval.core.inputs import NEEDS, ValidInputs, validate_inputs
+from capeval.core.provenance import build_provenance, effective_options, hashcode
 
 # options every scorer factory accepts (CPU-only text metrics accept and do not need device/dtype)
 RUNTIME_OPTIONS = ("device", "dtype", "batch_size")
@@ -100,18 +102,46 @@ def scorers() -> Dict[str, ScorerSpec]:
     return dict(_SCORERS)
 
 
+# other spellings users write → the one capeval uses (besides "-" for "_" and any case, accepted everywhere)
+METRIC_ALIASES = {"clipscore": "clip_s", "clip_score": "clip_s", "pacscore": "pac_s", "pac_score": "pac_s",
+                  "cider_d": "cider", "ciderd": "cider", "rouge": "rouge_l", "rougel": "rouge_l", "blip2": "blip2_score",
+                  "hices": "hice_s", "mpnet": "mpnet_score", **{f"bleu{n}": f"bleu_{n}" for n in range(1, 5)}}
+
+
+def canonical_metric(name: str) -> str:
+    """capeval's one spelling of a metric: ``"PAC-S"``/``"pacscore"`` → ``"pac_s"``, ``"bleu1"`` → ``"bleu_1"``,
+    ``"CIDEr-D"`` → ``"cider"`` (capeval's ``cider`` is CIDEr-D, as pycocoevalcap's)."""
+    spelled = name.strip().lower().replace("-", "_")
+    return METRIC_ALIASES.get(spelled, spelled)
+
+
+def scorer_of(name: str) -> str:
+    """The registered scorer that computes metric ``name`` (``bleu_1``..``bleu_4`` → ``bleu``)."""
+    metric = canonical_metric(name)
+    return "bleu" if metric in {f"bleu_{n}" for n in range(1, 5)} else metric
+
+
 def get_scorer_spec(name: str) -> ScorerSpec:
     available = scorers()
-    if name not in available:
-        raise InputError(f"unknown metric {name!r}; known: {sorted(available)}")
-    return available[name]
+    if scorer_of(name) not in available:
+        raise InputError(f"unknown metric {name!r}; known: {sorted(available)} (cider is CIDEr-D)")
+    return available[scorer_of(name)]
 
 
 def load_scorer(name: str, **options) -> "Scorer":
-    """Build the registered scorer ``name``; options it does not accept are an :class:`InputError`."""
+    """Build the registered scorer ``name`` (any spelling :func:`canonical_metric` knows); options it does not accept
+    are an :class:`InputError`. The scorer
+    records its provenance (the weights it loaded, the options that change its values): every result it returns
+    carries ``provenance`` and ``hashcode``."""
     spec = get_scorer_spec(name)
     spec.check_options(options)
-    return spec.load_factory()(**options)
+    factory = spec.load_factory()
+    with recording_resolutions() as loaded:
+        scorer = factory(**options)
+    if isinstance(scorer, Scorer):
+        scorer.provenance = build_provenance(spec.name, effective_options(factory, options), loaded, scorer,
+                                             shared=[option for option, _ in spec.shares])
+    return scorer
 
 
 class Scorer(ABC):
@@ -124,10 +154,16 @@ class Scorer(ABC):
     name: str = ""
     images: str = "required"
     references: str = "optional"
+    provenance: Optional[dict] = None  # set by load_scorer: the weights loaded, the options that change values
+
+    @property
+    def hashcode(self) -> Optional[str]:
+        """Compact identity of the numbers this scorer produces (:func:`capeval.core.provenance.hashcode`)."""
+        return hashcode(self.provenance) if self.provenance is not None else None
 
     def score(self, predictions: Sequence[str], images: Optional[Sequence] = None,
               references: Optional[Sequence] = None) -> dict:
-        return self._score(self.validate(predictions, images, references))
+        return self.score_inputs(self.validate(predictions, images, references))
 
     def validate(self, predictions, images=None, references=None, *,
                  indices: Optional[Sequence[int]] = None) -> ValidInputs:
@@ -136,8 +172,12 @@ class Scorer(ABC):
                                references_needed=self.references, metric=self.name, indices=indices)
 
     def score_inputs(self, inputs: ValidInputs, **options) -> dict:
-        """Score input that :meth:`validate` returned (for callers that validate with record numbers)."""
-        return self._score(inputs, **options)
+        """Score input that :meth:`validate` returned (for callers that validate with record numbers); with the
+        scorer's ``provenance`` and ``hashcode`` when it was built by :func:`load_scorer`."""
+        result = self._score(inputs, **options)
+        if self.provenance is not None:
+            result = {**result, "provenance": self.provenance, "hashcode": self.hashcode}
+        return result
 
     @abstractmethod
     def _score(self, inputs: ValidInputs) -> dict:

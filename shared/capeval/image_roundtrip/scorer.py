@@ -86,7 +86,7 @@ class ImageRoundTripScorer(Scorer):
     def score(self, predictions: Sequence[str], images: Optional[Sequence] = None,
               references: Optional[Sequence] = None, *, return_images: bool = False) -> dict:
         """As :meth:`Scorer.score`; ``return_images`` adds the generated images to the result."""
-        return self._score(self.validate(predictions, images, references), return_images=return_images)
+        return self.score_inputs(self.validate(predictions, images, references), return_images=return_images)
 
     def _score(self, inputs: ValidInputs, *, return_images: bool = False) -> dict:
         predictions, originals, n = inputs.predictions, inputs.images, len(inputs)

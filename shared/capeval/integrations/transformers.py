@@ -1,27 +1,48 @@
 """``compute_metrics`` for ``Seq2SeqTrainer(predict_with_generate=True)`` scoring generated captions with capeval.
 
     compute_metrics = make_compute_metrics("clip_s", tokenizer, eval_dataset, references_column="captions")
+    args = Seq2SeqTrainingArguments(..., predict_with_generate=True, batch_eval_metrics=True,
+                                    include_for_metrics=["inputs"])
     trainer = Seq2SeqTrainer(model, args, eval_dataset=eval_dataset, compute_metrics=compute_metrics, ...)
 
 Every evaluated sample is matched to its ``eval_dataset`` row, and the match is verified, never assumed:
 
-* when the Trainer hands over the model inputs (``include_for_metrics=["inputs"]``, with or without
-  ``batch_eval_metrics=True``), by content: a sample goes to the row with the same pixel values (the
-  ``inputs_column``) and the same labels, so any evaluation order works (``group_by_length``, custom samplers);
-* otherwise by position (the Trainer's sequential order), checked row by row against the ``labels_column``.
+* when the Trainer hands over the model inputs (``include_for_metrics=["inputs"]``), by content: a sample goes
+  to the row with the same pixel values (the ``inputs_column``) and the same labels, so any evaluation order
+  works (custom samplers);
+* otherwise by position (the Trainer's sequential order; under DDP the Trainer gathers the processes' batches
+  in that order too), checked row by row against the ``labels_column``.
 
-A failed match raises :class:`AlignmentError` instead of scoring a caption against another sample's image.
-Rows whose pixel values and labels are both identical are interchangeable and are taken in dataset order.
+A pass must evaluate every row once. A failed match raises :class:`AlignmentError` instead of scoring a caption
+against another sample's image. Rows whose pixel values and labels are both identical are interchangeable and
+are taken in dataset order.
+
+Memory: with ``batch_eval_metrics=True`` the hook keeps a caption and a row number per evaluated sample (and
+:data:`FINGERPRINT_SIZE` numbers per dataset row when matching by content); the Trainer drops each batch after
+the call. Without it the Trainer itself keeps every prediction and label and, with
+``include_for_metrics=["inputs"]``, every input (all the ``pixel_values``, on the device unless
+``eval_accumulation_steps`` is set) until the end of the pass: the hook warns once when that happens.
+
+Under DDP (``torchrun``, ``accelerate launch``) the Trainer calls the hook in every process with the predictions
+and labels of all processes but, with ``batch_eval_metrics=True``, with this process's inputs only: the hook
+gathers their fingerprints. Seq2SeqTrainer's last batch also carries the samples that evened out the processes'
+batches (the pass's first samples again): they are checked to be those repeats and left out. A per-sample
+capeval scorer then scores each process's share of the samples on its own device (:mod:`capeval.distributed`);
+a corpus-level scorer, an evaluate module or another scorer object scores in the main process only (a scorer
+given by name is loaded there only). Every process returns the same metrics.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+import os
+import warnings
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from capeval.core.errors import InputError
-from capeval.core.scoring import Scorer, scorers
+from capeval.core.scoring import Scorer, get_scorer_spec, load_scorer, scorers
+from capeval.distributed import gather_shares, is_corpus_level, on_main_process, process_state, share
 
 FINGERPRINT_SIZE = 256
 _FINGERPRINT_ROWS = 64  # dataset rows read per chunk while fingerprinting
@@ -36,13 +57,14 @@ def make_compute_metrics(metric, tokenizer, eval_dataset, *, image_column: Optio
                          references_column: Optional[str] = None, labels_column: str = "labels",
                          inputs_column: str = "pixel_values", metric_options: Optional[Dict[str, Any]] = None,
                          empty_score: Optional[float] = None, match_atol: float = 1e-3):
-    """A ``compute_metrics(eval_pred, compute_result=True)`` for ``Seq2SeqTrainer(predict_with_generate=True)``.
+    """A ``compute_metrics(eval_pred, compute_result=None)`` for ``Seq2SeqTrainer(predict_with_generate=True)``.
 
     Args:
         metric: a capeval scorer name (``"clip_s"``), a scorer object (``score(predictions, images=,
             references=)``) or an evaluate module loaded from capeval (``evaluate.load("capeval/clip_s")``).
         tokenizer: decodes the generated ids (``-100`` and padding are dropped, special tokens skipped).
-        eval_dataset: the dataset given to the Trainer as ``eval_dataset``; it holds the raw images
+        eval_dataset: the dataset given to the Trainer as ``eval_dataset`` (or the same dict of datasets: each
+            pass is scored against the one dataset whose rows it matches). It holds the raw images
             (``image_column``), the references (``references_column``: a list of strings or one string per
             row; ``None`` for reference-free scoring), and ``labels_column`` / ``inputs_column`` for the
             alignment checks (see the module docstring).
@@ -54,8 +76,9 @@ def make_compute_metrics(metric, tokenizer, eval_dataset, *, image_column: Optio
         match_atol: tolerance on pixel-value fingerprints (chunk means) when matching by content.
 
     Returns a function returning the corpus-level scalars only (per-sample lists are dropped), as the
-    Trainer logs them (``eval_clip_s``...). With ``batch_eval_metrics=True`` it accumulates the batches and
-    scores everything at ``compute_result=True`` (corpus-level metrics stay exact), returning ``{}`` before.
+    Trainer logs them (``eval_clip_s``, ``eval_<name>_clip_s`` for a dict of datasets). With
+    ``batch_eval_metrics=True`` it accumulates the batches and scores everything at ``compute_result=True``
+    (corpus-level metrics stay exact), returning ``{}`` before.
     """
     adapter = _MetricAdapter(metric, metric_options or {})
     if adapter.needs_references and references_column is None:
@@ -64,38 +87,44 @@ def make_compute_metrics(metric, tokenizer, eval_dataset, *, image_column: Optio
         raise InputError(f"metric {adapter.name!r} needs images: pass image_column=")
     if adapter.needs_images is False:
         image_column = None  # a text-only metric: the images are not read
-    columns = getattr(eval_dataset, "column_names", None)
-    if columns is not None:
-        wanted = [c for c in (image_column, references_column) if c]
-        missing = [c for c in wanted if c not in columns]
+    datasets = dict(eval_dataset) if isinstance(eval_dataset, Mapping) else {None: eval_dataset}
+    if not datasets:
+        raise InputError("eval_dataset is an empty dict")
+    for name, dataset in datasets.items():
+        columns = getattr(dataset, "column_names", None)
+        missing = [c for c in (image_column, references_column) if c and columns is not None and c not in columns]
         if missing:
-            raise InputError(f"eval_dataset has no column(s) {missing}; it has {columns}")
-    matcher = _RowMatcher(eval_dataset, _pad_token_id(tokenizer), labels_column, inputs_column, match_atol)
-    pending_predictions: List[str] = []
-    pending_rows: List[int] = []
+            where = "eval_dataset" if name is None else f"eval_dataset[{name!r}]"
+            raise InputError(f"{where} has no column(s) {missing}; it has {columns}")
+    evaluation = _Pass({name: _RowMatcher(dataset, _pad_token_id(tokenizer), labels_column, inputs_column, match_atol)
+                        for name, dataset in datasets.items()})
+    warned: List[bool] = []
 
-    def reset() -> None:
-        pending_predictions.clear()
-        pending_rows.clear()
-        matcher.reset()
-
-    def compute_metrics(eval_pred, compute_result: bool = True) -> Dict[str, float]:
+    def compute_metrics(eval_pred, compute_result: Optional[bool] = None) -> Dict[str, float]:
+        """``compute_result``: ``False`` for a batch, ``True`` for the last one (``batch_eval_metrics=True``);
+        ``None`` when the Trainer hands over the whole pass at once."""
+        last = compute_result is not False
         try:
             predictions = _decode(tokenizer, eval_pred.predictions)
-            rows = matcher.match(len(predictions), _labels_of(eval_pred), _inputs_of(eval_pred, inputs_column))
-            pending_predictions.extend(predictions)
-            pending_rows.extend(rows)
-            if not compute_result:
+            inputs = getattr(eval_pred, "inputs", None)
+            if compute_result is None and inputs is not None and not hasattr(inputs, "keys") and not warned:
+                warned.append(True)
+                warnings.warn(f"the Trainer kept all {_nbytes(inputs) / 2 ** 20:.1f} MiB of evaluation inputs until "
+                              "the end of the pass; set batch_eval_metrics=True to score batch by batch", stacklevel=2)
+            state = process_state()
+            samples = _sample_fingerprints(inputs, inputs_column, len(predictions), last, state)
+            evaluation.add(predictions, _labels_of(eval_pred), samples, tail=last and state is not None)
+            if not last:
                 return {}
-            matcher.finish()
-            return _score(adapter, pending_predictions, pending_rows, eval_dataset, image_column, references_column,
-                          empty_score)
+            name, predictions, rows = evaluation.finish()
+            return _score(adapter, predictions, rows, datasets[name], image_column, references_column, empty_score,
+                          state)
         except BaseException:
-            compute_result = True  # a failed pass is dropped whole
+            last = True  # a failed pass is dropped whole
             raise
         finally:
-            if compute_result:
-                reset()
+            if last:
+                evaluation.reset()
 
     return compute_metrics
 
@@ -104,26 +133,34 @@ class _MetricAdapter:
     """One ``score(predictions, images, references) -> dict`` over scorer names, scorers and evaluate modules."""
 
     def __init__(self, metric, options: Dict[str, Any]):
+        self.module, self._scorer, self._options = None, None, options
         if isinstance(metric, str):
-            from capeval.core.scoring import load_scorer
-
-            self.scorer, self.module = load_scorer(metric, **options), None
-            spec, self.name = scorers()[metric], metric
+            spec, self.name = get_scorer_spec(metric), metric
+            spec.check_options(options)
+            self.splits = not spec.is_corpus_level(options)
+            if int(os.environ.get("WORLD_SIZE", "1")) <= 1:  # under DDP: loaded by the processes that score, on use
+                self._scorer = load_scorer(metric, **options)
         elif hasattr(metric, "compute") and getattr(metric, "scorer_name", None):
             if options:
                 raise InputError("metric_options apply to scorer names; pass options to evaluate.load instead")
-            spec, self.scorer, self.module = scorers()[metric.scorer_name], None, metric
-            self.name = metric.scorer_name
+            spec, self.module, self.name, self.splits = scorers()[metric.scorer_name], metric, metric.scorer_name, False
         elif hasattr(metric, "score"):
             if options:
                 raise InputError("metric_options apply to scorer names; configure the scorer object instead")
-            spec, self.scorer, self.module = None, metric, None
+            spec, self._scorer = None, metric
             self.name = getattr(metric, "name", type(metric).__name__)
+            self.splits = isinstance(metric, Scorer) and not is_corpus_level(metric)
         else:
             raise TypeError("metric must be a capeval scorer name, a scorer object or a capeval evaluate module")
         # True: required, False: not used (not read), None: optional or unknown (passed when given)
         self.needs_images: Optional[bool] = {"required": True, "unused": False}.get(spec.images) if spec else None
         self.needs_references = bool(spec and spec.needs_references)
+
+    @property
+    def scorer(self):
+        if self._scorer is None and self.module is None:
+            self._scorer = load_scorer(self.name, **self._options)
+        return self._scorer
 
     def score(self, predictions, images, references, rows: Optional[List[int]] = None) -> Dict[str, Any]:
         """``rows``: the samples' row numbers in the eval dataset, named in input errors."""
@@ -137,6 +174,53 @@ class _MetricAdapter:
         if isinstance(self.scorer, Scorer):
             return self.scorer.score_inputs(self.scorer.validate(predictions, images, references, indices=rows))
         return self.scorer.score(predictions, images=images, references=references)
+
+
+class _Pass:
+    """One evaluation pass: for each eval dataset the samples still match, their captions and rows."""
+
+    def __init__(self, matchers: Dict[Optional[str], "_RowMatcher"]):
+        self.matchers = matchers
+        self.reset()
+
+    def reset(self) -> None:
+        self.matched: Dict[Optional[str], Tuple[List[str], List[int]]] = {name: ([], []) for name in self.matchers}
+        self.errors: Dict[Optional[str], AlignmentError] = {}
+        for matcher in self.matchers.values():
+            matcher.reset()
+
+    def add(self, predictions: List[str], labels, samples: Optional[np.ndarray], *, tail: bool) -> None:
+        for name in list(self.matched):
+            try:
+                rows = self.matchers[name].match(len(predictions), labels, samples, tail=tail)
+            except AlignmentError as error:
+                self._drop(name, error)
+                continue
+            self.matched[name][0].extend(predictions[:len(rows)])
+            self.matched[name][1].extend(rows)
+
+    def finish(self) -> Tuple[Optional[str], List[str], List[int]]:
+        """The dataset the pass matched, with the captions and rows of its samples."""
+        for name in list(self.matched):
+            try:
+                self.matchers[name].finish()
+            except AlignmentError as error:
+                self._drop(name, error)
+        if len(self.matched) > 1:
+            raise AlignmentError(f"the evaluated samples match several eval datasets ({sorted(self.matched)}): "
+                                 "their rows cannot be told apart")
+        name, (predictions, rows) = next(iter(self.matched.items()))
+        return name, predictions, rows
+
+    def _drop(self, name, error: AlignmentError) -> None:
+        del self.matched[name]
+        self.errors[name] = error
+        if self.matched:
+            return
+        if list(self.errors) == [None]:
+            raise error
+        raise AlignmentError("the evaluated samples match none of the eval datasets: "
+                             + "; ".join(f"{key}: {value}" for key, value in self.errors.items()))
 
 
 def _pad_token_id(tokenizer) -> Optional[int]:
@@ -176,17 +260,30 @@ def _labels_of(eval_pred) -> Optional[List[List[int]]]:
     return None if label_ids is None else _token_rows(label_ids)
 
 
-def _inputs_of(eval_pred, inputs_column: str) -> Optional[np.ndarray]:
-    """The model inputs of the evaluated samples: the gathered array, or ``inputs_column`` of a batch dict."""
-    inputs = getattr(eval_pred, "inputs", None)
+def _nbytes(values) -> int:
+    return int(values.numel() * values.element_size()) if hasattr(values, "element_size") else np.asarray(values).nbytes
+
+
+def _sample_fingerprints(inputs, inputs_column: str, n: int, last: bool, state) -> Optional[np.ndarray]:
+    """Fingerprints of the evaluated samples' model inputs: of the gathered array (a whole pass), or of the
+    ``inputs_column`` of a batch dict, which the Trainer passes per process: gathered across processes here,
+    and cut to the ``n`` predictions on the last batch (a plain Trainer's ``gather_for_metrics`` drops there the
+    samples that evened out the processes' batches; Seq2SeqTrainer keeps them)."""
     if inputs is None:
         return None
-    if hasattr(inputs, "keys"):
-        if inputs_column not in inputs:
-            raise AlignmentError(f"the batch inputs have no {inputs_column!r} (have {list(inputs.keys())}); "
-                                 "set inputs_column= to the model input")
-        inputs = inputs[inputs_column]
-    return _to_numpy(inputs)
+    if not hasattr(inputs, "keys"):
+        return fingerprints(_to_numpy(inputs))
+    if inputs_column not in inputs:
+        raise AlignmentError(f"the batch inputs have no {inputs_column!r} (have {list(inputs.keys())}); "
+                             "set inputs_column= to the model input")
+    samples = fingerprints(_to_numpy(inputs[inputs_column]))
+    if state is not None:
+        from accelerate.utils import gather_object
+
+        samples = np.concatenate(gather_object([samples]))
+        if last and len(samples) > n:
+            samples = samples[:n]
+    return samples
 
 
 def _strip_labels(labels: Sequence[int], pad_token_id: Optional[int]) -> List[int]:
@@ -215,32 +312,58 @@ class _RowMatcher:
         self.reset()
 
     def reset(self) -> None:
-        self.position = 0
+        self.order: List[int] = []  # the rows of the pass's samples so far, in evaluation order
         self.used = np.zeros(len(self.dataset), dtype=bool)
         self.by_content: Optional[bool] = None
 
-    def match(self, n: int, labels: Optional[List[List[int]]], inputs: Optional[np.ndarray]) -> List[int]:
-        by_content = inputs is not None
+    def match(self, n: int, labels: Optional[List[List[int]]], samples: Optional[np.ndarray], *,
+              tail: bool = False) -> List[int]:
+        """The rows of ``n`` evaluated samples; ``samples``: the fingerprints of their inputs, if any.
+
+        ``tail``: the last batch of a pass under DDP, where Seq2SeqTrainer passes, after the dataset's rows, the
+        samples that evened out the processes' batches (the pass's first samples again). They are checked to be
+        those repeats and left out: fewer than ``n`` rows come back."""
+        by_content = samples is not None
         if self.by_content is not None and by_content != self.by_content:
             raise AlignmentError("some evaluation batches came with inputs and some without")
         self.by_content = by_content
         if labels is not None and len(labels) != n:
             raise AlignmentError(f"{n} predictions but {len(labels)} label rows")
+        if by_content and len(samples) != n:
+            raise AlignmentError(f"{n} predictions but {len(samples)} input rows")
+        room = len(self.dataset) - len(self.order)
+        kept = min(n, room) if tail else n
+        if kept > room:
+            raise AlignmentError(f"more evaluated samples than the {len(self.dataset)} rows of eval_dataset")
+        start = len(self.order)
         if by_content:
-            if len(inputs) != n:
-                raise AlignmentError(f"{n} predictions but {len(inputs)} input rows")
-            return self._match_content(inputs, labels)
-        return self._match_position(n, labels)
+            self.order += self._match_content(samples[:kept], labels)
+        else:
+            self.order += self._match_position(kept, labels)
+        for offset in range(kept, n):
+            self._check_repeat(offset, labels, samples, start)
+        return self.order[start:]
 
     def finish(self) -> None:
-        if not self.by_content and self.position != len(self.dataset):
-            raise AlignmentError(f"evaluated {self.position} samples but eval_dataset has {len(self.dataset)} rows: "
-                                 "pass the Trainer's eval_dataset, or include_for_metrics=['inputs']")
+        if len(self.order) != len(self.dataset):
+            raise AlignmentError(f"evaluated {len(self.order)} samples but eval_dataset has {len(self.dataset)} rows: "
+                                 "pass the Trainer's eval_dataset")
+
+    def _check_repeat(self, offset: int, labels, samples: Optional[np.ndarray], start: int) -> None:
+        """Sample ``offset`` of the batch (past the dataset's rows) must repeat the pass's sample ``repeat``."""
+        repeat = (start + offset - len(self.dataset)) % len(self.dataset)
+        row = self.order[repeat]
+        checks = []
+        if labels is not None and self._has_labels():
+            checks.append(_strip_labels(labels[offset], self.pad_token_id) == self.dataset_labels()[row])
+        if samples is not None:
+            checks.append(bool(np.abs(self.dataset_fingerprints()[row] - samples[offset]).max() <= self.atol))
+        if not checks or not all(checks):
+            raise AlignmentError(f"evaluated sample {start + offset} is beyond the {len(self.dataset)} rows of "
+                                 f"eval_dataset and does not repeat sample {repeat} (as the DDP padding would)")
 
     def _match_position(self, n: int, labels) -> List[int]:
-        rows = list(range(self.position, self.position + n))
-        if rows and rows[-1] >= len(self.dataset):
-            raise AlignmentError(f"more evaluated samples than the {len(self.dataset)} rows of eval_dataset")
+        rows = list(range(len(self.order), len(self.order) + n))
         if labels is None or not self._has_labels():
             raise AlignmentError(
                 "cannot verify which dataset row each prediction belongs to: keep the labels in eval_dataset "
@@ -250,12 +373,10 @@ class _RowMatcher:
                 raise AlignmentError(
                     f"evaluated sample {row} does not carry the labels of eval_dataset row {row}: the evaluation "
                     "order is not the dataset order; pass include_for_metrics=['inputs'] to match by content")
-        self.position += n
         return rows
 
-    def _match_content(self, inputs: np.ndarray, labels) -> List[int]:
+    def _match_content(self, samples: np.ndarray, labels) -> List[int]:
         table = self.dataset_fingerprints()
-        samples = fingerprints(inputs)
         if samples.shape[1] != table.shape[1]:
             raise AlignmentError(f"batch {self.inputs_column!r} rows have another size than eval_dataset's")
         rows = []
@@ -267,7 +388,9 @@ class _RowMatcher:
             for i, sample in enumerate(chunk):
                 near = np.flatnonzero(dist[i] <= limit)
                 near = near[np.abs(table[near] - sample).max(1) <= self.atol]
-                rows.append(self._pick(near, None if labels is None else labels[start + i], start + i))
+                index = start + i
+                rows.append(self._pick(near, None if labels is None else labels[index],
+                                       len(self.order) + index))
         return rows
 
     def _pick(self, candidates: np.ndarray, labels, index: int) -> int:
@@ -333,20 +456,31 @@ def raw_column(dataset, column: str, rows: Sequence[int]) -> List[Any]:
 
 
 def _score(adapter: _MetricAdapter, predictions: List[str], rows: List[int], dataset, image_column,
-           references_column, empty_score) -> Dict[str, float]:
+           references_column, empty_score, state) -> Dict[str, float]:
+    """``state``: accelerate's state under DDP (the work is shared, every process gets the result), else None."""
     empty = [i for i, text in enumerate(predictions) if not text]
     if empty and empty_score is None:
         raise InputError(f"{len(empty)} of {len(predictions)} generated captions are empty (first: sample {empty[0]}); "
                          "pass empty_score= to make_compute_metrics, or set min_new_tokens for generation")
     keep = [i for i, text in enumerate(predictions) if text]
-    result: Dict[str, Any] = {}
-    if keep:
-        kept_rows = [rows[i] for i in keep]
-        images = raw_column(dataset, image_column, kept_rows) if image_column else None
-        references = None
-        if references_column:
-            references = raw_column(dataset, references_column, kept_rows)
-        result = adapter.score([predictions[i] for i in keep], images, references, rows=kept_rows)
+    kept_rows = [rows[i] for i in keep]
+
+    def score(indices: Sequence[int]) -> Dict[str, Any]:
+        """Score the kept samples at ``indices``, reading their images and references from the dataset."""
+        chosen = [kept_rows[i] for i in indices]
+        images = raw_column(dataset, image_column, chosen) if image_column else None
+        references = raw_column(dataset, references_column, chosen) if references_column else None
+        return adapter.score([predictions[keep[i]] for i in indices], images, references, rows=chosen)
+
+    if not keep:
+        result: Dict[str, Any] = {}
+    elif state is None:
+        result = score(range(len(keep)))
+    elif adapter.splits:  # each process scores its share on its own device
+        mine = share(state, len(keep))
+        result = gather_shares(state, len(keep), mine, lambda: score(mine))
+    else:
+        result = on_main_process(state, lambda: score(range(len(keep))))
     out = {}
     for key, value in result.items():
         if key.endswith("_per_sample"):
@@ -356,6 +490,8 @@ def _score(adapter: _MetricAdapter, predictions: List[str], rows: List[int], dat
             value = float(np.mean(list(per_sample) + [empty_score] * len(empty)))
         if isinstance(value, (int, float, np.number)) and not isinstance(value, bool):
             out[key] = float(value)
+    if "hashcode" in result:  # which weights and options produced these numbers (a string: loggers keep it as text)
+        out["hashcode"] = result["hashcode"]
     if empty_score is not None:
         out["empty_predictions"] = float(len(empty))
         if not keep:  # nothing was scored: the metric's main score alone

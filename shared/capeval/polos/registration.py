@@ -4,7 +4,7 @@ the M²LHF trainers."""
 from __future__ import annotations
 
 from capeval.core.convert import register_converter
-from capeval.core.hub import WeightSpec, register
+from capeval.core.hub import Upstream, WeightSpec, register
 from capeval.core.scoring import CACHE_OPTIONS, RUNTIME_OPTIONS, register_scorer
 from capeval.core.training import register_trainer
 from capeval.polos.checkpoint import HEAD_FILES, HEAD_LICENSE, OFFICIAL_TEXT_ENCODER, SIMCSE_FILES, convert_polos
@@ -19,13 +19,17 @@ register(WeightSpec(
     name="polos", repo_id="capeval/polos", revision="main", files=HEAD_FILES, format="safetensors",
     license=HEAD_LICENSE, source_url="https://github.com/keio-smilab24/Polos (reprod.ckpt)",
     description="Polos scalar mix + MLP head converted from the official checkpoint",
+    upstream=Upstream("reprod.zip", "polos", url="https://polos-polaris.s3.ap-northeast-1.amazonaws.com/reprod.zip",
+                      page="https://github.com/keio-smilab24/Polos (README, Checkpoint)", member="*.ckpt",
+                      beside=("hparams.yaml",)),
 ))
 
 
 register_converter("polos", help="Polos reprod.ckpt (PyTorch-Lightning; hparams.yaml beside it is checked) -> "
                                  "polos_head.safetensors + polos_config.json")(convert_polos)
 register_scorer("polos", factory="capeval.polos.scorer:PolosScorer", images="required", references="required",
-                options=("weights", "statistics", *RUNTIME_OPTIONS, *CACHE_OPTIONS, "head", "config", "clip_backbone"),
+                options=("weights", "statistics", *RUNTIME_OPTIONS, "precision", *CACHE_OPTIONS, "head", "config",
+                         "clip_backbone"),
                 shares=(("clip_backbone", "capeval.polos.scorer:clip_weights_of"),),
                 help="Polos (Wada et al. 2024): CLIP + SimCSE features -> MLP, max over references")
 register_trainer("polos", configure="capeval.polos.training:configure_training", run="capeval.polos.training:train_polos",

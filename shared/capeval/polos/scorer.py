@@ -10,8 +10,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import torch
 from tqdm.auto import tqdm
 
-from capeval.backbones.clip import ClipBackbone, check_shared_backbone
+from capeval.backbones.clip import OPENAI_FP16, ClipBackbone, check_shared_backbone
 from capeval.core.constants import CLIPSCORE_PREFIX
+from capeval.core.errors import InputError
 from capeval.core.hub import load_safetensors, registered_weights, resolve
 from capeval.core.inputs import ValidInputs, load_images
 from capeval.core.runtime import (
@@ -29,6 +30,7 @@ from capeval.polos.checkpoint import CONFIG_FILE, HEAD_FILE, SIMCSE_FILES, head_
 
 MAX_TEXT_TOKENS = 512
 STATISTICS = ("per_sentence", "batch")
+PRECISIONS = (None, "official")
 
 
 class PolosHead(torch.nn.Module):
@@ -106,6 +108,10 @@ class SimcseEncoder:
         limit = min(MAX_TEXT_TOKENS, self.tokenizer.model_max_length)
         self.truncation = TruncationCounter(lambda text: len(self.tokenizer(text)["input_ids"]), limit, "SimCSE")
 
+    def text_length(self, text: str) -> int:
+        """Tokens the encoder runs on for ``text`` (the length-bucketing key; padding is masked out)."""
+        return min(len(self.tokenizer(text)["input_ids"]), self.truncation.limit)
+
     @torch.inference_mode()
     def hidden_states(self, texts: List[str]) -> Tuple[List[torch.Tensor], torch.Tensor]:
         """float32 hidden states, each (B, T, D), and the (B, T) attention mask, on the encoder's device."""
@@ -127,22 +133,31 @@ class PolosScorer(Scorer):
     name, images, references = "polos", "required", "required"
 
     def __init__(self, weights: Optional[str] = "polos", *, statistics: str = "per_sentence", device: str = "auto",
-                 dtype=None, batch_size: int = 64, cache_dir=None, persist_dir=None,
-                 head: Optional[PolosHead] = None, config: Optional[Dict] = None,
+                 dtype=None, precision: Optional[str] = None, batch_size: int = 64, cache_dir=None,
+                 persist_dir=None, head: Optional[PolosHead] = None, config: Optional[Dict] = None,
                  clip_backbone: Optional[ClipBackbone] = None):
         if statistics not in STATISTICS:
             raise ValueError(f"statistics must be one of {STATISTICS}, not {statistics!r}")
+        if precision not in PRECISIONS:
+            raise InputError(f"precision must be one of {PRECISIONS}, not {precision!r}")
+        if precision is not None and dtype is not None:
+            raise InputError("precision='official' sets the dtypes itself: leave dtype unset")
         self.statistics = statistics
+        # precision="official" (polos 0.1.3 on CUDA): OpenAI's mixed fp16 CLIP, its features combined in fp16;
+        # SimCSE and the head in fp32
+        self.official = precision == "official"
+        clip_precision = OPENAI_FP16 if self.official else "uniform"
         self.device, self.dtype, self.batch_size = resolve_device(device), resolve_dtype(dtype), batch_size
         if head is None:
             head, config = load_head(weights, cache_dir)
         self.head, self.config = head.to(self.device), config
         self._owns_clip = clip_backbone is None  # a borrowed backbone's caches are its owner's to reset
         if clip_backbone is not None:
-            self.clip = check_shared_backbone(clip_backbone, config["clip_weights"], cache_dir=cache_dir)
+            self.clip = check_shared_backbone(clip_backbone, config["clip_weights"], cache_dir=cache_dir,
+                                              precision=clip_precision)
         else:
-            self.clip = ClipBackbone(config["clip_weights"], device=device, dtype=dtype, batch_size=batch_size,
-                                     cache_dir=cache_dir, persist_dir=persist_dir)
+            self.clip = ClipBackbone(config["clip_weights"], device=device, dtype=dtype, precision=clip_precision,
+                                     batch_size=batch_size, cache_dir=cache_dir, persist_dir=persist_dir)
         self.encoder = SimcseEncoder(config["text_encoder"], device=self.device, dtype=self.dtype, cache_dir=cache_dir)
         self._check_dimensions()
         self._persist_dir = persist_dir
@@ -172,10 +187,11 @@ class PolosScorer(Scorer):
         return mixed[:, 0].cpu()
 
     def sentence_embeddings(self, texts: Sequence[str]) -> torch.Tensor:
-        """Per-sentence statistics: each distinct text encoded once, in batches, independent of its neighbours."""
+        """Per-sentence statistics: each distinct text encoded once, in length-bucketed batches, independent of its
+        neighbours (the official batch mode keeps its own batches: :meth:`official_batch_embeddings`)."""
         return encode_cached(texts, [text_key(t) for t in texts],
                              lambda chunk: self._sentence_vectors(chunk, per_sentence=True), self.text_cache,
-                             batch_size=self.batch_size, desc="SimCSE texts")
+                             batch_size=self.batch_size, desc="SimCSE texts", sort_key=self.encoder.text_length)
 
     def official_batch_embeddings(self, predictions: List[str], refs: List[List[str]]):
         """Batch-wide statistics as in the official code: consecutive chunks of ``batch_size`` samples; a chunk's
@@ -214,6 +230,8 @@ class PolosScorer(Scorer):
             cand_se, ref_se = self.official_batch_embeddings(predictions, refs)
         else:
             cand_se, ref_se = self.sentence_embeddings(predictions), self.sentence_embeddings(flat)
+        if self.official:  # officially the fp16 CLIP features' |a−b| and a⊙b are fp16; torch.cat promotes to fp32
+            image, cand_clip, ref_clip = image.half(), cand_clip.half(), ref_clip.half()
         features = polos_features(ref_se, cand_se[owner], image[owner], cand_clip[owner], ref_clip)
         with torch.inference_mode():
             per_ref = torch.cat([self.head.mlp(chunk.to(self.device)).squeeze(-1).float().cpu()

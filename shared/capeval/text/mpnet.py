@@ -38,6 +38,10 @@ class MPNetScorer(Scorer):
         self.cache = EmbeddingCache(f"mpnet|{directory.resolve()}|{self.dtype}", persist_dir)
         self.truncation = TruncationCounter(lambda text: len(self.tokenizer(text)["input_ids"]), MAX_TOKENS, "MPNet")
 
+    def text_length(self, text: str) -> int:
+        """Tokens MPNet runs on for ``text`` (the length-bucketing key; padding is masked out)."""
+        return min(len(self.tokenizer(text)["input_ids"]), MAX_TOKENS)
+
     @torch.inference_mode()
     def _embed_batch(self, texts):
         batch = self.tokenizer(list(texts), padding=True, truncation=True, max_length=MAX_TOKENS, return_tensors="pt")
@@ -49,7 +53,7 @@ class MPNetScorer(Scorer):
 
     def embed(self, texts: Sequence[str]) -> torch.Tensor:
         return encode_cached(texts, [text_key(t) for t in texts], self._embed_batch, self.cache,
-                             batch_size=self.batch_size, desc="MPNet texts")
+                             batch_size=self.batch_size, desc="MPNet texts", sort_key=self.text_length)
 
     def _score(self, inputs: ValidInputs) -> dict:
         predictions, refs = inputs.predictions, inputs.references

@@ -8,7 +8,7 @@ from pathlib import Path
 from capeval.backbones.registration import convert_clip_checkpoint, register_clip_weights
 from capeval.core.constants import OPENAI_PREPROCESS
 from capeval.core.convert import register_converter
-from capeval.core.hub import WeightSpec, register
+from capeval.core.hub import Upstream, WeightSpec, register
 from capeval.core.scoring import CACHE_OPTIONS, RUNTIME_OPTIONS, register_scorer
 from capeval.core.training import register_trainer
 from capeval.vcrscore.constants import DETECTOR_FILES, VILT_FILES
@@ -29,16 +29,25 @@ register(WeightSpec(
     format="transformers", license="apache-2.0", source_url="https://github.com/hustvl/YOLOS",
     description="YOLOS-S COCO object detector: capeval's stand-in for VCRScore's unpublished Keras YOLOv3",
 ))
+# the pickle at a commit of the official repository (its README says to load the .pickle beside the modules)
+VCRSCORE_GBR_URL = ("https://raw.githubusercontent.com/ResearchInfoGeo/VCRScore/"
+                    "5a81e9f251f2a045b8ee53d36f126161c1d3b438/model_GBR_VCR.pickle")
 register(WeightSpec(
     name="vcrscore-gbr", repo_id="capeval/vcrscore-gbr", revision="main", files=(GBR_FILE,), format="json",
     license="unknown (no licence file upstream)",
-    source_url="VCRScore official repository, model_GBR_VCR.pickle (sklearn 1.6.1, sha256 95dc58f5...c540)",
+    source_url="https://github.com/ResearchInfoGeo/VCRScore (model_GBR_VCR.pickle, sklearn 1.6.1)",
     description="Official VCRScore GradientBoostingRegressor as a JSON tree ensemble",
+    upstream=Upstream("model_GBR_VCR.pickle", "vcrscore-gbr", url=VCRSCORE_GBR_URL,
+                      sha256="95dc58f5b00a254e89f8b13a5be162d607a9efad8bb54729114d14904630c540",
+                      page="https://github.com/ResearchInfoGeo/VCRScore"),
 ))
+# The authors' site (linked by the MCIP and VCRScore READMEs); no sha256 is published
 MCIP_URL = "https://visual-computing.com/files/MCIP/MCIP-ViT-L-14-336.pth"
 register_clip_weights("mcip-vit-l-14-336", "capeval/mcip-vit-l-14-336", "main", "other",
-                      f"{MCIP_URL} (not on the Hugging Face Hub: convert with `capeval convert mcip`)",
-                      "MCIP retrieval-optimised OpenCLIP ViT-L-14-336 (OpenAI architecture, QuickGELU)")
+                      f"{MCIP_URL} (not on the Hugging Face Hub)",
+                      "MCIP retrieval-optimised OpenCLIP ViT-L-14-336 (OpenAI architecture, QuickGELU)",
+                      upstream=Upstream("MCIP-ViT-L-14-336.pth", "mcip", url=MCIP_URL,
+                                        page="https://github.com/ResearchInfoGeo/VCRScore (README, Download)"))
 
 
 # the keys an OpenAI/OpenCLIP ViT CLIP state dict must hold for its config to be inferred

@@ -451,7 +451,7 @@ class VcrScorer(Scorer):
     def score(self, predictions: Sequence[str], images: Optional[Sequence] = None,
               references: Optional[Sequence] = None, return_features: bool = False) -> dict:
         """As :meth:`Scorer.score`; ``return_features`` adds the feature rows and the detected objects."""
-        return self._score(self.validate(predictions, images, references), return_features=return_features)
+        return self.score_inputs(self.validate(predictions, images, references), return_features=return_features)
 
     def _score(self, inputs: ValidInputs, *, return_features: bool = False) -> dict:
         feats = self._features(inputs)

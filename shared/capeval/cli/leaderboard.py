@@ -1,0 +1,55 @@
+"""``capeval leaderboard``: metrics × benchmarks with the literature's statistic, CI, significance clusters and the
+published values (markdown on stdout; markdown, CSV, JSON and a plot in ``--output-dir``)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    from capeval.meta_eval.clusters import CORRECTIONS, TESTS
+    from capeval.meta_eval.leaderboard import BENCHMARKS, TEXT_METRICS, UNITS
+
+    parser.add_argument("--metrics", nargs="+", default=list(TEXT_METRICS),
+                        help="bleu1..bleu4, meteor, rouge_l, cider, the noun/verb overlaps, or any registered scorer")
+    parser.add_argument("--benchmarks", nargs="+", default=list(BENCHMARKS))
+    parser.add_argument("--data-dir", help="folder holding the raw releases or converted folders (default "
+                                           "$CAPEVAL_BENCHMARK_DIR; without one: the hub datasets capeval/<name>)")
+    parser.add_argument("--output-dir", default="leaderboard", help="where leaderboard.{md,csv,json,png} go")
+    parser.add_argument("--unit", choices=UNITS, default="image",
+                        help="rows resampled/swapped together: an image's rows (default), a caption's rater rows "
+                             "(a pair on pairwise benchmarks), or single rows")
+    parser.add_argument("--test", choices=TESTS, default="bootstrap",
+                        help="paired test behind the clusters: the paired bootstrap (default, one pass for all pairs) "
+                             "or the PERM-BOTH permutation test (WMT; one pass per pair, slower on large benchmarks)")
+    parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples and permutations")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--alpha", type=float, default=0.05)
+    parser.add_argument("--correction", choices=CORRECTIONS, default="holm",
+                        help="multiple-comparison control over each benchmark's metric pairs")
+    parser.add_argument("--ties", choices=["wrong", "half"], default="wrong", help="pairwise benchmarks: metric ties")
+    parser.add_argument("--weights", nargs="*", default=[], metavar="METRIC=PATH",
+                        help="load a metric's weights from a local folder (e.g. mpnet_score=/models/all-mpnet-base-v2)")
+    parser.add_argument("--images", help="benchmark images (image metrics only)")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--batch-size", type=int, default=64)
+
+
+def run(args: argparse.Namespace) -> int:
+    from capeval.core.errors import InputError
+    from capeval.meta_eval.leaderboard import Scores, leaderboard, to_markdown, write
+
+    weights = {}
+    for item in args.weights:
+        metric, sep, path = item.partition("=")
+        if not sep or not metric or not path:
+            raise InputError(f"--weights: expected METRIC=PATH, got {item!r}")
+        weights[metric] = path
+    scores = Scores(weights=weights, images_dir=args.images, device=args.device, batch_size=args.batch_size)
+    board = leaderboard(args.metrics, args.benchmarks, data_dir=args.data_dir, unit=args.unit, test=args.test,
+                        resamples=args.resamples, seed=args.seed, alpha=args.alpha, correction=args.correction,
+                        ties=args.ties, scores=scores)
+    files = write(board, args.output_dir)
+    print(to_markdown(board))
+    print("written: " + ", ".join(files.values()))
+    return 0

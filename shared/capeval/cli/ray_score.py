@@ -1,0 +1,114 @@
+"""``capeval ray-score``: score a dataset with Ray Data (local, or the cluster named by ``RAY_ADDRESS``) and write
+parquet shards; the numbers are those of ``capeval score`` (see :mod:`capeval.integrations.ray`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from capeval.core.errors import InputError
+
+RAY_RETRY_HINT = "\nFailed to apply UDF transform"  # what Ray Data appends to a map function's error message
+
+def configure(parser) -> None:
+    from capeval.core.scoring import scorers
+
+    parser.add_argument("metric", help=f"one of {sorted(scorers())}")
+    parser.add_argument("--input", required=True, nargs="+",
+                        help="parquet or JSONL files or folders of them (any path Ray Data reads: local, s3://, "
+                             "gs://...) with 'caption', 'image' (path, bytes or {bytes, path}), 'references'")
+    parser.add_argument("--output", required=True, help="folder for the parquet shards (input columns + scores)")
+    parser.add_argument("--format", choices=("parquet", "json"),
+                        help="input format (default: from the first input's suffix; folders: parquet)")
+    parser.add_argument("--images", help="directory relative 'image' paths are under")
+    parser.add_argument("--weights", help="registry name, hub id or directory of the weights")
+    parser.add_argument("--cider-idf", help="ensembeval: CIDEr with fixed document frequencies (`capeval train "
+                                            "cider-idf`); without it, official corpus CIDEr runs as two passes")
+    parser.add_argument("--index-column", default="index",
+                        help="integer column naming rows in errors (default 'index'; when the input lacks it, rows "
+                             "are numbered in input order, which materializes the input once)")
+    parser.add_argument("--on-error", choices=("raise", "column"), default="raise",
+                        help="invalid rows: fail the job (raise) or write the InputError text to an 'error' column")
+    parser.add_argument("--concurrency", type=int, default=1, help="scoring actors (each loads the model once)")
+    parser.add_argument("--num-gpus", type=float, help="GPUs per actor (e.g. 1, or 0.5 to share one)")
+    parser.add_argument("--num-cpus", type=float, default=1.0,
+                        help="CPUs per actor (default 1); actors must leave CPUs free for reading and writing")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--batch-size", type=int, default=64, help="rows per map_batches batch and model batch")
+
+
+def _read(args):
+    import ray.data
+
+    kind = args.format or ("json" if Path(args.input[0]).suffix.lower() in (".jsonl", ".json") else "parquet")
+    reader = getattr(ray.data, f"read_{kind}")
+    ds = reader(args.input, **({"lines": True} if kind == "json" else {}))
+    if args.index_column not in ds.schema().names:  # number the rows in input order
+        ray.data.DataContext.get_current().execution_options.preserve_order = True
+        ds = ds.zip(ray.data.range(ds.count()).rename_columns({"id": args.index_column}))
+    return ds
+
+
+def _summary(output: Path, metric: str, input_columns) -> dict:
+    """Means of the score columns (the float columns the scorer added) over the written shards, nulls of invalid
+    rows and NaN left out; row and error counts."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from capeval.cli.score import RunningSummary
+    from capeval.integrations.ray import ERROR_COLUMN
+
+    summary, n, errors = RunningSummary(), 0, 0
+    for path in sorted(output.glob("*.parquet")):
+        table = pq.read_table(path)
+        n += table.num_rows
+        if ERROR_COLUMN in table.column_names:
+            errors += table.num_rows - table[ERROR_COLUMN].null_count
+        scores = [c for c, t in zip(table.column_names, table.schema.types) if t == "double" and c not in input_columns]
+        summary.add_scores({c: pc.drop_null(table[c]).to_pylist() for c in scores})
+    return {"metric": metric, "n": n, **({"errors": errors} if errors else {}), **summary.result()}
+
+
+def _input_error(exc: BaseException):
+    """The worker's :class:`InputError` that a Ray exception wraps, as a plain ``InputError``."""
+    while exc is not None:
+        original = getattr(exc, "cause", None)  # a RayTaskError holds the worker's exception here
+        if isinstance(original, InputError):  # Ray appends its retry hint to the message: keep ours
+            return InputError(str(original).partition(RAY_RETRY_HINT)[0])
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def run(args) -> int:
+    import ray
+
+    from capeval.integrations.ray import score_dataset
+
+    if args.concurrency < 1 or args.batch_size < 1:
+        raise InputError("--concurrency and --batch-size must be positive")
+    output = Path(args.output)
+    if output.exists() and any(output.iterdir()):
+        raise InputError(f"--output {output} is not empty")
+    options = {"device": args.device, "batch_size": args.batch_size}
+    if args.weights:
+        options["weights"] = args.weights
+    if args.cider_idf:
+        options["cider_idf"] = args.cider_idf
+    if not ray.is_initialized():
+        ray.init()  # RAY_ADDRESS names a running cluster; without it a local one starts
+    cpus = ray.cluster_resources().get("CPU", 0)
+    if args.concurrency * args.num_cpus >= cpus:  # Ray Data would wait forever for a CPU to read or write on
+        raise InputError(f"--concurrency {args.concurrency} actors x --num-cpus {args.num_cpus:g} take all {cpus:g} "
+                         "CPUs of the Ray cluster and leave none to read and write: lower one of them")
+    ds = _read(args)
+    try:  # two-pass CIDEr runs its first pass inside score_dataset
+        score_dataset(ds, args.metric, options=options, on_error=args.on_error, index_column=args.index_column,
+                      images_dir=args.images, concurrency=args.concurrency, batch_size=args.batch_size,
+                      num_gpus=args.num_gpus, num_cpus=args.num_cpus).write_parquet(str(output))
+    except Exception as exc:  # Ray wraps a worker's InputError: report its text as every command does
+        cause = _input_error(exc)
+        if cause is None:
+            raise
+        raise cause from None
+    print(json.dumps(_summary(output, args.metric, set(ds.schema().names)), indent=2))
+    return 0

@@ -1,0 +1,71 @@
+"""``capeval weights``: every registered weight, where it comes from, what it is pinned to, whether it is cached
+here, and the command that fetches it."""
+
+from __future__ import annotations
+
+import json
+from typing import Dict, List
+
+UNPINNED = "unpinned"
+
+
+def _source(spec) -> str:
+    if spec.upstream is None:
+        return f"hub {spec.repo_id}"
+    upstream = spec.upstream
+    where = upstream.url or f"{upstream.page} (manual download: no direct link)"
+    return f"{upstream.filename} from {where}, converted with `capeval convert {upstream.converter}`"
+
+
+def _pin(spec) -> str:
+    if spec.upstream is not None:
+        if spec.upstream.sha256:
+            return f"sha256 {spec.upstream.sha256}"
+        return f"{UNPINNED} (no published sha256; the file's sha256 is recorded at conversion)"
+    if spec.pinned:
+        return f"commit {spec.revision}"
+    return f"{UNPINNED} (revision {spec.revision}; results record the commit loaded)"
+
+
+def weight_rows(*, with_cache: bool = True) -> List[Dict[str, object]]:
+    """One row per registered weight: ``name``, ``source``, ``pin``, ``fetch`` (and ``cached``: the local
+    directory holding it, or None)."""
+    from capeval.core.hub import cached_location, fetch_command, registered_weights
+
+    rows = []
+    for name, spec in sorted(registered_weights().items()):
+        row = {"name": name, "source": _source(spec), "pin": _pin(spec), "fetch": fetch_command(spec)}
+        if with_cache:
+            location = cached_location(spec)
+            row["cached"] = str(location) if location is not None else None
+        rows.append(row)
+    return rows
+
+
+def markdown_table() -> str:
+    """The README's weights table (a test keeps the README equal to it)."""
+    lines = ["| weight | source | pinned to | fetch |", "|---|---|---|---|"]
+    for row in weight_rows(with_cache=False):
+        lines.append(f"| `{row['name']}` | {row['source']} | {row['pin']} | `{row['fetch']}` |")
+    return "\n".join(lines)
+
+
+def configure(parser) -> None:
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--json", action="store_true", help="one JSON object per weight")
+    group.add_argument("--markdown", action="store_true", help="the README's weights table (no cache column)")
+
+
+def run(args) -> int:
+    if args.markdown:
+        print(markdown_table())
+        return 0
+    rows = weight_rows()
+    if args.json:
+        for row in rows:
+            print(json.dumps(row))
+        return 0
+    for row in rows:
+        cached = f"cached here: {row['cached']}" if row["cached"] else f"not cached here; fetch: {row['fetch']}"
+        print(f"{row['name']}\n    source: {row['source']}\n    pin:    {row['pin']}\n    {cached}")
+    return 0

@@ -1,0 +1,148 @@
+"""Several metrics on one benchmark: bootstrap CIs, all pairwise one-sided tests, and WMT-style significance
+clusters as WMT reports them (``mt-metrics-eval``'s ``AssignRanks``): metrics sorted by value; a metric opens a new
+rank when some metric of the current rank is significantly better than it, so rank r holds the metrics that no
+metric of rank r significantly outperforms, each outperformed by some metric ranked above r.
+
+Multiple comparisons: the ``m(m−1)/2`` one-sided p-values of a benchmark are one family. ``correction="holm"``
+(default) adjusts them with Holm's step-down method, so the chance of any false "better" in the table is at most
+``alpha``; ``"bonferroni"`` multiplies by the family size; ``"none"`` is WMT's practice (each test at ``alpha``).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Mapping, Optional, Sequence
+
+import numpy as np
+
+from capeval.core.errors import InputError
+from capeval.functional.correlation import STATISTICS
+from capeval.meta_eval.resampled import AccuracyResampler, Resampler
+from capeval.meta_eval.resampling import bootstrap_counts, swap_masks, unit_codes
+from capeval.meta_eval.significance import as_scores, bootstrap_p, percentile_interval, permutation_p
+
+CORRECTIONS = ("holm", "bonferroni", "none")
+TESTS = ("permutation", "bootstrap")
+
+
+def adjust(pvalues: Sequence[float], correction: str = "holm") -> np.ndarray:
+    """Family-wise adjusted p-values (Holm 1979 step-down, Bonferroni, or unchanged)."""
+    if correction not in CORRECTIONS:
+        raise InputError(f"correction: {correction!r} is not one of {CORRECTIONS}")
+    p = np.asarray(pvalues, dtype=float)
+    if correction == "none" or p.size == 0:
+        return p.copy()
+    if correction == "bonferroni":
+        return np.minimum(1.0, p * p.size)
+    order = np.argsort(p, kind="stable")
+    stepped = np.maximum.accumulate(np.minimum(1.0, p[order] * (p.size - np.arange(p.size))))
+    out = np.empty_like(p)
+    out[order] = stepped
+    return out
+
+
+def assign_ranks(significant: np.ndarray) -> List[int]:
+    """Ranks from ``significant[i, j]`` (i < j, metrics sorted by decreasing value): i is significantly better
+    than j. Metric j opens a new rank when any metric of the current rank beats it (``AssignRanks``)."""
+    ranks, rank, start = [], 1, 0
+    for j in range(len(significant)):
+        if significant[start:j, j].any():
+            rank, start = rank + 1, j
+        ranks.append(rank)
+    return ranks
+
+
+def _cluster(names: List[str], values: np.ndarray, pair_p, alpha: float, correction: str) -> Dict:
+    order = sorted(range(len(names)), key=lambda k: -values[k])
+    pairs = [(i, j) for i in range(len(order)) for j in range(i + 1, len(order))]
+    raw = np.array([pair_p(order[i], order[j]) for i, j in pairs])
+    adjusted = adjust(raw, correction)
+    significant = np.zeros((len(names), len(names)), bool)
+    for (i, j), p in zip(pairs, adjusted):
+        significant[i, j] = p <= alpha
+    ranks = assign_ranks(significant)
+    return {"order": [names[k] for k in order], "ranks": {names[k]: r for k, r in zip(order, ranks)},
+            "p_values": {f"{names[order[i]]} > {names[order[j]]}": float(p) for (i, j), p in zip(pairs, raw)},
+            "p_adjusted": {f"{names[order[i]]} > {names[order[j]]}": float(p) for (i, j), p in zip(pairs, adjusted)},
+            "alpha": alpha, "correction": correction}
+
+
+def _check(test: str, alpha: float, resamples: int) -> None:
+    if test not in TESTS:
+        raise InputError(f"test: {test!r} is not one of {TESTS}")
+    if not 0 < alpha < 1:
+        raise InputError(f"alpha: {alpha} is not in (0, 1)")
+    if resamples < 1:
+        raise InputError(f"resamples: need at least 1, got {resamples}")
+
+
+def _bootstrap_values(resampler: Resampler, scores: np.ndarray, n_units: int, resamples: int, seed: int) -> np.ndarray:
+    """One metric's statistic over the seeded resamples (the same draws for every metric: the seed regenerates them)."""
+    prepared = resampler.prepare(scores)
+    return np.concatenate([resampler.bootstrap(prepared, c) for c in bootstrap_counts(n_units, resamples, seed)])
+
+
+def correlation_clusters(scores: Mapping[str, Sequence[float]], human, *, statistic: str,
+                         units: Optional[Sequence] = None, test: str = "permutation", resamples: int = 1000,
+                         seed: int = 0, confidence: float = 0.95, alpha: float = 0.05,
+                         correction: str = "holm") -> Dict:
+    """Value, bootstrap CI and cluster rank of each metric, from one-sided paired tests of every pair (higher vs
+    lower): the permutation test (PERM-BOTH, WMT's) or the paired bootstrap. One seed for every draw."""
+    _check(test, alpha, resamples)
+    if statistic not in STATISTICS:
+        raise InputError(f"statistic: unknown {statistic!r}; use one of {sorted(STATISTICS)}")
+    human = as_scores(human, "human")
+    names = list(scores)
+    if len(names) < 1:
+        raise InputError("scores: no metric given")
+    arrays = [as_scores(scores[m], f"scores[{m!r}]", len(human)) for m in names]
+    codes, n_units = unit_codes(units, len(human))
+    resampler = Resampler(human, codes, n_units, statistic)
+    values = np.array([STATISTICS[statistic](x, human) for x in arrays])
+    boot = np.stack([_bootstrap_values(resampler, x, n_units, resamples, seed) for x in arrays], 1)
+
+    def pair_p(i: int, j: int) -> float:
+        if test == "bootstrap":
+            return bootstrap_p(boot[:, i] - boot[:, j], "greater")
+        a, b = resampler.prepare(arrays[i]), resampler.prepare(arrays[j])  # one metric pair in memory at a time
+        cross = resampler.cross(a, b)
+        null = np.concatenate([resampler.permuted(a, b, cross, s) - resampler.permuted(a, b, cross, 1 - s)
+                               for s in swap_masks(n_units, resamples, seed)])
+        return permutation_p(null, resampler.observed(a, b, cross), "greater")
+
+    low, high = percentile_interval(boot, confidence)
+    out = _cluster(names, values, pair_p, alpha, correction)
+    return {"statistic": statistic, "values": dict(zip(names, values.tolist())),
+            "ci": {m: [float(lo), float(hi)] for m, lo, hi in zip(names, low, high)}, **out, "test": test,
+            "resamples": resamples, "seed": seed, "units": n_units, "confidence": confidence}
+
+
+def accuracy_clusters(correct: Mapping[str, np.ndarray], *, categories: Optional[Sequence] = None,
+                      units: Optional[Sequence] = None, test: str = "permutation", resamples: int = 1000,
+                      seed: int = 0, confidence: float = 0.95, alpha: float = 0.05, correction: str = "holm") -> Dict:
+    """As :func:`correlation_clusters` for pairwise accuracy: ``correct[metric]`` is draws × pairs."""
+    _check(test, alpha, resamples)
+    names = list(correct)
+    arrays = [np.atleast_2d(np.asarray(correct[m], float)) for m in names]
+    n = arrays[0].shape[1]
+    if any(a.shape != arrays[0].shape for a in arrays):
+        raise InputError(f"correct: every metric needs the same draws × pairs shape {arrays[0].shape}")
+    categories = ["all"] * n if categories is None else list(categories)
+    codes, n_units = unit_codes(units, n)
+    resampler = AccuracyResampler(categories, codes, n_units)
+    sums = [resampler.sums(a) for a in arrays]
+    values = np.array([resampler.value(s, np.ones((1, n_units)))[0] for s in sums])
+    boot = np.concatenate([np.stack([resampler.value(s, c) for s in sums], 1)
+                           for c in bootstrap_counts(n_units, resamples, seed)])
+
+    def pair_p(i: int, j: int) -> float:
+        if test == "bootstrap":
+            return bootstrap_p(boot[:, i] - boot[:, j], "greater")
+        null = np.concatenate([resampler.permuted(sums[i], sums[j], s) - resampler.permuted(sums[i], sums[j], 1 - s)
+                               for s in swap_masks(n_units, resamples, seed)])
+        return permutation_p(null, values[i] - values[j], "greater")
+
+    low, high = percentile_interval(boot, confidence)
+    out = _cluster(names, values, pair_p, alpha, correction)
+    return {"statistic": "pairwise_accuracy", "values": dict(zip(names, values.tolist())),
+            "ci": {m: [float(lo), float(hi)] for m, lo, hi in zip(names, low, high)}, **out, "test": test,
+            "resamples": resamples, "seed": seed, "units": n_units, "confidence": confidence}

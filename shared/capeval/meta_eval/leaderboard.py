@@ -1,0 +1,206 @@
+"""``capeval leaderboard``: every metric × benchmark with the literature's statistic (×100), a bootstrap CI, its
+significance-cluster rank (:mod:`capeval.meta_eval.clusters`) and the published value where one exists; markdown,
+CSV and a plot.
+
+Per-sample scores come from the benchmark runner's cache (:func:`capeval.benchmarks.runner.metric_scores`, the
+noun/verb overlaps from :func:`capeval.benchmarks.ensemble_transfer.overlap_scores`): a metric is scored once per
+benchmark (per draw on Pascal-50S) and reused for every statistic, resample and later run (the runner keys the
+cache by the rows and the scorer's weights and options).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+from typing import Dict, List, Mapping, Optional, Sequence
+
+import numpy as np
+
+from capeval.benchmarks.catalog import load
+from capeval.benchmarks.ensemble_transfer import OVERLAP_COMPONENTS, overlap_scores
+from capeval.benchmarks.loaders import Benchmark
+from capeval.benchmarks.pairwise import PairwiseBenchmark
+from capeval.benchmarks.runner import metric_scores, scorer_and_key
+from capeval.core.errors import InputError, ModelNotAvailableError
+from capeval.meta_eval.clusters import accuracy_clusters, correlation_clusters
+from capeval.meta_eval.significance import correct_pairs
+
+TEXT_METRICS = ("bleu1", "bleu2", "bleu3", "bleu4", "meteor", "rouge_l", "cider", *OVERLAP_COMPONENTS, "mpnet_score")
+BENCHMARKS = ("flickr8k_expert", "flickr8k_cf", "composite", "thumb", "pascal50s")
+UNITS = ("image", "item", "row")
+_PACS, _T4, _T5 = "PAC-S repository", "EnsembEval Table 4", "EnsembEval Table 5"
+PUBLISHED: Dict[str, Dict[str, tuple]] = {  # benchmark -> metric -> (value ×100 in the literature statistic, source)
+    "flickr8k_expert": {"bleu1": (32.324, _PACS), "bleu2": (32.5, _T4), "bleu3": (31.5, _T4),
+                        "bleu4": (30.776, _PACS), "rouge_l": (32.314, _PACS), "meteor": (41.822, _PACS),
+                        "cider": (43.891, _PACS), "mpnet_score": (54.7, _T4)},
+    "flickr8k_cf": {"bleu1": (17.946, _PACS), "bleu2": (17.9, _T4), "bleu3": (17.0, _T4), "bleu4": (16.863, _PACS),
+                    "rouge_l": (19.903, _PACS), "meteor": (22.269, _PACS), "cider": (24.619, _PACS),
+                    "mpnet_score": (35.3, _T4)},
+    "composite": {"bleu1": (31.4, _T4), "bleu2": (31.1, _T4), "bleu3": (30.9, _T4), "bleu4": (30.6, _T4),
+                  "rouge_l": (32.5, _T4), "meteor": (39.0, _T4), "cider": (37.5, _T4), "mpnet_score": (54.7, _T4)},
+    "thumb": {"bleu1": (19.5, _T4), "bleu2": (15.8, _T4), "bleu3": (11.8, _T4), "bleu4": (10.4, _T4),
+              "rouge_l": (18.7, _T4), "meteor": (18.5, _T4), "cider": (22.4, _T4), "mpnet_score": (40.4, _T4)},
+    "pascal50s": {"bleu1": (77.3, _T5), "bleu4": (73.7, _T5), "rouge_l": (77.6, _T5), "meteor": (80.4, _T5),
+                  "cider": (79.8, _T5), "mpnet_score": (86.7, _T5)},
+}
+COLUMNS = ("benchmark", "statistic", "metric", "value", "ci_low", "ci_high", "rank", "published", "published_source",
+           "n", "units", "test", "correction")
+
+
+def benchmark_units(benchmark, unit: str) -> Optional[List]:
+    """Unit label per row: ``image`` (all of an image's rows), ``item`` (a caption's rater rows; a pair on pairwise
+    benchmarks) or ``row`` (``None``: every row alone)."""
+    if unit not in UNITS:
+        raise InputError(f"unit: {unit!r} is not one of {UNITS}")
+    if unit == "image":
+        return list(benchmark.images)
+    if unit == "item" and isinstance(benchmark, Benchmark):
+        return list(zip(benchmark.images, benchmark.candidates))
+    return None
+
+
+class Scores:
+    """Per-sample scores of metrics on benchmarks, from the runner's cache; scorers are kept for reuse."""
+
+    def __init__(self, *, weights: Optional[Mapping[str, str]] = None, cache_dir=None, images_dir=None,
+                 device: str = "auto", batch_size: int = 64):
+        self.weights, self.cache_dir, self.images_dir = dict(weights or {}), cache_dir, images_dir
+        self.device, self.batch_size, self.loaded = device, batch_size, {}
+
+    def rows(self, metric: str, benchmark: Benchmark) -> List[float]:
+        if metric in OVERLAP_COMPONENTS:
+            return overlap_scores(benchmark, cache_dir=self.cache_dir)[metric]
+        name, _ = scorer_and_key(metric)
+        if metric in self.weights and name not in self.loaded:
+            from capeval.core.scoring import load_scorer
+
+            self.loaded[name] = load_scorer(name, weights=self.weights[metric], device=self.device,
+                                            batch_size=self.batch_size)
+        return metric_scores(metric, benchmark, images_dir=self.images_dir, cache_dir=self.cache_dir,
+                             device=self.device, batch_size=self.batch_size, loaded=self.loaded)
+
+    def correct(self, metric: str, benchmark: PairwiseBenchmark, *, ties: str = "wrong") -> np.ndarray:
+        """draws × pairs: whether the metric orders each pair as people did, in each seeded draw (A and B scored in
+        one call per draw, as :func:`capeval.benchmarks.runner.run_pairwise`)."""
+        n, out = len(benchmark.candidates_a), []
+        for seed in range(benchmark.draws):
+            prefers_a, references = benchmark.draw(seed)
+            rows = Benchmark(f"{benchmark.name}-draw{seed}", benchmark.candidates_a + benchmark.candidates_b,
+                             references + references, benchmark.images * 2, [], statistic="", protocol="")
+            scores = np.asarray(self.rows(metric, rows), dtype=float)
+            out.append(correct_pairs(scores[:n], scores[n:], prefers_a, ties=ties))
+        return np.stack(out)
+
+
+def leaderboard(metrics: Sequence[str] = TEXT_METRICS, benchmarks: Sequence[str] = BENCHMARKS, *, data_dir=None,
+                unit: str = "image", test: str = "bootstrap", resamples: int = 1000, seed: int = 0,
+                alpha: float = 0.05, correction: str = "holm", ties: str = "wrong", scores: Optional[Scores] = None,
+                loaded_benchmarks: Optional[Mapping[str, object]] = None) -> Dict:
+    """The table (``rows``, one per metric × benchmark), each benchmark's clusters and p-values, and the metrics
+    skipped per benchmark with the reason (weights not available, no references in the release)."""
+    scores = scores or Scores()
+    loaded_benchmarks = dict(loaded_benchmarks or {})
+    rows, details, skipped = [], {}, {}
+    for name in benchmarks:
+        benchmark = loaded_benchmarks.get(name) or load(name, data_dir)
+        units = benchmark_units(benchmark, unit)
+        per_metric, skipped[name] = {}, {}
+        for metric in metrics:
+            try:
+                per_metric[metric] = (scores.correct(metric, benchmark, ties=ties)
+                                      if isinstance(benchmark, PairwiseBenchmark) else scores.rows(metric, benchmark))
+            except ModelNotAvailableError as exc:
+                skipped[name][metric] = f"weights not available: {str(exc).splitlines()[0]}"
+            except InputError as exc:
+                if "reference" not in str(exc):
+                    raise
+                skipped[name][metric] = str(exc)
+        if not per_metric:
+            continue
+        options = dict(units=units, test=test, resamples=resamples, seed=seed, alpha=alpha, correction=correction)
+        if isinstance(benchmark, PairwiseBenchmark):
+            result = accuracy_clusters(per_metric, categories=benchmark.categories, **options)
+        else:
+            result = correlation_clusters(per_metric, benchmark.human, statistic=benchmark.statistic, **options)
+        details[name] = result
+        n = len(benchmark.candidates_a) if isinstance(benchmark, PairwiseBenchmark) else len(benchmark.human)
+        for metric in result["order"]:
+            published = PUBLISHED.get(name, {}).get(metric, (None, None))
+            low, high = result["ci"][metric]
+            rows.append({"benchmark": name, "statistic": result["statistic"], "metric": metric,
+                         "value": 100 * result["values"][metric], "ci_low": 100 * low, "ci_high": 100 * high,
+                         "rank": result["ranks"][metric], "published": published[0],
+                         "published_source": published[1], "n": n, "units": result["units"], "test": test,
+                         "correction": correction})
+    return {"rows": rows, "benchmarks": details, "skipped": {k: v for k, v in skipped.items() if v},
+            "unit": unit, "test": test, "resamples": resamples, "seed": seed, "alpha": alpha,
+            "correction": correction}
+
+
+def to_markdown(board: Dict) -> str:
+    """One table per benchmark: cluster rank, metric, ours ×100 with its CI, published value."""
+    lines = [f"Clusters: one-sided paired {board['test']} tests over {board['unit']} units, {board['resamples']} "
+             f"resamples, seed {board['seed']}, alpha {board['alpha']}, {board['correction']} correction over each "
+             f"benchmark's pairs. 95% CI: paired bootstrap over the same units."]
+    for name in dict.fromkeys(r["benchmark"] for r in board["rows"]):
+        rows = [r for r in board["rows"] if r["benchmark"] == name]
+        lines += ["", f"### {name} ({rows[0]['statistic']} ×100, {rows[0]['n']} rows, {rows[0]['units']} units)", "",
+                  "| rank | metric | ours | 95% CI | published |", "|---|---|---|---|---|"]
+        for r in rows:
+            published = "" if r["published"] is None else f"{r['published']:g} ({r['published_source']})"
+            lines.append(f"| {r['rank']} | {r['metric']} | {r['value']:.2f} | {r['ci_low']:.2f}–{r['ci_high']:.2f} "
+                         f"| {published} |")
+        for metric, reason in board["skipped"].get(name, {}).items():
+            lines.append(f"| – | {metric} | skipped: {reason} | | |")
+    return "\n".join(lines) + "\n"
+
+
+def to_csv(board: Dict, path: os.PathLike) -> None:
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerows(board["rows"])
+
+
+def plot(board: Dict, path: os.PathLike) -> None:
+    """One panel per benchmark: each metric's value with its CI, coloured by cluster rank, published values as ×."""
+    try:
+        import matplotlib
+    except ImportError as exc:
+        raise ModelNotAvailableError("the leaderboard plot needs matplotlib: pip install 'capeval[plot]'") from exc
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(dict.fromkeys(r["benchmark"] for r in board["rows"]))
+    fig, axes = plt.subplots(1, len(names), figsize=(4 * len(names), 0.35 * len(board["rows"]) / len(names) + 2),
+                             squeeze=False, dpi=100)
+    colours = plt.get_cmap("tab10")
+    for ax, name in zip(axes[0], names):
+        rows = [r for r in board["rows"] if r["benchmark"] == name][::-1]
+        y = np.arange(len(rows))
+        for k, r in enumerate(rows):
+            ax.errorbar(r["value"], k, xerr=[[r["value"] - r["ci_low"]], [r["ci_high"] - r["value"]]], fmt="o",
+                        color=colours((r["rank"] - 1) % 10), capsize=3)
+            if r["published"] is not None:
+                ax.plot(r["published"], k, "x", color="black")
+        ax.set_yticks(y, [f"{r['metric']} ({r['rank']})" for r in rows])
+        ax.set_title(f"{name} ({rows[0]['statistic']})", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, format="png")
+    plt.close(fig)
+
+
+def write(board: Dict, output_dir: os.PathLike) -> Dict[str, str]:
+    """``leaderboard.md``, ``leaderboard.csv``, ``leaderboard.json`` and ``leaderboard.png`` in ``output_dir``."""
+    import json
+
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    files = {kind: str(out / f"leaderboard.{kind}") for kind in ("md", "csv", "json", "png")}
+    Path(files["md"]).write_text(to_markdown(board))
+    to_csv(board, files["csv"])
+    Path(files["json"]).write_text(json.dumps(board, indent=1))
+    if board["rows"]:
+        plot(board, files["png"])
+    return files

@@ -1,0 +1,67 @@
+"""Seeded paired resampling over units, vectorised in numpy.
+
+A *unit* is a group of judgment rows that are resampled (bootstrap) or swapped between the two metrics
+(permutation) together: an image's rows, an item's rater rows, or single rows. Every draw is a row of a
+``resamples × units`` matrix from ``numpy.random.default_rng(seed)``, generated in fixed-size chunks, so a seed gives
+the same draws whatever the caller does with them:
+
+- bootstrap: ``counts[r, u]`` = how often unit ``u`` is drawn in resample ``r`` (``rng.integers(0, U, (chunk, U))``);
+- permutation: ``swaps[r, u]`` = whether unit ``u``'s two metric scores trade places
+  (``rng.integers(0, 2, (chunk, U))``).
+"""
+
+from __future__ import annotations
+
+from typing import Hashable, Iterator, Optional, Sequence, Tuple
+
+import numpy as np
+
+from capeval.core.errors import InputError
+
+CHUNK = 256  # resamples per generated block (the draws do not depend on how a caller consumes them)
+
+
+def unit_codes(units: Optional[Sequence[Hashable]], n: int) -> Tuple[np.ndarray, int]:
+    """Dense unit index per row (first-seen order) and the number of units; ``None``: every row its own unit."""
+    if units is None:
+        return np.arange(n), n
+    if len(units) != n:
+        raise InputError(f"units: {len(units)} entries for {n} rows (one unit label per row)")
+    index = {u: i for i, u in enumerate(dict.fromkeys(units))}
+    return np.fromiter((index[u] for u in units), dtype=np.int64, count=n), len(index)
+
+
+def _progress(total: int, desc: str):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="resample", disable=total < 2 * CHUNK, leave=False)
+
+
+def bootstrap_counts(n_units: int, resamples: int, seed: int, *, desc: str = "bootstrap") -> Iterator[np.ndarray]:
+    """Blocks of ``chunk × n_units`` draw counts (each row sums to ``n_units``: units drawn with replacement)."""
+    rng = np.random.default_rng(seed)
+    with _progress(resamples, desc) as bar:
+        for start in range(0, resamples, CHUNK):
+            size = min(CHUNK, resamples - start)
+            draws = rng.integers(0, n_units, (size, n_units))
+            flat = (draws + n_units * np.arange(size)[:, None]).ravel()
+            yield np.bincount(flat, minlength=size * n_units).reshape(size, n_units).astype(float)
+            bar.update(size)
+
+
+def swap_masks(n_units: int, resamples: int, seed: int, *, desc: str = "permutation") -> Iterator[np.ndarray]:
+    """Blocks of ``chunk × n_units`` 0/1 floats: 1 where the unit's two metric scores are swapped."""
+    rng = np.random.default_rng(seed)
+    with _progress(resamples, desc) as bar:
+        for start in range(0, resamples, CHUNK):
+            size = min(CHUNK, resamples - start)
+            yield rng.integers(0, 2, (size, n_units)).astype(float)
+            bar.update(size)
+
+
+def unit_sums(values: np.ndarray, codes: np.ndarray, n_units: int) -> np.ndarray:
+    """Per-unit sums of ``values`` (rows × k, or rows) → units × k (or units)."""
+    values = np.asarray(values, dtype=float)
+    if values.ndim == 1:
+        return np.bincount(codes, weights=values, minlength=n_units)
+    return np.stack([np.bincount(codes, weights=column, minlength=n_units) for column in values.T], axis=1)

@@ -1,0 +1,255 @@
+"""Text encoders run length-bucketed batches padded to their longest member; on FULL-SIZE random weights the features
+equal those of the full-padding path (77 CLIP tokens, 32 BLIP-2 tokens, 512 SimCSE tokens, 384 MPNet tokens) to
+≤ 1e-5, whatever the batch size and order. Expected values come from the models' own forwards on fully padded
+tokens, never from the trimmed path. Polos' official batch-statistics mode keeps the official batches."""
+
+import json
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from capeval.core.errors import TruncationWarning
+from capeval.core.runtime import EmbeddingCache
+
+TEXTS = [
+    "A photo depicts a dog.",
+    "A photo depicts a man riding a brown horse along the beach at sunset while two friends watch from the dunes",
+    "A photo depicts two cats",
+    "A photo depicts a red bus on a street <|endoftext|> in the rain",  # the literal is EOT mid-text (official)
+    "A photo depicts " + "a very long caption " * 25,  # over 77 CLIP tokens: truncated, EOT kept
+    "A photo depicts a child playing with a ball in a park near a lake.",
+    "A photo depicts a bowl of fruit",
+]
+HF_TEXTS = [t.replace("A photo depicts ", "") for t in TEXTS if "<|" not in t][:5]
+
+
+def _shuffled(items, seed=0):
+    order = list(range(len(items)))
+    random.Random(seed).shuffle(order)
+    return order
+
+
+def _invariance(encode, texts, expected, set_batch_size):
+    """Features at batch sizes 1, 3 and 64 and in a shuffled order all equal ``expected`` (≤ 1e-5)."""
+    for batch_size in (64, 3, 1):
+        set_batch_size(batch_size)
+        np.testing.assert_allclose(encode(texts).numpy(), expected, atol=1e-5, rtol=0)
+    order = _shuffled(texts)
+    set_batch_size(3)
+    np.testing.assert_allclose(encode([texts[i] for i in order]).numpy(), expected[order], atol=1e-5, rtol=0)
+
+
+@pytest.fixture(scope="module")
+def clip_dir(tmp_path_factory):
+    from capeval.bench import random_clip_dir
+
+    return random_clip_dir("ViT-B-32", tmp_path_factory.mktemp("clip"))  # open_clip.create_model(pretrained=None)
+
+
+@pytest.fixture(scope="module")
+def clip(clip_dir):
+    from capeval.backbones.clip import ClipBackbone
+
+    return ClipBackbone(str(clip_dir), device="cpu")
+
+
+def _clip_full_padding(backbone, texts):
+    tokens = backbone.tokenize(texts)  # the official 77-token tokens
+    assert tokens.shape[1] == 77
+    with torch.inference_mode():
+        return backbone.model.encode_text(tokens).float().numpy()  # open_clip's own forward
+
+
+def _set(backbone, reset):
+    def set_batch_size(batch_size):
+        backbone.batch_size = batch_size
+        reset()
+    return set_batch_size
+
+
+def test_clip_trimmed_text_features_equal_the_77_token_path(clip):
+    expected = _clip_full_padding(clip, TEXTS)
+    _invariance(lambda texts: clip.encode_texts(texts, show_progress=False), TEXTS, expected,
+                _set(clip, clip.reset_caches))
+
+
+def test_clip_batches_are_length_bucketed_and_padded_to_their_longest(clip):
+    widths = []
+    original = clip.model.transformer.forward
+
+    def recording(x, *args, **kwargs):
+        widths.append(x.shape[1])
+        return original(x, *args, **kwargs)
+
+    clip.model.transformer.forward = recording
+    try:
+        clip.batch_size = 2
+        clip.reset_caches()
+        clip.encode_texts(TEXTS, show_progress=False)
+    finally:
+        del clip.model.transformer.forward
+    lengths = sorted(min(len(clip.text_ids(t)), 77) for t in TEXTS)
+    assert widths == [max(lengths[i:i + 2]) for i in range(0, len(lengths), 2)]
+    assert widths[0] < 12 and widths[-1] == 77
+
+
+def test_clip_s_scores_equal_the_77_token_path_on_full_size_weights(clip):
+    from PIL import Image
+
+    from capeval.clip_s.scorer import ClipScorer
+
+    rng = np.random.default_rng(0)
+    images = [Image.fromarray(rng.integers(0, 256, (40, 60, 3), dtype=np.uint8)) for _ in range(3)]
+    preds = [t.replace("A photo depicts ", "") for t in TEXTS[:3]]
+    refs = [[t.replace("A photo depicts ", "") for t in TEXTS[3:]]] * 3
+    clip.batch_size = 2
+    clip.reset_caches()
+    with pytest.warns(TruncationWarning, match="exceed 77 CLIP tokens"):  # the long reference, as officially
+        result = ClipScorer(None, clip_backbone=clip).score(preds, images, refs)
+    with torch.inference_mode():
+        image = clip.model.encode_image(torch.stack([clip.preprocess(im) for im in images])).numpy()
+    cand = _clip_full_padding(clip, TEXTS[:3])
+    ref = _clip_full_padding(clip, TEXTS[3:])
+    unit = lambda v: v / np.linalg.norm(v, axis=-1, keepdims=True)  # noqa: E731
+    clip_s = 2.5 * np.maximum((unit(image) * unit(cand)).sum(-1), 0)
+    ref_sim = np.maximum((unit(cand) @ unit(ref).T).max(-1), 0)
+    np.testing.assert_allclose(result["clip_s_per_sample"], clip_s, atol=1e-5)
+    np.testing.assert_allclose(result["refclip_s_per_sample"], 2 * clip_s * ref_sim / (clip_s + ref_sim), atol=1e-5)
+
+
+def test_alpha_clip_text_path_is_trimmed_and_equal(clip_dir, tmp_path):
+    from capeval.backbones.alpha_clip import AlphaClip, build_alpha_clip
+    from capeval.backbones.clip import save_open_clip
+
+    config = json.loads((clip_dir / "open_clip_config.json").read_text())
+    torch.manual_seed(1)
+    save_open_clip(tmp_path, build_alpha_clip(config["model_cfg"]).state_dict(), config["model_cfg"],
+                   config["preprocess_cfg"])
+    alpha = AlphaClip(str(tmp_path), device="cpu")
+    expected = _clip_full_padding(alpha, TEXTS)
+    _invariance(lambda texts: alpha.encode_texts(texts, show_progress=False), TEXTS, expected,
+                _set(alpha, alpha.reset_caches))
+    with pytest.raises(ValueError, match="preprocess_workers"):
+        AlphaClip(str(tmp_path), device="cpu", preprocess_workers=2)
+
+
+def test_blip2_text_path_equals_max_length_padding_on_a_full_size_qformer(tmp_path):
+    from transformers import Blip2Config, Blip2ForImageTextRetrieval
+
+    from capeval.blip2.scorer import MAX_TEXT_TOKENS, Blip2Backbone, lavis_clean_caption
+    from capeval.testing import write_tiny_blip2
+
+    write_tiny_blip2(tmp_path)  # the tokenizer; the model is replaced by one with a BERT-base-size Q-Former
+    vocab = len((tmp_path / "vocab.txt").read_text().split())
+    config = Blip2Config(vision_config={"hidden_size": 32, "intermediate_size": 37, "num_hidden_layers": 1,
+                                        "num_attention_heads": 2, "image_size": 224, "patch_size": 32},
+                         qformer_config={"vocab_size": vocab, "encoder_hidden_size": 32, "use_qformer_text_input": True},
+                         num_query_tokens=32)
+    torch.manual_seed(2)
+    Blip2ForImageTextRetrieval(config).save_pretrained(str(tmp_path), safe_serialization=True)
+    backbone = Blip2Backbone(str(tmp_path), device="cpu")
+    assert backbone.model.config.qformer_config.hidden_size == 768
+    assert backbone.model.config.qformer_config.num_hidden_layers == 12
+    texts = [t.replace("A photo depicts ", "") for t in TEXTS]
+    tokens = backbone.tokenizer([lavis_clean_caption(t) for t in texts], padding="max_length",
+                                max_length=MAX_TEXT_TOKENS, truncation=True, return_tensors="pt")
+    with torch.inference_mode():  # transformers' own ITC forward (normalised text embeddings), fully padded
+        out = backbone.model(input_ids=tokens["input_ids"], attention_mask=tokens["attention_mask"],
+                             pixel_values=torch.zeros(len(texts), 3, 224, 224), use_image_text_matching_head=False)
+    expected = out.text_embeds.float().numpy()
+
+    def encode(batch):
+        return torch.nn.functional.normalize(backbone.encode_texts(batch, show_progress=False), dim=-1)
+
+    def set_batch_size(batch_size):
+        backbone.batch_size = batch_size
+        backbone.text_cache = EmbeddingCache("blip2-test")
+
+    _invariance(encode, texts, expected, set_batch_size)
+
+
+def _full_size_encoder(tmp_path, tiny_writer, model_class, config_class):
+    """A tiny test tokenizer with a full-size (base) random model of the same vocabulary."""
+    tiny_writer(tmp_path)
+    for name in ("model.safetensors", "pytorch_model.bin"):
+        (tmp_path / name).unlink(missing_ok=True)
+    from transformers import AutoTokenizer
+
+    vocab = len(AutoTokenizer.from_pretrained(str(tmp_path)))
+    torch.manual_seed(3)
+    model = model_class(config_class(vocab_size=vocab, max_position_embeddings=514, pad_token_id=1))
+    model.save_pretrained(str(tmp_path))
+    assert model.config.hidden_size == 768 and model.config.num_hidden_layers == 12
+    return tmp_path
+
+
+def test_simcse_per_sentence_path_equals_512_token_padding_on_full_size_roberta(clip_dir, tmp_path):
+    from transformers import RobertaConfig, RobertaModel
+
+    from capeval.functional.polos import scalar_mix
+    from capeval.polos.checkpoint import head_config
+    from capeval.polos.scorer import PolosScorer, head_from_config
+    from capeval.testing import tiny_roberta
+
+    roberta = _full_size_encoder(tmp_path / "roberta", tiny_roberta, RobertaModel, RobertaConfig)
+    config = head_config(text_dim=768, clip_dim=512, clip_weights=str(clip_dir), text_encoder=str(roberta))
+    torch.manual_seed(4)
+    head = head_from_config(config)
+    with torch.no_grad():
+        head.scalar_parameters.normal_()
+    scorer = PolosScorer(None, head=head, config=config, device="cpu")
+    encoder = scorer.encoder
+    with torch.inference_mode():
+        batch = encoder.tokenizer(HF_TEXTS, padding="max_length", max_length=512, truncation=True,
+                                  return_tensors="pt")
+        states = encoder.model(**batch, output_hidden_states=True).hidden_states
+        expected = scalar_mix([h.float() for h in states], batch["attention_mask"], head.scalar_parameters,
+                              head.gamma, per_sentence=True)[:, 0].numpy()
+
+    def set_batch_size(batch_size):
+        scorer.batch_size = batch_size
+        scorer.reset_caches()
+
+    _invariance(scorer.sentence_embeddings, HF_TEXTS, expected, set_batch_size)
+
+
+def test_mpnet_path_equals_384_token_padding_on_full_size_mpnet(tmp_path):
+    from transformers import MPNetConfig, MPNetModel
+
+    from capeval.testing import tiny_mpnet
+    from capeval.text.mpnet import MPNetScorer
+
+    scorer = MPNetScorer(str(_full_size_encoder(tmp_path, tiny_mpnet, MPNetModel, MPNetConfig)), device="cpu")
+    with torch.inference_mode():
+        batch = scorer.tokenizer(HF_TEXTS, padding="max_length", max_length=384, truncation=True, return_tensors="pt")
+        hidden = scorer.model(**batch).last_hidden_state.double()
+    mask = batch["attention_mask"].unsqueeze(-1).double()
+    expected = torch.nn.functional.normalize((hidden * mask).sum(1) / mask.sum(1), dim=-1).float().numpy()
+
+    def set_batch_size(batch_size):
+        scorer.batch_size = batch_size
+        scorer.cache = EmbeddingCache("mpnet-test")
+
+    _invariance(scorer.embed, HF_TEXTS, expected, set_batch_size)
+
+
+def test_polos_official_batch_mode_keeps_the_official_batches(tiny_hub):
+    from capeval.core.scoring import load_scorer
+
+    scorer = load_scorer("polos", device="cpu", batch_size=2, statistics="batch")
+    preds = ["a much longer candidate caption about a dog", "a cat", "two birds on a wire"]
+    refs = [["a dog", "a big brown dog running fast"], ["a cat sleeping on the sofa", "cat"], ["birds", "b"]]
+    seen = []
+    original = scorer.encoder.hidden_states
+
+    def recording(texts):
+        seen.append(list(texts))
+        return original(texts)
+
+    scorer.encoder.hidden_states = recording
+    scorer.score(preds, [np.zeros((8, 8, 3), np.uint8)] * 3, refs)
+    # official: chunks of batch_size samples in input order; candidates, then the j-th references of the chunk
+    assert seen == [preds[:2], [refs[0][0], refs[1][0]], [refs[0][1], refs[1][1]],
+                    preds[2:], [refs[2][0]], [refs[2][1]]]

@@ -1,0 +1,430 @@
+"""Weights converted from the authors' files: a real HTTP server on 127.0.0.1 serves fabricated official files (the
+tiny models of ``capeval.testing`` in each official key layout and container); ``resolve`` downloads, checks,
+converts and caches them, and scorers load them with the server stopped. Bad files are refused with nothing
+executed and nothing half-written left behind."""
+
+import dataclasses
+import hashlib
+import http.server
+import io
+import json
+import os
+import pickle
+import threading
+import zipfile
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from capeval.core import hub
+from capeval.core.constants import PROVENANCE_FILE, TINY_MARKER_FILE
+from capeval.core.errors import ConversionError, ModelNotAvailableError
+from capeval.core.hub import MIRROR_ENV, converted_dir, downloads_dir, load_safetensors, registered_weights, resolve
+from capeval.core.scoring import load_scorer
+from capeval.testing import TINY_BUILDERS, populate_tiny_hub_cache
+
+UPSTREAM = sorted(name for name, spec in registered_weights().items() if spec.upstream is not None)
+PUBLISHED_SHA256 = {name: registered_weights()[name].upstream.sha256 for name in UPSTREAM}
+REGIONS = {"points_per_side": 4, "pred_iou_thresh": 0.0, "stability_score_thresh": 0.0, "max_regions": 3}
+
+
+class Server:
+    """``http.server`` in a thread on 127.0.0.1 (random port) serving ``files`` (name → bytes) with HTTP Range
+    support; names in ``truncate`` announce their full length but send half; names in ``html`` are sent as an HTML
+    page. ``requests`` records (name, Range header) of every GET."""
+
+    def __init__(self):
+        self.files, self.truncate, self.html, self.requests = {}, set(), set(), []
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                name = self.path.lstrip("/")
+                server.requests.append((name, self.headers.get("Range")))
+                if name not in server.files:
+                    self.send_error(404)
+                    return
+                data, start = server.files[name], 0
+                if self.headers.get("Range"):
+                    start = int(self.headers["Range"].split("=")[1].split("-")[0])
+                    self.send_response(206)
+                    self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+                else:
+                    self.send_response(200)
+                body = data[start:]
+                self.send_header("Content-Type", "text/html" if name in server.html else "application/octet-stream")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body[: len(body) // 2] if name in server.truncate else body)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def _saved(obj) -> bytes:
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    return buffer.getvalue()
+
+
+def _polos_zip(head_dir: Path) -> bytes:
+    """``reprod.zip``: a PyTorch-Lightning checkpoint with the official Polos keys (+ encoder tensors whose shapes
+    give the feature sizes) and ``hparams.yaml`` beside it."""
+    head = load_safetensors(head_dir / "polos_head.safetensors")
+    config = json.loads((head_dir / "polos_config.json").read_text())
+    state = {f"scalar_mix.scalar_parameters.{i}": v.reshape(1) for i, v in enumerate(head["scalar_parameters"])}
+    state["scalar_mix.gamma"] = head["gamma"]
+    for ours, i in (("mlp.0", 1), ("mlp.3", 2), ("mlp.6", 3)):
+        for part in ("weight", "bias"):
+            state[f"ff.0.ff.linear_{i}.{part}"] = head[f"{ours}.{part}"]
+    state["encoder.model.embeddings.word_embeddings.weight"] = torch.zeros(8, config["text_dim"])
+    state["clip.text_projection"] = torch.zeros(64, config["clip_dim"])
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("reprod/checkpoints/epoch=3-step=1200.ckpt", _saved({"epoch": 3, "state_dict": state}))
+        archive.writestr("reprod/hparams.yaml", "layer: mix\npool: cls\nactivations: Tanh\nfinal_activation: false\n"
+                                                "pretrained_model: princeton-nlp/sup-simcse-roberta-base\n")
+    return buffer.getvalue()
+
+
+def fitted_gbr():
+    from sklearn.ensemble import GradientBoostingRegressor
+
+    rng = np.random.default_rng(0)
+    x = np.column_stack([rng.uniform(0, 100, 120), rng.normal(0, 3, 120), rng.uniform(0, 1, 120)])
+    return GradientBoostingRegressor(n_estimators=6, random_state=0).fit(x, 0.004 * x[:, 0] + 0.3 * x[:, 2]), x
+
+
+def fabricate(name: str, tiny_dir: Path) -> bytes:
+    """The official file of upstream weight ``name``, made from its tiny stand-in (written to ``tiny_dir``)."""
+    if name == "mobile-sam":  # SAM's decoder and a MobileSAM-sized TinyViT: the converter accepts only that
+        from capeval.backbones.sam import SAM_ARCHITECTURES, build_sam
+
+        torch.manual_seed(0)
+        return _saved(build_sam(SAM_ARCHITECTURES["mobile_sam"]).state_dict())
+    if name == "vcrscore-gbr":
+        return pickle.dumps(fitted_gbr()[0])
+    TINY_BUILDERS[name](tiny_dir)
+    if name == "polos":
+        return _polos_zip(tiny_dir)
+    if name.startswith("sam-"):  # a plain state dict, official keys
+        return _saved(load_safetensors(tiny_dir / "sam_model.safetensors"))
+    state = load_safetensors(tiny_dir / "open_clip_model.safetensors")
+    if name.startswith("pacs-"):  # {"state_dict": OpenAI-format CLIP}, DataParallel "module." keys
+        return _saved({"state_dict": {f"module.{k}": v for k, v in state.items()}, "epoch": 7})
+    if name.startswith("alpha-clip-"):  # the visual tower only, official attention parameter names
+        return _saved({k[len("visual."):].replace("in_proj_weight", "in_proj.weight").replace("in_proj_bias",
+                                                                                              "in_proj.bias"): v
+                       for k, v in state.items() if k.startswith("visual.")})
+    return _saved(state)  # MCIP: an OpenCLIP state dict
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def with_sha256(monkeypatch, name: str, digest) -> None:
+    """Register ``name`` with another expected sha256 (the fabricated file's: the published one is the real file's)."""
+    spec = registered_weights()[name]
+    monkeypatch.setitem(hub._REGISTRY, name, dataclasses.replace(
+        spec, upstream=dataclasses.replace(spec.upstream, sha256=digest)))
+
+
+def hub_without_capeval_repos(tiny_hub: Path, out: Path) -> Path:
+    """A hub cache with every tiny repo except capeval's own (which are not published yet)."""
+    out.mkdir()
+    for repo in tiny_hub.iterdir():
+        if not repo.name.startswith("models--capeval--"):
+            (out / repo.name).symlink_to(repo, target_is_directory=True)
+    return out
+
+
+def use_caches(monkeypatch, hub_cache: Path, capeval_cache: Path) -> None:
+    import huggingface_hub.constants as hub_constants
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub_cache))
+    monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", str(hub_cache))
+    monkeypatch.setenv("CAPEVAL_CACHE", str(capeval_cache))
+
+
+def tiny_sam_architecture(monkeypatch, tmp: Path) -> None:
+    """The SAM converter accepts segment-anything's registry architectures only: add the tiny one to them."""
+    from capeval.backbones.sam import SAM_ARCHITECTURES
+
+    TINY_BUILDERS["sam-vit-b"](tmp / "sam-arch")
+    monkeypatch.setitem(SAM_ARCHITECTURES, "tiny_test", json.loads((tmp / "sam-arch" / "sam_config.json").read_text()))
+
+
+@pytest.fixture(scope="module")
+def fetched(tiny_hub, tmp_path_factory):
+    """Every upstream weight downloaded from the local server and converted; then the server is stopped and
+    ``HF_HUB_OFFLINE=1`` is set again."""
+    tmp = tmp_path_factory.mktemp("upstream")
+    official = {name: fabricate(name, tmp / "tiny" / name) for name in UPSTREAM}
+    server = Server()
+    with pytest.MonkeyPatch.context() as mp:
+        use_caches(mp, hub_without_capeval_repos(tiny_hub, tmp / "hub"), tmp / "capeval-cache")
+        tiny_sam_architecture(mp, tmp)
+        mp.delenv("HF_HUB_OFFLINE")
+        mp.setenv(MIRROR_ENV, server.url)
+        for name, data in official.items():
+            server.files[registered_weights()[name].upstream.filename] = data
+            if registered_weights()[name].upstream.sha256:
+                with_sha256(mp, name, sha256(data))
+        directories = {name: resolve(name) for name in UPSTREAM}
+        server.stop()
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        yield SimpleNamespace(directories=directories, official=official, requests=list(server.requests), tmp=tmp)
+
+
+def test_every_capeval_artifact_names_an_upstream_file_and_a_registered_converter():
+    from capeval.core.convert import converters
+
+    specs = registered_weights()
+    assert UPSTREAM == sorted(n for n, s in specs.items() if s.repo_id.startswith("capeval/"))
+    assert len(UPSTREAM) == 12
+    for name in UPSTREAM:
+        upstream = specs[name].upstream
+        assert upstream.converter in converters(), name
+        assert upstream.url is None or upstream.url.startswith("https://"), name
+        assert upstream.url or upstream.page, name
+        assert upstream.sha256 is None or len(upstream.sha256) == 64 and int(upstream.sha256, 16) >= 0, name
+    assert len({specs[n].upstream.filename for n in UPSTREAM}) == len(UPSTREAM)  # one flat mirror serves them all
+
+
+@pytest.mark.parametrize("name", UPSTREAM)
+def test_upstream_file_is_downloaded_once_checked_converted_and_cached_with_provenance(fetched, name):
+    spec = registered_weights()[name]
+    directory = fetched.directories[name]
+    assert directory == converted_dir(name) and all((directory / f).is_file() for f in spec.files)
+    assert [r for r in fetched.requests if r[0] == spec.upstream.filename] == [(spec.upstream.filename, None)]
+    provenance = json.loads((directory / PROVENANCE_FILE).read_text())
+    assert provenance["sha256"] == sha256(fetched.official[name])
+    assert provenance["converter"] == spec.upstream.converter and provenance["capeval_version"]
+    assert provenance["source"] == (spec.upstream.url or spec.upstream.page)
+    assert not (directory / TINY_MARKER_FILE).exists()
+    assert not any(downloads_dir().iterdir())  # the official file is dropped once converted
+    assert resolve(name) == directory  # again: offline, server stopped, from capeval's cache
+
+
+def _image(seed=0):
+    return Image.fromarray(np.random.default_rng(seed).integers(0, 255, (40, 56, 3), dtype=np.uint8))
+
+
+def _score(metric, **options):
+    """(result, weights directories loaded) of ``metric`` on two captions of one small random image (one image:
+    segment-everything runs once)."""
+    with hub.recording_resolutions() as loaded:
+        scorer = load_scorer(metric, device="cpu", **options)
+    result = scorer.score(["two dogs run on the grass", "a man rides a horse"], [_image(0), _image(0)],
+                          [["dogs on a lawn", "two brown dogs"], ["a rider on a horse"]])
+    return result, [Path(directory) for _, directory in loaded]
+
+
+# how each converted weight is used by a scorer: (metric, option naming it, other options)
+USES = {"pacs-clip-vit-b-32": ("pac_s", "weights", {}), "pacs-openclip-vit-l-14": ("pac_s", "weights", {}),
+        "polos": ("polos", "weights", {}), "mcip-vit-l-14-336": ("vcrscore", "mcip", {}),
+        "vcrscore-gbr": ("vcrscore", "weights", {}),
+        **{n: ("hice_s", "weights", {"sam": "sam-vit-b", "region_settings": REGIONS})
+           for n in UPSTREAM if n.startswith("alpha-clip")},
+        **{n: ("hice_s", "sam", {"weights": "alpha-clip-vit-b-16", "region_settings": REGIONS})
+           for n in UPSTREAM if "sam" in n}}
+
+
+@pytest.mark.parametrize("name", UPSTREAM)
+def test_scorer_loads_the_converted_weights_offline(fetched, name):
+    metric, option, options = USES[name]
+    result, loaded = _score(metric, **{option: name}, **options)
+    assert len(result[f"{metric}_per_sample"]) == 2 and np.isfinite(result[f"{metric}_per_sample"]).all()
+    assert fetched.directories[name] in loaded
+
+
+@pytest.mark.parametrize("name", ["pacs-clip-vit-b-32", "pacs-openclip-vit-l-14", "polos"])
+def test_scores_from_the_converted_official_file_equal_scores_from_the_source_weights(fetched, name):
+    metric, option, _ = USES[name]
+    converted, _ = _score(metric, **{option: name})
+    source, _ = _score(metric, **{option: str(fetched.tmp / "tiny" / name)})
+    keys = [k for k in source if k.endswith("_per_sample")]
+    assert keys == [k for k in converted if k.endswith("_per_sample")] and keys
+    for key in keys:
+        np.testing.assert_allclose(converted[key], source[key], rtol=0, atol=1e-6)
+
+
+def test_converted_tensors_equal_the_official_ones(fetched):
+    for name in ("pacs-clip-vit-b-32", "mcip-vit-l-14-336", "sam-vit-l"):
+        source = torch.load(io.BytesIO(fetched.official[name]), weights_only=True)
+        source = {k.replace("module.", ""): v for k, v in source.get("state_dict", source).items()}
+        weights_file = "sam_model.safetensors" if name.startswith("sam") else "open_clip_model.safetensors"
+        converted = load_safetensors(fetched.directories[name] / weights_file)
+        assert all(torch.equal(converted[k], v) for k, v in source.items()), name
+    visual = torch.load(io.BytesIO(fetched.official["alpha-clip-vit-l-14"]), weights_only=True)
+    converted = load_safetensors(fetched.directories["alpha-clip-vit-l-14"] / "open_clip_model.safetensors")
+    assert torch.equal(converted["visual.conv1_alpha.weight"], visual["conv1_alpha.weight"])
+    assert torch.equal(converted["visual.transformer.resblocks.0.attn.in_proj_weight"],
+                       visual["transformer.resblocks.0.attn.in_proj.weight"])
+
+
+def test_converted_regressor_predicts_as_the_official_sklearn_model(fetched):
+    from capeval.vcrscore.gradient_boosting import predict
+    from capeval.vcrscore.regressor import load_regressor
+
+    model, x = fitted_gbr()
+    np.testing.assert_allclose(predict(load_regressor("vcrscore-gbr"), x[:20]), model.predict(x[:20]), rtol=0,
+                               atol=1e-12)
+
+
+# -- refusals: nothing executed, nothing half-written -------------------------------------------------------------
+
+@pytest.fixture
+def online(tiny_hub, tmp_path, monkeypatch):
+    """Empty capeval cache, hub cache without capeval's repos, a fresh local server as the mirror, online."""
+    use_caches(monkeypatch, hub_without_capeval_repos(tiny_hub, tmp_path / "hub"), tmp_path / "capeval-cache")
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    server = Server()
+    monkeypatch.setenv(MIRROR_ENV, server.url)
+    yield server
+    server.stop()
+
+
+def _nothing_left(name):
+    weights_root = converted_dir(name).parent
+    assert not converted_dir(name).exists()
+    assert not weights_root.exists() or not any(weights_root.iterdir())  # no temporary conversion folder either
+    assert not (downloads_dir() / registered_weights()[name].upstream.filename).exists()
+
+
+def test_a_file_with_another_hash_than_the_published_one_is_refused_naming_both(online, tmp_path, monkeypatch):
+    name = "sam-vit-b"
+    with_sha256(monkeypatch, name, PUBLISHED_SHA256[name])  # (the module's fixture registers the fabricated one)
+    online.files["sam_vit_b_01ec64.pth"] = data = fabricate(name, tmp_path / "tiny")
+    with pytest.raises(ModelNotAvailableError) as error:
+        resolve(name)
+    assert sha256(data) in str(error.value) and PUBLISHED_SHA256[name] in str(error.value)
+    _nothing_left(name)
+    assert not any(downloads_dir().iterdir())  # not even a part file
+
+
+def test_a_corrupted_file_is_refused_by_the_converter_and_dropped(online):
+    online.files["clip_ViT-B-32.pth"] = b"PK\x03\x04" + os.urandom(2000)
+    with pytest.raises(ConversionError, match="clip_ViT-B-32.pth"):
+        resolve("pacs-clip-vit-b-32")
+    _nothing_left("pacs-clip-vit-b-32")
+    assert not any(downloads_dir().iterdir())
+
+
+class Exploit:
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_pickle_with_a_malicious_global_is_refused_and_nothing_runs(online, tmp_path, monkeypatch):
+    marker = tmp_path / "pwned"
+    online.files["clip_ViT-B-32.pth"] = pickle.dumps({"state_dict": {"visual.proj": Exploit(marker)}})
+    online.files["model_GBR_VCR.pickle"] = evil = pickle.dumps({"estimators_": Exploit(marker)})
+    with_sha256(monkeypatch, "vcrscore-gbr", sha256(evil))
+    with pytest.raises(ConversionError, match="clip_ViT-B-32.pth"):
+        resolve("pacs-clip-vit-b-32")
+    with pytest.raises(ConversionError, match="model_GBR_VCR.pickle"):
+        resolve("vcrscore-gbr")
+    assert not marker.exists()
+    _nothing_left("pacs-clip-vit-b-32")
+    _nothing_left("vcrscore-gbr")
+
+
+def test_a_truncated_download_keeps_its_part_file_and_the_next_call_resumes_it(online, tmp_path, monkeypatch):
+    name = "vcrscore-gbr"
+    data = pickle.dumps(fitted_gbr()[0])
+    with_sha256(monkeypatch, name, sha256(data))
+    online.files["model_GBR_VCR.pickle"] = data
+    online.truncate.add("model_GBR_VCR.pickle")
+    with pytest.raises(ModelNotAvailableError, match="resume"):
+        resolve(name)
+    part = downloads_dir() / "model_GBR_VCR.pickle.part"
+    assert part.read_bytes() == data[: len(data) // 2]
+    assert not converted_dir(name).exists() and not (downloads_dir() / "model_GBR_VCR.pickle").exists()
+    online.truncate.clear()
+    directory = resolve(name)
+    assert online.requests[-1] == ("model_GBR_VCR.pickle", f"bytes={len(data) // 2}-")
+    assert json.loads((directory / PROVENANCE_FILE).read_text())["sha256"] == sha256(data)
+    assert not part.exists()
+
+
+def test_an_html_page_instead_of_the_file_is_refused(online):
+    online.files["reprod.zip"] = b"<html><body>Quota exceeded</body></html>"
+    online.html.add("reprod.zip")
+    with pytest.raises(ModelNotAvailableError, match="HTML page"):
+        resolve("polos")
+    _nothing_left("polos")
+
+
+def test_offline_a_missing_converted_weight_names_the_fetch_command_not_an_unpublished_repo(online, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    for name in UPSTREAM:
+        with pytest.raises(ModelNotAvailableError) as error:
+            resolve(name)
+        assert hub.fetch_command(registered_weights()[name]) in str(error.value)
+        assert "hf download capeval/" not in str(error.value)
+    assert online.requests == []
+
+
+def test_without_a_mirror_a_file_with_no_direct_link_asks_for_a_manual_download(online, monkeypatch):
+    monkeypatch.delenv(MIRROR_ENV)
+    with pytest.raises(ModelNotAvailableError, match="--file"):
+        resolve("pacs-openclip-vit-l-14")
+
+
+# -- tiny snapshots ---------------------------------------------------------------------------------------------
+
+def test_every_tiny_snapshot_is_marked(tiny_hub):
+    snapshots = [s for repo in tiny_hub.iterdir() for s in (repo / "snapshots").iterdir()]
+    assert len(snapshots) >= len(registered_weights())
+    assert all((s / TINY_MARKER_FILE).is_file() for s in snapshots)
+
+
+def test_the_default_hub_cache_is_refused_unless_forced(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    with pytest.raises(ValueError, match="default Hugging Face cache"):
+        populate_tiny_hub_cache(tmp_path / "hf" / "hub", ["vcrscore-gbr"])
+    assert not (tmp_path / "hf").exists()
+    populate_tiny_hub_cache(tmp_path / "hf" / "hub", ["vcrscore-gbr"], force=True)
+    snapshot, = (tmp_path / "hf" / "hub" / "models--capeval--vcrscore-gbr" / "snapshots").iterdir()
+    assert (snapshot / TINY_MARKER_FILE).is_file()
+
+
+def test_capeval_fetch_with_a_mirror_downloads_and_converts(online, monkeypatch, capsys):
+    from capeval.cli import main
+
+    data = pickle.dumps(fitted_gbr()[0])
+    with_sha256(monkeypatch, "vcrscore-gbr", sha256(data))
+    online.files["model_GBR_VCR.pickle"] = data
+    monkeypatch.delenv(MIRROR_ENV)
+    assert main(["fetch", "vcrscore-gbr", "--mirror", online.url]) == 0
+    assert f"vcrscore-gbr: {converted_dir('vcrscore-gbr')}" in capsys.readouterr().out
+    assert online.requests == [("model_GBR_VCR.pickle", None)] and MIRROR_ENV not in os.environ
+
+
+def test_an_archive_without_exactly_one_checkpoint_is_refused(online):
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("reprod/a.ckpt", b"1")
+        archive.writestr("../escape/b.ckpt", b"2")  # read by base name only: never written outside
+    online.files["reprod.zip"] = buffer.getvalue()
+    with pytest.raises(ModelNotAvailableError, match="expected one member matching"):
+        resolve("polos")
+    _nothing_left("polos")
+    assert not (converted_dir("polos").parent.parent / "escape").exists()
