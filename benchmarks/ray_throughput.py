@@ -51,9 +51,8 @@ def measured_scorer():
         def __call__(self, batch):
             table = super().__call__(batch)
             peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
-            return (table.drop_columns(["image"])
-                    .append_column("pid", pa.array([os.getpid()] * table.num_rows, pa.int64()))
-                    .append_column("peak_rss", pa.array([peak] * table.num_rows, pa.int64())))
+            return pa.table({"clip_s": table.column("clip_s"), "pid": [os.getpid()] * table.num_rows,
+                             "peak_rss": [peak] * table.num_rows})
 
     return Probe
 
@@ -106,8 +105,8 @@ def main():
             weights = "openai-clip-vit-b-32"  # resolved in the tiny hub cache when HF_HUB_CACHE points there
         for actors in args.actors:
             for rows in args.rows:
-                print(json.dumps({"weights": args.weights, **run(rows, actors, weights, args.batch_size, args.num_cpus)}),
-                      flush=True)
+                result = run(rows, actors, weights, args.batch_size, args.num_cpus)
+                print(json.dumps({"weights": args.weights, **result}), flush=True)
 
 
 if __name__ == "__main__":

@@ -75,7 +75,7 @@ def test_clip_trimmed_text_features_equal_the_77_token_path(clip):
                 _set(clip, clip.reset_caches))
 
 
-def test_clip_batches_are_length_bucketed_and_padded_to_their_longest(clip):
+def test_clip_batches_are_length_bucketed_and_each_text_runs_at_its_own_rounded_width(clip):
     widths = []
     original = clip.model.transformer.forward
 
@@ -91,7 +91,9 @@ def test_clip_batches_are_length_bucketed_and_padded_to_their_longest(clip):
     finally:
         del clip.model.transformer.forward
     lengths = sorted(min(len(clip.text_ids(t)), 77) for t in TEXTS)
-    assert widths == [max(lengths[i:i + 2]) for i in range(0, len(lengths), 2)]
+    # batches of 2 in length order; within a batch one forward per width: the length rounded up to a multiple of 8
+    rounded = [min(-(-n // 8) * 8, 77) for n in lengths]
+    assert widths == [w for i in range(0, len(rounded), 2) for w in sorted(set(rounded[i:i + 2]))]
     assert widths[0] < 12 and widths[-1] == 77
 
 
@@ -253,3 +255,16 @@ def test_polos_official_batch_mode_keeps_the_official_batches(tiny_hub):
     # official: chunks of batch_size samples in input order; candidates, then the j-th references of the chunk
     assert seen == [preds[:2], [refs[0][0], refs[1][0]], [refs[0][1], refs[1][1]],
                     preds[2:], [refs[2][0]], [refs[2][1]]]
+
+
+def test_a_text_feature_is_bitwise_the_same_in_any_batch(clip):
+    """Widths are the text's own (rounded) and every forward has the same number of rows: a text's feature does not
+    depend on the texts it is batched with, the batch size or the order, bit for bit."""
+    clip.reset_caches()
+    alone = {t: clip.encode_texts([t], show_progress=False)[0] for t in TEXTS}
+    for batch_size, order in ((1, TEXTS), (3, TEXTS[::-1]), (64, TEXTS[1::2] + TEXTS[::2])):
+        clip.batch_size = batch_size
+        clip.reset_caches()
+        together = clip.encode_texts(order, show_progress=False)
+        for text, feature in zip(order, together):
+            assert torch.equal(feature, alone[text]), (batch_size, text)

@@ -77,6 +77,7 @@ def test_ray_scores_equal_single_process_row_for_row_in_any_block_order(local_ra
         for key in ("clip_s", "refclip_s"):
             assert [r[key] for r in out] == pytest.approx(expected[f"{key}_per_sample"], abs=1e-6)
         assert [r["caption"] for r in out] == [r["caption"] for r in rows]  # input columns kept
+        assert [r.get("hashcode") for r in out] == [expected.get("hashcode")] * len(rows)  # provenance, when given
 
 
 def test_ray_score_command_equals_capeval_score(local_ray, tmp_path, capsys):

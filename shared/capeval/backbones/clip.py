@@ -172,6 +172,8 @@ def encode_text_trimmed(model: torch.nn.Module, tokens: torch.Tensor) -> torch.T
     return x if model.text_projection is None else x @ model.text_projection
 
 
+TEXT_WIDTH_STEP = 8  # trimmed text forwards run at a multiple of this many tokens (see ClipBackbone.text_width)
+TEXT_ROWS = {True: 16, False: 256}  # rows of every text forward on CPU / on an accelerator (padded)
 OPENAI_FP16 = "openai-fp16"
 PRECISIONS = ("uniform", OPENAI_FP16)
 
@@ -293,13 +295,14 @@ class ClipBackbone:
     def tokenize(self, texts: Sequence[str], *, trim: bool = False) -> torch.Tensor:
         """Official CLIP tokenisation (``<|startoftext|>`` / ``<|endoftext|>`` in a text are SOT / EOT, as in OpenAI's
         ``clip.tokenize``); texts over the context length are truncated (EOT kept). Scorers count them per call with
-        :attr:`truncation` and warn once. ``trim``: pad to the longest text instead of the context length."""
+        :attr:`truncation` and warn once. ``trim``: pad to the longest text's :meth:`text_width` instead of the
+        context length."""
         ids = [self.text_ids(text) for text in texts]
         for row in ids:
             if len(row) > self.context_length:
                 del row[self.context_length:]
                 row[-1] = self.tokenizer.eot_token_id
-        width = max((len(row) for row in ids), default=0) if trim else self.context_length
+        width = self.text_width(max((len(row) for row in ids), default=0)) if trim else self.context_length
         tokens = torch.zeros(len(texts), width, dtype=torch.long)
         for i, row in enumerate(ids):
             tokens[i, : len(row)] = torch.tensor(row)
@@ -308,6 +311,12 @@ class ClipBackbone:
     def text_length(self, text: str) -> int:
         """Tokens the text encoder runs on for ``text`` (the length-bucketing key)."""
         return min(len(self.text_ids(text)), self.context_length)
+
+    def text_width(self, length: int) -> int:
+        """The width a text of ``length`` tokens is encoded at when trimmed: its length rounded up to a multiple of
+        :data:`TEXT_WIDTH_STEP` (at most the context length). A function of the text alone, so a text's feature does
+        not depend on the other texts of its batch."""
+        return min(-(-length // TEXT_WIDTH_STEP) * TEXT_WIDTH_STEP, self.context_length)
 
     @torch.inference_mode()
     def _encode_image_batch(self, images: List[Image.Image]) -> torch.Tensor:
@@ -359,7 +368,25 @@ class ClipBackbone:
 
     @torch.inference_mode()
     def _encode_text_batch(self, texts: List[str]) -> torch.Tensor:
-        tokens = self.tokenize(texts, trim=self.precision == "uniform")  # OpenAI's model always runs 77 wide
+        """Texts are encoded in forwards of one width (:meth:`text_width`; 77 in OpenAI's fp16 mode, whose model
+        always runs 77 wide) and a fixed number of rows (:data:`TEXT_ROWS`, padded): matrix kernels are then chosen
+        by nothing but the device, so a text's feature is bitwise the same in any batch, batch size or order."""
+        trim = self.precision == "uniform"
+        widths = [self.text_width(self.text_length(text)) if trim else self.context_length for text in texts]
+        rows_per_forward = TEXT_ROWS[self.device.type == "cpu"]
+        features: List[Optional[torch.Tensor]] = [None] * len(texts)
+        for width in sorted(set(widths)):
+            group = [i for i, w in enumerate(widths) if w == width]
+            for start in range(0, len(group), rows_per_forward):
+                rows = group[start:start + rows_per_forward]
+                tokens = self.tokenize([texts[i] for i in rows], trim=trim)
+                padded = torch.zeros(rows_per_forward, tokens.shape[1], dtype=tokens.dtype)
+                padded[: len(rows)] = tokens
+                for i, feature in zip(rows, self._encode_tokens(padded)[: len(rows)]):
+                    features[i] = feature
+        return torch.stack(features)
+
+    def _encode_tokens(self, tokens: torch.Tensor) -> torch.Tensor:
         if self.device.type == "cuda":
             tokens = tokens.pin_memory()
         return encode_text_trimmed(self.model, tokens.to(self.device, non_blocking=True)).float()

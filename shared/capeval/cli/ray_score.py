@@ -10,6 +10,7 @@ from capeval.core.errors import InputError
 
 RAY_RETRY_HINT = "\nFailed to apply UDF transform"  # what Ray Data appends to a map function's error message
 
+
 def configure(parser) -> None:
     from capeval.core.scoring import scorers
 

@@ -87,7 +87,8 @@ def _json_value(value):
         return {str(k): _json_value(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
     if isinstance(value, (list, tuple)):
         return [_json_value(v) for v in value]
-    return str(value)
+    text = str(value)  # an object (e.g. fixed document frequencies): its type and a digest of its deterministic repr
+    return f"{type(value).__name__}:{hashlib.sha256(text.encode()).hexdigest()[:16]}" if len(text) > 200 else text
 
 
 def effective_options(factory, options: Mapping) -> Dict[str, object]:

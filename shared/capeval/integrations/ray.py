@@ -25,7 +25,7 @@ import os
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple
 
 from capeval.cli.score import record_columns
 from capeval.core.errors import InputError
@@ -36,16 +36,6 @@ ON_ERROR = ("raise", "column")
 ERROR_COLUMN = "error"
 HASHCODE_COLUMN = "hashcode"
 TWO_PASS_METRICS = ("cider", "ensembeval")  # corpus-level only through CIDEr's IDF
-
-
-def _records(batch) -> List[Dict]:
-    """A Ray batch (pyarrow Table, pandas DataFrame or dict of columns) as a list of row dicts."""
-    if hasattr(batch, "to_pylist"):
-        return batch.to_pylist()
-    if hasattr(batch, "to_dict") and hasattr(batch, "columns"):
-        batch = {column: batch[column].tolist() for column in batch.columns}
-    columns = {k: (v.tolist() if hasattr(v, "tolist") else list(v)) for k, v in batch.items()}
-    return [dict(zip(columns, values)) for values in zip(*columns.values())]
 
 
 def _indexed(records: List[Dict], index_column: str) -> List[Dict]:
@@ -113,7 +103,9 @@ class RayScorer:
     def __call__(self, batch):
         import pyarrow as pa
 
-        table = batch if isinstance(batch, pa.Table) else pa.Table.from_pylist(_records(batch))
+        if not isinstance(batch, pa.Table):
+            raise TypeError("RayScorer takes pyarrow batches: map_batches(RayScorer, batch_format='pyarrow', ...)")
+        table = batch
         records = _indexed(table.to_pylist(), self.index_column)
         valid, errors, inputs = _split_valid(records, self._validate, self.on_error)
         result = self.scorer.score_inputs(inputs) if valid else {}
@@ -190,7 +182,9 @@ def document_frequencies(ds, *, metric: str = "cider", on_error: str = "raise", 
         def combine(self, current, new):
             return _add_counts(current, new)
 
-    frequencies = DocumentFrequencies.from_json(ds.aggregate(_DocumentFrequencies())["document_frequencies"])
+    counted = ds.aggregate(_DocumentFrequencies())["document_frequencies"]
+    # sorted: the same corpus gives the same object (and provenance) whatever order the blocks were summed in
+    frequencies = DocumentFrequencies.from_json({**counted, "counts": dict(sorted(counted["counts"].items()))})
     if frequencies.num_documents == 0:
         raise InputError("no valid rows to take CIDEr's document frequencies from")
     return frequencies

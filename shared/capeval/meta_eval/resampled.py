@@ -217,7 +217,7 @@ class Resampler:
             return self._loop(counts, lambda rows: prepared.x[rows], weights=True)
         n_total = counts @ self.n_rows
         s = _quadratic(counts, prepared.signs, counts) / 2
-        x_ties = (_quadratic(counts, prepared.ties, counts) - n_total) / 2
+        x_ties = (((prepared.distinct.T @ counts.T) ** 2).sum(0) - n_total) / 2  # cᵀ(P Pᵀ)c, P sparse
         y_ties = (((counts @ self.y_levels) ** 2).sum(1) - n_total) / 2  # cᵀ(L Lᵀ)c
         classes = None
         if self.statistic == "kendall_tau_c":
