@@ -112,9 +112,11 @@ def test_evaluate_module_scores_offline(tiny_hub, tmp_path):
     module = evaluate.load(str(REPO / "metrics" / "image_roundtrip"), device="cpu",
                            scorer_options={"height": 32, "width": 32, "image_cache_dir": str(tmp_path)})
     result = module.compute(predictions=CAPTIONS[:2], images=_images()[:2])
-    assert set(result) == {"image_roundtrip", "image_roundtrip_per_sample", "truncated_texts"}
+    assert set(result) == {"image_roundtrip", "image_roundtrip_per_sample", "truncated_texts", "provenance",
+                           "hashcode"}
     direct = load_scorer("image_roundtrip", image_cache_dir=tmp_path, **TINY).score(CAPTIONS[:2], _images()[:2])
     assert result["image_roundtrip_per_sample"] == pytest.approx(direct["image_roundtrip_per_sample"], abs=1e-6)
+    assert result["hashcode"] == module.scorer.hashcode
 
 
 def test_dinov2_preprocessing_matches_the_repository_image_processor(tiny_hub):
