@@ -292,25 +292,31 @@ class ClipBackbone:
         """A text's official CLIP ids before truncation (SOT and EOT included): see :func:`clip_text_ids`."""
         return clip_text_ids(self.tokenizer, text)
 
-    def tokenize(self, texts: Sequence[str], *, trim: bool = False) -> torch.Tensor:
+    def tokenize(self, texts: Sequence[str]) -> torch.Tensor:
         """Official CLIP tokenisation (``<|startoftext|>`` / ``<|endoftext|>`` in a text are SOT / EOT, as in OpenAI's
-        ``clip.tokenize``); texts over the context length are truncated (EOT kept). Scorers count them per call with
-        :attr:`truncation` and warn once. ``trim``: pad to the longest text's :meth:`text_width` instead of the
-        context length."""
-        ids = [self.text_ids(text) for text in texts]
-        for row in ids:
-            if len(row) > self.context_length:
-                del row[self.context_length:]
-                row[-1] = self.tokenizer.eot_token_id
-        width = self.text_width(max((len(row) for row in ids), default=0)) if trim else self.context_length
-        tokens = torch.zeros(len(texts), width, dtype=torch.long)
+        ``clip.tokenize``), 77 tokens wide; texts over the context length are truncated (EOT kept). Scorers count them
+        per call with :attr:`truncation` and warn once."""
+        return self._token_tensor([self._token_ids(text) for text in texts], self.context_length, len(texts))
+
+    def _token_ids(self, text: str) -> List[int]:
+        """The ids the text encoder runs on for ``text``: :meth:`text_ids`, truncated to the context length."""
+        ids = self.text_ids(text)
+        if len(ids) > self.context_length:
+            del ids[self.context_length:]
+            ids[-1] = self.tokenizer.eot_token_id
+        return ids
+
+    @staticmethod
+    def _token_tensor(ids: Sequence[List[int]], width: int, rows: int) -> torch.Tensor:
+        """``ids`` as a ``rows`` × ``width`` tensor, zero-padded."""
+        tokens = torch.zeros(rows, width, dtype=torch.long)
         for i, row in enumerate(ids):
             tokens[i, : len(row)] = torch.tensor(row)
         return tokens
 
     def text_length(self, text: str) -> int:
         """Tokens the text encoder runs on for ``text`` (the length-bucketing key)."""
-        return min(len(self.text_ids(text)), self.context_length)
+        return len(self._token_ids(text))
 
     def text_width(self, length: int) -> int:
         """The width a text of ``length`` tokens is encoded at when trimmed: its length rounded up to a multiple of
@@ -371,18 +377,17 @@ class ClipBackbone:
         """Texts are encoded in forwards of one width (:meth:`text_width`; 77 in OpenAI's fp16 mode, whose model
         always runs 77 wide) and a fixed number of rows (:data:`TEXT_ROWS`, padded): matrix kernels are then chosen
         by nothing but the device, so a text's feature is bitwise the same in any batch, batch size or order."""
+        ids = [self._token_ids(text) for text in texts]
         trim = self.precision == "uniform"
-        widths = [self.text_width(self.text_length(text)) if trim else self.context_length for text in texts]
+        widths = [self.text_width(len(row)) if trim else self.context_length for row in ids]
         rows_per_forward = TEXT_ROWS[self.device.type == "cpu"]
         features: List[Optional[torch.Tensor]] = [None] * len(texts)
         for width in sorted(set(widths)):
             group = [i for i, w in enumerate(widths) if w == width]
             for start in range(0, len(group), rows_per_forward):
                 rows = group[start:start + rows_per_forward]
-                tokens = self.tokenize([texts[i] for i in rows], trim=trim)
-                padded = torch.zeros(rows_per_forward, tokens.shape[1], dtype=tokens.dtype)
-                padded[: len(rows)] = tokens
-                for i, feature in zip(rows, self._encode_tokens(padded)[: len(rows)]):
+                tokens = self._token_tensor([ids[i] for i in rows], width, rows_per_forward)
+                for i, feature in zip(rows, self._encode_tokens(tokens)[: len(rows)]):
                     features[i] = feature
         return torch.stack(features)
 

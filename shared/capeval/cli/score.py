@@ -218,7 +218,7 @@ def run(args) -> int:
                     summary.add_counter(key, value)
             if out:
                 for i, record in enumerate(batch):
-                    row = {**record, "scores": {k: v[i] for k, v in per_sample.items()}, "hashcode": scorer.hashcode}
+                    row = {**record, "scores": {k: v[i] for k, v in per_sample.items()}, "hashcode": result["hashcode"]}
                     if num_shards > 1:
                         row["shard"] = f"{shard}/{num_shards}"
                     if isinstance(row.get("image"), dict):  # embedded image bytes: keep the path only
