@@ -146,6 +146,9 @@ def test_correct_pairs_agrees_with_pairwise_accuracy():
     for ties in ("wrong", "half"):
         assert correct_pairs(a, b, prefers, ties=ties).mean() == pytest.approx(
             pairwise_accuracy(a, b, prefers, ties=ties))
+        # the rule written out pair by pair: people's choice ranked higher is right; a metric tie is wrong or ½
+        expected = [(0.5 if ties == "half" else 0.0) if x == y else float((x > y) == p) for x, y, p in zip(a, b, prefers)]
+        assert correct_pairs(a, b, prefers, ties=ties).tolist() == expected
 
 
 def test_bad_input_names_field_and_index():

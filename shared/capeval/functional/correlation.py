@@ -43,9 +43,9 @@ def bootstrap_interval(statistic: Callable, metric: Sequence[float], human: Sequ
     return float(low), float(high)
 
 
-def pairwise_accuracy(metric_a: Sequence[float], metric_b: Sequence[float], human_prefers_a: Sequence[bool], *,
-                      ties: str = "wrong") -> float:
-    """Share of pairs where the metric orders the two captions as people did.
+def pairwise_correct(metric_a: Sequence[float], metric_b: Sequence[float], human_prefers_a: Sequence[bool], *,
+                     ties: str = "wrong") -> np.ndarray:
+    """Per pair, 1 where the metric orders the two captions as people did, else 0.
 
     ``ties="wrong"`` is the literature's strict rule (a metric tie never counts); ``ties="half"`` counts it ½.
     """
@@ -56,4 +56,10 @@ def pairwise_accuracy(metric_a: Sequence[float], metric_b: Sequence[float], huma
     correct = np.where(prefers_a, a > b, b > a).astype(float)
     if ties == "half":
         correct[a == b] = 0.5
-    return float(correct.mean())
+    return correct
+
+
+def pairwise_accuracy(metric_a: Sequence[float], metric_b: Sequence[float], human_prefers_a: Sequence[bool], *,
+                      ties: str = "wrong") -> float:
+    """Share of pairs where the metric orders the two captions as people did (:func:`pairwise_correct`)."""
+    return float(pairwise_correct(metric_a, metric_b, human_prefers_a, ties=ties).mean())

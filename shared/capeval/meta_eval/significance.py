@@ -19,7 +19,7 @@ import numpy as np
 from scipy import stats
 
 from capeval.core.errors import InputError
-from capeval.functional.correlation import STATISTICS, pearson
+from capeval.functional.correlation import STATISTICS, pairwise_correct, pearson
 from capeval.meta_eval.resampled import AccuracyResampler, Resampler
 from capeval.meta_eval.resampling import bootstrap_counts, swap_masks, unit_codes
 
@@ -146,14 +146,10 @@ def williams(metric_a, metric_b, human, *, alternative: str = "two-sided") -> Di
 
 def correct_pairs(score_a, score_b, prefers_a, *, ties: str = "wrong") -> np.ndarray:
     """Per pair, whether the metric orders the two captions as people did (the rule of
-    :func:`capeval.functional.correlation.pairwise_accuracy`: a metric tie is wrong, or ½ with ``ties="half"``)."""
+    :func:`capeval.functional.correlation.pairwise_correct`: a metric tie is wrong, or ½ with ``ties="half"``)."""
     if ties not in ("wrong", "half"):
         raise InputError(f"ties: {ties!r} is not 'wrong' or 'half'")
-    a, b, prefers = np.asarray(score_a, float), np.asarray(score_b, float), np.asarray(prefers_a, bool)
-    correct = np.where(prefers, a > b, b > a).astype(float)
-    if ties == "half":
-        correct[a == b] = 0.5
-    return correct
+    return pairwise_correct(score_a, score_b, prefers_a, ties=ties)
 
 
 def mcnemar(correct_a, correct_b, *, exact: bool = True) -> Dict:
