@@ -49,7 +49,10 @@ class ClipScorer(Scorer):
     def _score(self, inputs: ValidInputs) -> dict:
         predictions, pil_images, refs = inputs.predictions, inputs.images, inputs.references
         image_emb = self.backbone.encode_images(pil_images)
-        cand_emb = self.backbone.encode_texts([self.prefix + p for p in predictions])
+        flat = [self.prefix + r for sample in refs or [] for r in sample]
+        # one call for candidates and references: their texts share the length buckets (less padding)
+        text_emb = self.backbone.encode_texts([self.prefix + p for p in predictions] + flat)
+        cand_emb, ref_emb = text_emb[:len(predictions)], text_emb[len(predictions):]
         if self.official_dtype is not None:
             scores, cand_unit = F.official_clip_score(image_emb.numpy(), cand_emb.numpy(), self.w,
                                                       dtype=self.official_dtype)
@@ -57,9 +60,7 @@ class ClipScorer(Scorer):
             scores = F.clip_score(image_emb, cand_emb, self.w)
         per_sample = {self.name: scores.tolist()}
         if refs is not None:
-            flat = [self.prefix + r for sample in refs for r in sample]
             owner = [i for i, sample in enumerate(refs) for _ in sample]
-            ref_emb = self.backbone.encode_texts(flat)
             if self.official_dtype is not None:
                 ref_sim = F.official_max_reference_similarity(cand_unit, ref_emb.numpy(), owner)
                 per_sample[f"ref{self.name}"] = F.official_ref_clip_score(scores, ref_sim).tolist()
@@ -67,7 +68,7 @@ class ClipScorer(Scorer):
                 ref_sim = F.max_reference_similarity(cand_emb, ref_emb, owner)
                 per_sample[f"ref{self.name}"] = F.ref_clip_score(scores, ref_sim).tolist()
         result = summarize(per_sample)
-        texts = [self.prefix + p for p in predictions] + [self.prefix + r for sample in refs or [] for r in sample]
+        texts = [self.prefix + p for p in predictions] + flat
         result["truncated_texts"] = truncated = self.backbone.truncation.count(texts)
         warn_truncated([self.backbone.truncation.describe(truncated, len(texts)) if truncated else ""])
         return result

@@ -125,12 +125,14 @@ class HiceScorer(Scorer):
         def encode():
             image_emb = self.backbone.encode_images(pil_images)
             region_emb = [self.backbone.encode_regions(im, m) for im, m in zip(pil_images, regions["masks"])]
-            caption_emb = self.backbone.encode_texts([self.caption_prefix + p for p in predictions])
+            flat_refs = [self.caption_prefix + r for sample in refs or [] for r in sample]
+            # captions and references in one call: one length bucketing
+            text_emb = self.backbone.encode_texts([self.caption_prefix + p for p in predictions] + flat_refs)
+            caption_emb = text_emb[:len(predictions)]
             phrase_emb = self._encode_phrases(caption_phrases)
             extra = None
             if refs is not None:
-                ref_emb = self.backbone.encode_texts([self.caption_prefix + r for sample in refs for r in sample])
-                extra = (ref_emb, self._encode_phrases(ref_phrases))
+                extra = (text_emb[len(predictions):], self._encode_phrases(ref_phrases))
             return image_emb, region_emb, caption_emb, phrase_emb, extra
 
         image_emb, region_emb, caption_emb, phrase_emb, extra = self._timed("encoding", encode)

@@ -225,7 +225,8 @@ class PolosScorer(Scorer):
         predictions, images, refs, n = inputs.predictions, inputs.images, inputs.references, len(inputs)
         flat = [r for sample in refs for r in sample]
         owner = torch.as_tensor([i for i, sample in enumerate(refs) for _ in sample])
-        image, cand_clip, ref_clip = self.clip_images(images), self.clip_texts(predictions), self.clip_texts(flat)
+        image, texts_clip = self.clip_images(images), self.clip_texts([*predictions, *flat])  # one length bucketing
+        cand_clip, ref_clip = texts_clip[:n], texts_clip[n:]
         if self.statistics == "batch":
             cand_se, ref_se = self.official_batch_embeddings(predictions, refs)
         else:

@@ -427,7 +427,8 @@ class VcrScorer(Scorer):
         vilt = self.vilt.logits(pil, predictions, keys)
         flat = [r for sample in refs for r in sample]
         owner = [i for i, sample in enumerate(refs) for _ in sample]
-        candidates, references = self.clip.encode_texts(predictions), self.clip.encode_texts(flat)
+        texts = self.clip.encode_texts([*predictions, *flat])  # one call: one length bucketing
+        candidates, references = texts[:len(predictions)], texts[len(predictions):]
         mcip = mcip_refclip_s(self.clip.encode_images(pil), candidates, references, owner)
         vilt_cut, clip_cut = self._count_truncated(predictions, flat)
         return VcrFeatures(precision, vilt.tolist(), mcip.tolist(), detr, yolo, vilt_cut, clip_cut)
