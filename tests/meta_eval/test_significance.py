@@ -137,6 +137,43 @@ def test_compare_accuracy_mcnemar_per_draw_and_category_and_bootstrap_loop():
     assert len(out["mcnemar"]["all"]) == 2
 
 
+def test_compare_accuracy_per_category_tests_use_the_category_pairs_across_draws():
+    rng = np.random.default_rng(4)
+    categories = np.array(["HC", "HI", "HM"] * 40)
+    units = np.arange(120) // 6  # 20 units, each with pairs of every category
+    ca = (rng.random((3, 120)) < 0.8).astype(float)
+    cb = (rng.random((3, 120)) < 0.6).astype(float)
+    out = compare_accuracy(ca, cb, categories=categories, units=units, resamples=300, seed=5)
+    assert set(out["per_category"]) == {"HC", "HI", "HM"}
+    hi = np.flatnonzero(categories == "HI")
+    codes, n_units = _unit_index(units[hi])
+    # the loop: units drawn with replacement, each drawn unit's HI pairs of every draw, mean over draws
+    deltas = []
+    for draw in _draws(5, 300, n_units, n_units):
+        rows = np.concatenate([hi[codes == u] for u in draw])
+        deltas.append(ca[:, rows].mean(1).mean() - cb[:, rows].mean(1).mean())
+    found = out["per_category"]["HI"]
+    assert found["delta"] == pytest.approx(ca[:, hi].mean() - cb[:, hi].mean(), abs=1e-12)
+    assert found["ci"] == pytest.approx(list(np.quantile(deltas, [0.025, 0.975])), abs=1e-12)
+    deltas = np.array(deltas)  # p-values bracketed: float ties at exactly 0 may fall either way
+    low = min(1.0, 2 * min(np.mean(deltas < -1e-12), np.mean(deltas > 1e-12)))
+    high = min(1.0, 2 * min(np.mean(deltas <= 1e-12), np.mean(deltas >= -1e-12)))
+    assert low - 1e-12 <= found["p_bootstrap"] <= high + 1e-12
+    # per-unit sign flips of the HI pairs (all draws of a unit together): the permutation p from the same swaps
+    swaps = np.concatenate([np.random.default_rng(5).integers(0, 2, (min(CHUNK, 300 - s), n_units))
+                            for s in range(0, 300, CHUNK)])
+    null = []
+    for swap in swaps:
+        flip = swap[codes].astype(bool)
+        a = np.where(flip, cb[:, hi], ca[:, hi]).mean()
+        b = np.where(flip, ca[:, hi], cb[:, hi]).mean()
+        null.append(a - b)
+    null, observed = np.abs(null), abs(found["delta"])
+    assert np.mean(null > observed + 1e-12) <= found["p_permutation"] <= np.mean(null >= observed - 1e-12)
+    assert 0 < found["p_permutation"] < 1
+    assert compare_accuracy(ca[:, hi], cb[:, hi], units=units[hi], resamples=300, seed=5)["per_category"] == {}
+
+
 def test_correct_pairs_agrees_with_pairwise_accuracy():
     from capeval.functional.correlation import pairwise_accuracy
 

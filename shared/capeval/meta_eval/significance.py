@@ -173,7 +173,8 @@ def compare_accuracy(correct_a, correct_b, *, categories: Optional[Sequence] = N
                      confidence: float = 0.95, alternative: str = "two-sided", exact: bool = True) -> Dict:
     """Pairwise accuracy of A vs B: ``correct_*`` are draws × pairs (or one draw); the value is the mean over draws
     of the mean over categories. McNemar per draw for each category and over all pairs; paired bootstrap (CI, p)
-    and permutation (p) of the difference over units (all of a unit's pairs and draws together)."""
+    and permutation (p) of the difference over units (all of a unit's pairs and draws together), overall and, with
+    several categories, for each category (``per_category``: the same tests on its pairs alone)."""
     _check_options(None, alternative, resamples)
     ca, cb = np.atleast_2d(np.asarray(correct_a, float)), np.atleast_2d(np.asarray(correct_b, float))
     if ca.shape != cb.shape:
@@ -183,6 +184,20 @@ def compare_accuracy(correct_a, correct_b, *, categories: Optional[Sequence] = N
     if len(categories) != n:
         raise InputError(f"categories: {len(categories)} labels for {n} pairs")
     codes, n_units = unit_codes(units, n)
+    options = dict(resamples=resamples, seed=seed, confidence=confidence, alternative=alternative)
+    groups = {"all": np.ones(n, bool), **{c: categories == c for c in sorted(set(categories)) if c != "all"}}
+    per_category = {name: _accuracy_difference(ca[:, rows], cb[:, rows], categories[rows], codes[rows], **options)
+                    for name, rows in groups.items() if name != "all"} if len(groups) > 2 else {}
+    return {**_accuracy_difference(ca, cb, categories, codes, **options), "per_category": per_category,
+            "mcnemar": {name: [mcnemar(da[rows], db[rows], exact=exact) for da, db in zip(ca, cb)]
+                        for name, rows in groups.items()},
+            "resamples": resamples, "units": n_units, "seed": seed}
+
+
+def _accuracy_difference(ca: np.ndarray, cb: np.ndarray, categories: np.ndarray, codes: np.ndarray, *,
+                         resamples: int, seed: int, confidence: float, alternative: str) -> Dict:
+    """Values, difference, bootstrap CI and p, and permutation p of draws × pairs outcomes over their units."""
+    codes, n_units = unit_codes(codes.tolist(), len(codes))
     resampler = AccuracyResampler(categories, codes, n_units)
     sums_a, sums_b = resampler.sums(ca), resampler.sums(cb)
     ones = np.ones((1, n_units))
@@ -192,10 +207,6 @@ def compare_accuracy(correct_a, correct_b, *, categories: Optional[Sequence] = N
     null = np.concatenate([resampler.permuted(sums_a, sums_b, s) - resampler.permuted(sums_a, sums_b, 1 - s)
                            for s in swap_masks(n_units, resamples, seed)])
     low, high = percentile_interval(deltas, confidence)
-    groups = {"all": np.ones(n, bool), **{c: categories == c for c in sorted(set(categories)) if c != "all"}}
     return {"value_a": value_a, "value_b": value_b, "delta": value_a - value_b, "ci": [float(low), float(high)],
             "confidence": confidence, "p_bootstrap": bootstrap_p(deltas, alternative),
-            "p_permutation": permutation_p(null, value_a - value_b, alternative), "alternative": alternative,
-            "mcnemar": {name: [mcnemar(da[rows], db[rows], exact=exact) for da, db in zip(ca, cb)]
-                        for name, rows in groups.items()},
-            "resamples": resamples, "units": n_units, "seed": seed}
+            "p_permutation": permutation_p(null, value_a - value_b, alternative), "alternative": alternative}
