@@ -33,3 +33,41 @@ def test_worker_processes_give_the_official_pixels_and_features(tiny_hub):
     with torch.inference_mode():  # independently of both paths: the model on the official pixels
         direct = default.model.encode_image(torch.stack(official)).float()
     np.testing.assert_allclose(expected.numpy(), direct.numpy(), atol=1e-5, rtol=0)
+
+
+def test_scorers_and_the_cli_take_preprocess_workers_and_score_the_same(tiny_hub, tmp_path, capsys):
+    import json
+
+    from capeval.cli import main
+    from capeval.core.scoring import load_scorer
+
+    images = _images()[:4]
+    captions = ["a dog", "two cats on a sofa", "a red car", "a bird"]
+    refs = [["a dog running"], ["cats"], ["a car parked", "a red car"], ["a small bird"]]
+    default = load_scorer("clip_s", device="cpu")
+    workers = load_scorer("clip_s", device="cpu", preprocess_workers=2)
+    assert workers.backbone.preprocess_workers == 2 and default.backbone.preprocess_workers == 0
+    expected, found = default.score(captions, images, refs), workers.score(captions, images, refs)
+    assert found["refclip_s_per_sample"] == expected["refclip_s_per_sample"]  # bitwise
+    assert found["hashcode"] == expected["hashcode"]  # a neutral option: the same configuration
+    ensemble = load_scorer("ensembeval", device="cpu", preprocess_workers=2)
+    assert {id(b) for b in ensemble.clip_backbones.values()} and all(
+        b.preprocess_workers == 2 for b in ensemble.clip_backbones.values())
+    assert load_scorer("polos", device="cpu", preprocess_workers=1).clip.preprocess_workers == 1
+
+    for i, image in enumerate(images):
+        image.convert("RGB").save(tmp_path / f"{i}.png")
+    with open(tmp_path / "in.jsonl", "w") as f:
+        for i, (caption, rs) in enumerate(zip(captions, refs)):
+            f.write(json.dumps({"caption": caption, "image": f"{i}.png", "references": rs}) + "\n")
+    outputs = {}
+    for extra in ([], ["--preprocess-workers", "2"]):
+        out = tmp_path / f"out{len(extra)}.jsonl"
+        assert main(["score", "clip_s", "--input", str(tmp_path / "in.jsonl"), "--images", str(tmp_path),
+                     "--output", str(out), "--device", "cpu", *extra]) == 0
+        outputs[len(extra)] = out.read_text()
+    assert outputs[0] == outputs[2]
+    capsys.readouterr()
+    assert main(["score", "bleu", "--input", str(tmp_path / "in.jsonl"), "--output", str(tmp_path / "x.jsonl"),
+                 "--preprocess-workers", "2"]) == 2
+    assert "--preprocess-workers applies to clip_s, pac_s, polos and ensembeval, not bleu" in capsys.readouterr().err

@@ -42,6 +42,9 @@ def configure(score) -> None:
                        help="clip_s, pac_s, polos, blip2_score, ensembeval: the official pipeline's numerics "
                             "(e.g. OpenAI CLIP's fp16 GPU mix), to reproduce a paper's numbers; default fp32")
     score.add_argument("--batch-size", type=int, default=64)
+    score.add_argument("--preprocess-workers", type=int, default=0,
+                       help="clip_s, pac_s, polos, ensembeval: run the official CLIP image preprocessing in N worker "
+                            "processes (same pixels; for many-core hosts feeding a GPU; default: threads)")
     score.add_argument("--shard", help="i/n: score only records with index %% n == i (then `capeval merge`)")
     score.add_argument("--chunk-size", type=int,
                        help="stream the input in chunks of this many records (bounded memory)")
@@ -179,6 +182,10 @@ def run(args) -> int:
         options["dtype"] = args.dtype
     if args.precision:
         options["precision"] = args.precision
+    if args.preprocess_workers:
+        if "preprocess_workers" not in spec.options:
+            raise InputError(f"--preprocess-workers applies to clip_s, pac_s, polos and ensembeval, not {args.metric}")
+        options["preprocess_workers"] = args.preprocess_workers
     if args.cider_idf:
         if "cider_idf" not in spec.options:
             raise InputError(f"--cider-idf applies to ensembeval, not {args.metric}")

@@ -38,7 +38,7 @@ def convert_pacs_vit_l_14(official: Path, out_dir: Path) -> None:
                             title="PAC-S OpenCLIP ViT-L/14 (capeval layout)")
 
 
-_OPTIONS = ("weights", *RUNTIME_OPTIONS, "precision", *CACHE_OPTIONS, "clip_backbone")
+_OPTIONS = ("weights", *RUNTIME_OPTIONS, "precision", *CACHE_OPTIONS, "preprocess_workers", "clip_backbone")
 register_scorer("clip_s", factory="capeval.clip_s.scorer:clip_s", images="required", references="optional",
                 options=_OPTIONS, shares=(("clip_backbone", "capeval.clip_s.scorer:clip_s_weights"),),
                 help="CLIP-S (w=2.5) and, with references, RefCLIP-S (Hessel et al. 2021)")

@@ -21,7 +21,8 @@ from capeval.core.runtime import LruCache
 from capeval.core.version import __version__
 
 # options that do not change a single value: how fast, where cached (the device enters as its type)
-NEUTRAL_OPTIONS = ("device", "batch_size", "cache_dir", "persist_dir", "image_cache_dir", "num_workers")
+NEUTRAL_OPTIONS = ("device", "batch_size", "cache_dir", "persist_dir", "image_cache_dir", "num_workers",
+                   "preprocess_workers")
 _FILE_HASHES: LruCache = LruCache(256)  # (path, size, mtime_ns) -> sha256 of a local weights file
 
 

@@ -7,9 +7,8 @@ from capeval.core.training import register_trainer
 
 register_scorer("ensembeval", factory="capeval.ensembeval.scorer:EnsembleScorer", images="required",
                 references="required",
-                options=("weights", *RUNTIME_OPTIONS, "precision", *CACHE_OPTIONS, "component_options",
-                         "extra_components",
-                         "cider_idf"),
+                options=("weights", *RUNTIME_OPTIONS, "precision", *CACHE_OPTIONS, "preprocess_workers",
+                         "component_options", "extra_components", "cider_idf"),
                 corpus_level="capeval.ensembeval.scorer:is_corpus_level",
                 help="EnsembEval: weighted sum of caption metrics (Berger et al. 2025) with every component")
 register_trainer("ensembeval", configure="capeval.ensembeval.fit:configure_fit", run="capeval.ensembeval.fit:run_fit_command",

@@ -60,14 +60,15 @@ class EnsembleScorer(Scorer):
     ``precision="official"``: passed to every component with a ``precision`` option (each then reproduces its own
     official pipeline's numerics and loads its own CLIP instead of sharing one).
     ``component_options``: per registered component scorer (e.g. ``{"polos": {"statistics": "batch"}}``), checked
-    against what that scorer accepts. ``cache_dir`` / ``persist_dir`` reach every component that caches.
+    against what that scorer accepts. ``cache_dir`` / ``persist_dir`` reach every component that caches;
+    ``preprocess_workers`` every component (and shared CLIP backbone) that preprocesses CLIP images.
     """
 
     name = "ensembeval"
 
     def __init__(self, weights: Union[str, os.PathLike, Mapping] = "official", *, device: str = "auto", dtype=None,
                  precision: Optional[str] = None, batch_size: int = 64, cache_dir=None, persist_dir=None,
-                 component_options: Optional[Mapping[str, Mapping]] = None,
+                 preprocess_workers: int = 0, component_options: Optional[Mapping[str, Mapping]] = None,
                  extra_components: Optional[Mapping[str, ExtraComponent]] = None,
                  cider_idf=None):
         self.spec = load_weights(weights)
@@ -85,7 +86,8 @@ class EnsembleScorer(Scorer):
         stray = sorted(set(options) - set(self.groups))
         if stray:
             raise KeyError(f"component_options for {stray}, which these weights do not use ({sorted(self.groups)})")
-        self._runtime = {"device": device, "dtype": dtype, "batch_size": batch_size}
+        self._runtime = {"device": device, "dtype": dtype, "batch_size": batch_size,
+                         "preprocess_workers": preprocess_workers}
         if precision is not None:  # reaches the components with a precision option (CLIP-S, PAC-S, Polos, BLIP2Score)
             self._runtime["precision"] = precision
         self._caches = {"cache_dir": cache_dir, "persist_dir": persist_dir}
@@ -115,9 +117,10 @@ class EnsembleScorer(Scorer):
         from capeval.backbones.clip import ClipBackbone
 
         settings = {k: options.get(k, self._runtime.get(k, self._caches.get(k)))
-                    for k in ("device", "dtype", "batch_size", "cache_dir", "persist_dir")}
+                    for k in ("device", "dtype", "batch_size", "cache_dir", "persist_dir", "preprocess_workers")}
         directory = resolve(weights, list(CLIP_FILES), cache_dir=settings["cache_dir"]).resolve()
-        key = (str(directory), *(str(settings[k]) for k in ("device", "dtype", "batch_size", "persist_dir")))
+        key = (str(directory), *(str(settings[k]) for k in ("device", "dtype", "batch_size", "persist_dir",
+                                                            "preprocess_workers")))
         if key not in self.clip_backbones:
             self.clip_backbones[key] = ClipBackbone(weights, **settings)
         return self.clip_backbones[key]

@@ -28,8 +28,8 @@ register(WeightSpec(
 register_converter("polos", help="Polos reprod.ckpt (PyTorch-Lightning; hparams.yaml beside it is checked) -> "
                                  "polos_head.safetensors + polos_config.json")(convert_polos)
 register_scorer("polos", factory="capeval.polos.scorer:PolosScorer", images="required", references="required",
-                options=("weights", "statistics", *RUNTIME_OPTIONS, "precision", *CACHE_OPTIONS, "head", "config",
-                         "clip_backbone"),
+                options=("weights", "statistics", *RUNTIME_OPTIONS, "precision", *CACHE_OPTIONS,
+                         "preprocess_workers", "head", "config", "clip_backbone"),
                 shares=(("clip_backbone", "capeval.polos.scorer:clip_weights_of"),),
                 help="Polos (Wada et al. 2024): CLIP + SimCSE features -> MLP, max over references")
 register_trainer("polos", configure="capeval.polos.training:configure_training", run="capeval.polos.training:train_polos",

@@ -128,14 +128,15 @@ class PolosScorer(Scorer):
 
     ``weights``: our head artifact or the official ``reprod.ckpt``; or pass an in-memory ``head`` and its ``config``.
     ``clip_backbone``: a loaded :class:`ClipBackbone` of the head's CLIP weights to share (e.g. with RefCLIP-S).
+    ``preprocess_workers``: CLIP's official image preprocessing in that many worker processes (same pixels).
     """
 
     name, images, references = "polos", "required", "required"
 
     def __init__(self, weights: Optional[str] = "polos", *, statistics: str = "per_sentence", device: str = "auto",
                  dtype=None, precision: Optional[str] = None, batch_size: int = 64, cache_dir=None,
-                 persist_dir=None, head: Optional[PolosHead] = None, config: Optional[Dict] = None,
-                 clip_backbone: Optional[ClipBackbone] = None):
+                 persist_dir=None, preprocess_workers: int = 0, head: Optional[PolosHead] = None,
+                 config: Optional[Dict] = None, clip_backbone: Optional[ClipBackbone] = None):
         if statistics not in STATISTICS:
             raise ValueError(f"statistics must be one of {STATISTICS}, not {statistics!r}")
         if precision not in PRECISIONS:
@@ -157,7 +158,8 @@ class PolosScorer(Scorer):
                                               precision=clip_precision)
         else:
             self.clip = ClipBackbone(config["clip_weights"], device=device, dtype=dtype, precision=clip_precision,
-                                     batch_size=batch_size, cache_dir=cache_dir, persist_dir=persist_dir)
+                                     batch_size=batch_size, cache_dir=cache_dir, persist_dir=persist_dir,
+                                     preprocess_workers=preprocess_workers)
         self.encoder = SimcseEncoder(config["text_encoder"], device=self.device, dtype=self.dtype, cache_dir=cache_dir)
         self._check_dimensions()
         self._persist_dir = persist_dir
