@@ -8,11 +8,14 @@ same architecture), interleaved repetitions, every system starting from the same
 - torchmetrics: ``CLIPScore`` on the decoded images and the candidates and, with references, ``CLIPScore`` text-to-text
   on every (candidate, reference) pair: its only way to a RefCLIP-S;
 - bare: the model's own ``encode_image`` on each distinct image once (official preprocessing) and a trimmed text
-  forward on each distinct text once (sorted by length, padded to the batch's longest), then the formulas.
+  forward on each distinct text once (sorted by length, padded to the batch's longest), then the formulas;
+- bare_fixed_shapes: the same, with capeval's text shapes (each text at its own rounded width, forwards of a fixed
+  number of rows) that make a text's feature bitwise independent of its batch.
 
-Printed: medians, ``capeval_vs_torchmetrics`` (torchmetrics seconds / capeval seconds; target ≥ 1.5) and
-``capeval_vs_bare`` (bare seconds / capeval seconds; target ≥ 0.9). ``--sizes`` adds capeval's cost for N pairs over
-N/4 distinct images (``--plot`` draws it; needs the ``plot`` extra).
+Printed: medians, ``capeval_vs_torchmetrics`` (torchmetrics seconds / capeval seconds; target ≥ 1.5),
+``capeval_vs_bare`` (bare seconds / capeval seconds; target ≥ 0.9) and ``capeval_vs_bare_fixed_shapes`` (what
+capeval costs beyond its forwards). ``--sizes`` adds capeval's cost for N pairs over N/4 distinct images (``--plot``
+draws it; needs the ``plot`` extra).
 
     pip install capeval[bench,plot]
     python benchmarks/clip_speed.py --repeats 3
@@ -73,8 +76,10 @@ def build_capeval(clip_dir: Path):
     return run, backbone
 
 
-def build_bare(backbone):
-    """The minimal work on the same open_clip model, written without capeval's code paths."""
+def build_bare(backbone, *, rows=None, width_step=None):
+    """The minimal work on the same open_clip model, written without capeval's code paths: texts sorted by length in
+    batches of 64 padded to each batch's longest; or, with ``rows``/``width_step``, the shapes capeval uses for bitwise
+    batch independence (each text at its length rounded up to ``width_step``, forwards of ``rows`` rows, padded)."""
     from open_clip.tokenizer import SimpleTokenizer
     from torchvision import transforms as T
 
@@ -97,12 +102,20 @@ def build_bare(backbone):
         ids = sorted((([tokenizer.sot_token_id, *tokenizer.encode(t)][:76] + [tokenizer.eot_token_id], i)
                       for i, t in enumerate(texts)), key=lambda entry: len(entry[0]))
         text_features = torch.empty(len(texts), image_features.shape[1])
-        for start in range(0, len(ids), 64):
-            chunk = ids[start:start + 64]
-            tokens = torch.zeros(len(chunk), max(len(row) for row, _ in chunk), dtype=torch.long)
+        if rows is None:
+            forwards = [(chunk, max(len(row) for row, _ in chunk)) for chunk in
+                        (ids[start:start + 64] for start in range(0, len(ids), 64))]
+        else:
+            by_width = {}
+            for row, i in ids:
+                by_width.setdefault(-(-len(row) // width_step) * width_step, []).append((row, i))
+            forwards = [(group[start:start + rows], width) for width, group in by_width.items()
+                        for start in range(0, len(group), rows)]
+        for chunk, width in forwards:
+            tokens = torch.zeros(rows or len(chunk), width, dtype=torch.long)
             for j, (row, _) in enumerate(chunk):
                 tokens[j, :len(row)] = torch.tensor(row)
-            text_features[[i for _, i in chunk]] = text_forward(tokens)
+            text_features[[i for _, i in chunk]] = text_forward(tokens)[:len(chunk)]
         unit = torch.nn.functional.normalize
         image_of = {path: i for i, path in enumerate(distinct_images)}
         text_of = {t: i for i, t in enumerate(texts)}
@@ -197,6 +210,7 @@ def compare(systems, workloads, repeats: int) -> dict:
             "seconds_median": median, "seconds_all": seconds,
             "capeval_vs_torchmetrics": median["torchmetrics"] / median["capeval"],
             "capeval_vs_bare": median["bare"] / median["capeval"],
+            "capeval_vs_bare_fixed_shapes": median["bare_fixed_shapes"] / median["capeval"],
             "max_abs_score_difference_capeval_bare": float(np.abs(capeval_scores - bare_scores).max()),
         }
     return report
@@ -248,8 +262,11 @@ def main():
         report = {"machine": {"cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
                               "processor": platform.processor() or platform.machine(), "torch": torch.__version__}}
         if args.repeats:
+            from capeval.backbones.clip import TEXT_ROWS, TEXT_WIDTH_STEP
+
             systems = {"capeval": capeval_run, "torchmetrics": build_torchmetrics(write_hf_clip(tmp / "hf")),
-                       "bare": build_bare(backbone)}
+                       "bare": build_bare(backbone),
+                       "bare_fixed_shapes": build_bare(backbone, rows=TEXT_ROWS[True], width_step=TEXT_WIDTH_STEP)}
             workloads = {"no_references": workload(tmp, 64, 16, 0), "five_references": workload(tmp, 32, 8, 5)}
             report.update(compare(systems, workloads, args.repeats))
         print(json.dumps(report, indent=2), flush=True)
