@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import platform
 import tempfile
 import time
 from pathlib import Path
@@ -33,6 +35,13 @@ def synthetic_workload(n_images: int, n_captions: int, seed: int = 0):
     images = [Image.fromarray(rng.integers(0, 256, (480, 640, 3), dtype=np.uint8)) for _ in range(n_images)]
     captions = [f"a photo of object number {i} standing in scene {i % 7}" for i in range(n_captions)]
     return [images[i % n_images] for i in range(n_captions)], captions
+
+
+def machine(device: torch.device) -> str:
+    """What a speed figure was measured on (a figure without its machine means nothing)."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"{platform.machine()} CPU, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads"
 
 
 def run_clip_bench(*, arch: str = "ViT-B-32", n_images: int = 20, n_captions: int = 200, device: str = "auto",
@@ -71,7 +80,9 @@ def run_clip_bench(*, arch: str = "ViT-B-32", n_images: int = 20, n_captions: in
     naive_per_pair = (time.perf_counter() - start) / naive
     batched_per_pair = batched_seconds / n_captions
     return {
-        "arch": arch, "device": str(backbone.device), "dtype": str(backbone.dtype), "batch_size": batch_size,
+        "arch": arch, "device": str(backbone.device), "machine": machine(backbone.device),
+        "dtype": str(backbone.dtype), "batch_size": batch_size,
+        "naive_loop": "one image and one 77-token caption per forward (no batching, no cache)",
         "pairs": n_captions, "distinct_images": n_images,
         "images_per_s": n_images / image_seconds,
         "captions_per_s": n_captions / text_seconds,
