@@ -6,7 +6,7 @@ import torch
 from PIL import Image
 
 from capeval import InputError
-from capeval.core.inputs import check_captions, check_lengths, check_references, load_image
+from capeval.core.inputs import check_captions, check_lengths, check_references, load_image, load_images
 
 
 @pytest.mark.parametrize("mode", ["1", "L", "P", "RGB", "RGBA", "CMYK", "LA"])
@@ -85,3 +85,24 @@ def test_captions_and_references_validation():
         check_references([["r"]], 2)
     with pytest.raises(InputError, match="mismatched lengths: predictions=2, images=3"):
         check_lengths(predictions=[1, 2], images=[1, 2, 3])
+
+
+def test_load_images_decodes_a_repeated_path_once_and_keeps_input_order(tmp_path):
+    rng = np.random.default_rng(0)
+    paths = []
+    for i in range(4):
+        paths.append(tmp_path / f"{i}.png")
+        Image.fromarray(rng.integers(0, 256, (9 + i, 7, 3), dtype=np.uint8)).save(paths[-1])
+    inputs = [str(paths[0]), paths[1], str(paths[0]), np.zeros((3, 4, 3), np.uint8), str(paths[2]), str(paths[3]),
+              str(paths[1])]
+    loaded = load_images(inputs)
+    assert loaded[0] is loaded[2] and loaded[1] is loaded[6]  # one file (a str or a Path to it): decoded once
+    assert loaded[0] is not loaded[4]
+    for image, source in zip(loaded, inputs):
+        np.testing.assert_array_equal(np.asarray(image), np.asarray(load_image(source)))
+    (tmp_path / "bad.png").write_bytes(b"not an image")
+    bad = [str(paths[0]), str(tmp_path / "bad.png"), str(paths[1]), str(tmp_path / "missing.png")]
+    with pytest.raises(InputError, match=r"images\[1\]"):  # the first bad sample in input order, threads or not
+        load_images(bad)
+    with pytest.raises(InputError, match=r"images\[13\]"):
+        load_images(bad, indices=[12, 13, 14, 15])

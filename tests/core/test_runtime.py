@@ -1,7 +1,9 @@
 import threading
 
+import numpy as np
 import pytest
 import torch
+from PIL import Image
 
 from capeval.core.runtime import EmbeddingCache, encode_cached
 
@@ -93,3 +95,21 @@ def test_sort_key_buckets_pending_items_and_prepare_feeds_the_encoder():
     out = encode_cached(texts, texts, encode, cache, batch_size=2, desc="x", sort_key=len, prepare=prepare)
     assert [call["texts"] for call in calls] == [["b", "f"], ["dd", "aaaa"], ["eeeee"]]  # stable ascending length
     assert out[:, 0].tolist() == [4, 1, -1, 2, 1, 5, 1]  # input order
+
+
+def test_image_keys_hash_each_distinct_image_object_once():
+    from capeval.core.runtime import image_key, image_keys
+
+    rng = np.random.default_rng(0)
+    a = Image.fromarray(rng.integers(0, 256, (5, 6, 3), dtype=np.uint8))
+    b = Image.fromarray(rng.integers(0, 256, (5, 6, 3), dtype=np.uint8))
+    hashed = []
+
+    def recording_map(fn, items):
+        items = list(items)
+        hashed.extend(items)
+        return map(fn, items)
+
+    keys = image_keys([a, b, a, a.copy(), b], recording_map)
+    assert keys == [image_key(x) for x in (a, b, a, a, b)]  # a copy is another object with the same content key
+    assert len(hashed) == 3

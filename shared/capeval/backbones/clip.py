@@ -28,7 +28,7 @@ from capeval.core.runtime import (
     EmbeddingCache,
     TruncationCounter,
     encode_cached,
-    image_key,
+    image_keys,
     resolve_device,
     resolve_dtype,
     text_key,
@@ -410,7 +410,7 @@ class ClipBackbone:
 
     def encode_images(self, images: Sequence[Image.Image], *, show_progress: Optional[bool] = None) -> torch.Tensor:
         """Raw image features (float32, CPU), one row per input; each distinct image is encoded once."""
-        keys = list(self._pool.map(image_key, images))
+        keys = image_keys(images, self._pool.map)
         if self.preprocess_workers:
             return encode_cached(images, keys, self._encode_pixels, self.image_cache, batch_size=self.batch_size,
                                  desc="CLIP images", show_progress=show_progress, prepare=self._preprocessed_batches)

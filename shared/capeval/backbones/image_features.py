@@ -17,7 +17,7 @@ import torch
 from PIL import Image
 
 from capeval.core.hub import resolve
-from capeval.core.runtime import EmbeddingCache, encode_cached, image_key, resolve_device, resolve_dtype
+from capeval.core.runtime import EmbeddingCache, encode_cached, image_keys, resolve_device, resolve_dtype
 
 DINOV2_FILES = ("config.json", "model.safetensors", "preprocessor_config.json")
 _PIL_RESAMPLE = {0: "NEAREST", 1: "LANCZOS", 2: "BILINEAR", 3: "BICUBIC", 4: "BOX", 5: "HAMMING"}
@@ -71,7 +71,7 @@ class Dinov2ImageFeatures:
         return self.model(pixel_values=pixels).pooler_output.float()
 
     def encode_images(self, images, *, show_progress=None):
-        return encode_cached(images, [image_key(image) for image in images], self._encode_batch, self.cache,
+        return encode_cached(images, image_keys(images), self._encode_batch, self.cache,
                              batch_size=self.batch_size, desc="DINOv2 images", show_progress=show_progress)
 
 

@@ -22,7 +22,7 @@ from capeval.core.runtime import (
     EmbeddingCache,
     TruncationCounter,
     encode_cached,
-    image_key,
+    image_keys,
     resolve_device,
     resolve_dtype,
     text_key,
@@ -120,7 +120,7 @@ class Blip2Backbone:
         return model.text_projection(hidden[:, 0, :].to(model.text_projection.weight.dtype)).float()
 
     def encode_images(self, images: Sequence, *, show_progress: Optional[bool] = None) -> torch.Tensor:
-        return encode_cached(images, [image_key(image) for image in images], self._encode_image_batch,
+        return encode_cached(images, image_keys(images), self._encode_image_batch,
                              self.image_cache, batch_size=self.batch_size, desc="BLIP-2 images",
                              show_progress=show_progress)
 

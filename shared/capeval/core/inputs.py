@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, List, Optional, Sequence
 
@@ -164,10 +165,31 @@ def _index(indices: Optional[Sequence[int]], i: int) -> int:
     return int(indices[i]) if indices is not None else i
 
 
+DECODE_THREADS = 8  # at most; PIL decodes with the GIL released
+
+
 def load_images(images: Sequence[Any], *, indices: Optional[Sequence[int]] = None,
                 field: str = "images") -> List[Image.Image]:
-    """``indices``: the samples' indices in the whole input (for error messages of chunked or sharded input)."""
-    return [load_image(image, index=_index(indices, i), field=field) for i, image in enumerate(images)]
+    """Each image loaded as :func:`load_image` does; a file path given several times is decoded once (its samples
+    share the image), distinct files are decoded in threads. ``indices``: the samples' indices in the whole input
+    (for error messages of chunked or sharded input); an error names the first bad sample in input order."""
+    first: dict = {}  # path -> position of its first occurrence
+    owner = []
+    for i, image in enumerate(images):
+        key = os.fspath(image) if isinstance(image, (str, os.PathLike)) else None
+        owner.append(first.setdefault(key, i) if key is not None else i)
+    todo = [i for i, o in enumerate(owner) if o == i]
+
+    def load(i: int) -> Image.Image:
+        return load_image(images[i], index=_index(indices, i), field=field)
+
+    files = sum(isinstance(images[i], (str, os.PathLike)) for i in todo)
+    if files < 2:
+        loaded = dict(zip(todo, map(load, todo)))
+    else:
+        with ThreadPoolExecutor(min(DECODE_THREADS, files, os.cpu_count() or 1)) as pool:
+            loaded = dict(zip(todo, pool.map(load, todo)))  # results (and the first error) in input order
+    return [loaded[o] for o in owner]
 
 
 def as_list(value: Any, field: str) -> list:

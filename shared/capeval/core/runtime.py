@@ -134,6 +134,14 @@ def image_key(image: Image.Image) -> str:
     return digest.hexdigest()
 
 
+def image_keys(images: Sequence[Image.Image], map_fn: Callable = map) -> List[str]:
+    """:func:`image_key` of each image, each distinct image object hashed once (the input layer hands the same object
+    to every sample of a repeated file); ``map_fn``: e.g. a thread pool's ``map``."""
+    distinct = {id(image): image for image in images}
+    key_of = dict(zip(distinct, map_fn(image_key, distinct.values())))
+    return [key_of[id(image)] for image in images]
+
+
 def text_key(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

@@ -38,7 +38,7 @@ from capeval.core.runtime import (
     EmbeddingCache,
     LruCache,
     TruncationCounter,
-    image_key,
+    image_keys,
     resolve_device,
     resolve_dtype,
     text_key,
@@ -214,7 +214,7 @@ class ObjectDetector:
 
     def detect(self, images: Sequence[Image.Image], keys: Optional[Sequence[str]] = None) -> List[List[str]]:
         """Names of the objects found in each image (each distinct image is run once, then cached)."""
-        keys = list(keys) if keys is not None else [image_key(image) for image in images]
+        keys = list(keys) if keys is not None else image_keys(images)
         found: Dict[str, List[str]] = {}
         first = {}
         for key, image in zip(keys, images):
@@ -320,14 +320,14 @@ class ViltRetrieval:
         return out.logits[:, 0].float().cpu()
 
     def logits(self, images: Sequence[Image.Image], texts: Sequence[str],
-               image_keys: Optional[Sequence[str]] = None) -> torch.Tensor:
+               keys: Optional[Sequence[str]] = None) -> torch.Tensor:
         """Raw retrieval logit of each (images[i], texts[i]); each distinct pair is run once (cached). The values of
         the call are kept for the call (the bounded cache may evict some of them before the end of a large call)."""
-        image_keys = list(image_keys) if image_keys is not None else [image_key(image) for image in images]
-        pair_keys = [f"{ik}|{text_key(t)}" for ik, t in zip(image_keys, texts)]
+        keys = list(keys) if keys is not None else image_keys(images)
+        pair_keys = [f"{ik}|{text_key(t)}" for ik, t in zip(keys, texts)]
         found: Dict[str, torch.Tensor] = {}
         todo: Dict[str, tuple] = {}
-        for pk, ik, image, text in zip(pair_keys, image_keys, images, texts):
+        for pk, ik, image, text in zip(pair_keys, keys, images, texts):
             if pk in found or pk in todo:
                 continue
             cached = self.cache.get(pk)
@@ -409,7 +409,7 @@ class VcrScorer(Scorer):
 
     def detect(self, images: Sequence[Image.Image], keys: Optional[Sequence[str]] = None):
         """``(detr names, yolo names)`` per image (empty lists for a detector that is switched off)."""
-        keys = list(keys) if keys is not None else [image_key(image) for image in images]
+        keys = list(keys) if keys is not None else image_keys(images)
         detr = self.detr.detect(images, keys) if self.detr else [[] for _ in images]
         yolo = self.yolo.detect(images, keys) if self.yolo else [[] for _ in images]
         return detr, yolo
@@ -421,7 +421,7 @@ class VcrScorer(Scorer):
     def _features(self, inputs: ValidInputs) -> VcrFeatures:
         predictions, pil = inputs.predictions, inputs.images
         refs = [limit_references(r, self.max_references) for r in inputs.references]
-        keys = [image_key(image) for image in pil]
+        keys = image_keys(pil)
         detr, yolo = self.detect(pil, keys)
         precision = [word_precision(c, word_pool(r, d, y)) for c, r, d, y in zip(predictions, refs, detr, yolo)]
         vilt = self.vilt.logits(pil, predictions, keys)
