@@ -35,7 +35,7 @@ FAST = {  # fast settings of the slow tiny pipelines (options the scorers declar
                                                              "stability_score_thresh": 0.0}},
     "image_roundtrip": {"steps": 1, "height": 32, "width": 32, "use_image_cache": False},
 }
-BATCH = 4  # > the CLI chunk size: no progress bars, one batch per chunk
+BATCH = 8  # > a CLI chunk's distinct texts (captions and references are encoded together): one batch, no progress bar
 CHUNK = 3
 H, W = 12, 16
 # PIL.Image.MAX_IMAGE_PIXELS in the bomb cases: bomb.png has 600 * 600 = 360000 > 2 * 150000 pixels; images the models
