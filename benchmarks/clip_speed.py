@@ -108,7 +108,8 @@ def build_bare(backbone, *, rows=None, width_step=None):
         else:
             by_width = {}
             for row, i in ids:
-                by_width.setdefault(-(-len(row) // width_step) * width_step, []).append((row, i))
+                width = min(-(-len(row) // width_step) * width_step, model.context_length)
+                by_width.setdefault(width, []).append((row, i))
             forwards = [(group[start:start + rows], width) for width, group in by_width.items()
                         for start in range(0, len(group), rows)]
         for chunk, width in forwards:

@@ -339,6 +339,30 @@ def test_sixteen_bit_images_score_like_their_eight_bit_values(metric, door, file
         "no score tells the 8-bit image from a white one: the check is blind"
 
 
+@pytest.mark.parametrize("metric", MODULE_METRICS)
+def test_a_repeated_image_file_is_decoded_once_and_no_scorer_changes_it(metric, files, build, monkeypatch):
+    """The input layer hands every sample of a repeated file the same decoded object: scoring must leave its pixels,
+    mode, size and metadata as they were (an in-place change would leak into the other samples)."""
+    from capeval.core import inputs
+
+    shared = []
+    original = inputs.load_images
+
+    def recording(*args, **kwargs):
+        loaded = original(*args, **kwargs)
+        shared.extend((image, image.mode, image.size, image.tobytes(), dict(image.info)) for image in loaded)
+        return loaded
+
+    monkeypatch.setattr(inputs, "load_images", recording)
+    images = [str(files / "good.png"), str(files / "eight.png"), str(files / "good.png"), str(files / "good.png")]
+    per_sample = _per_sample(build(metric).score(**_same_text(metric, files, images, "a dog on the grass")))
+    assert shared[0][0] is shared[2][0] is shared[3][0]
+    for image, mode, size, pixels, info in shared:
+        assert (image.mode, image.size, image.tobytes(), dict(image.info)) == (mode, size, pixels, info), metric
+    for values in per_sample.values():  # and its samples score alike
+        np.testing.assert_allclose(values[[2, 3]], values[[0, 0]], rtol=0, atol=1e-6, equal_nan=True)
+
+
 @pytest.mark.parametrize("metric, door", IMAGE_DOORS)
 def test_half_precision_tensors_score_like_the_float32_tensor(metric, door, files, build, module_of):
     full = (torch.arange(3 * H * W) % 256).reshape(3, H, W).float() / 256  # exact in bfloat16 and float16

@@ -2,6 +2,7 @@
 features as the default in-process path (which stays the default)."""
 
 import numpy as np
+import pytest
 import torch
 from PIL import Image
 
@@ -35,10 +36,11 @@ def test_worker_processes_give_the_official_pixels_and_features(tiny_hub):
     np.testing.assert_allclose(expected.numpy(), direct.numpy(), atol=1e-5, rtol=0)
 
 
-def test_scorers_and_the_cli_take_preprocess_workers_and_score_the_same(tiny_hub, tmp_path, capsys):
+def test_scorers_and_the_cli_take_preprocess_workers_and_score_the_same(tiny_hub, tmp_path, capsys, monkeypatch):
     import json
 
     from capeval.cli import main
+    from capeval.core.errors import InputError
     from capeval.core.scoring import load_scorer
 
     images = _images()[:4]
@@ -51,23 +53,40 @@ def test_scorers_and_the_cli_take_preprocess_workers_and_score_the_same(tiny_hub
     assert found["refclip_s_per_sample"] == expected["refclip_s_per_sample"]  # bitwise
     assert found["hashcode"] == expected["hashcode"]  # a neutral option: the same configuration
     ensemble = load_scorer("ensembeval", device="cpu", preprocess_workers=2)
-    assert {id(b) for b in ensemble.clip_backbones.values()} and all(
-        b.preprocess_workers == 2 for b in ensemble.clip_backbones.values())
+    shared = list(ensemble.clip_backbones.values())
+    assert shared and all(b.preprocess_workers == 2 for b in shared)
+    borrowers = [getattr(s, "backbone", None) or getattr(s, "clip", None) for s in ensemble.scorers.values()]
+    assert any(b is shared[0] for b in borrowers)  # the components use the backbone that runs the workers
     assert load_scorer("polos", device="cpu", preprocess_workers=1).clip.preprocess_workers == 1
+    with pytest.raises(InputError, match="preprocess_workers=3 but clip_backbone runs preprocess_workers=2"):
+        load_scorer("clip_s", device="cpu", preprocess_workers=3, clip_backbone=workers.backbone)
 
     for i, image in enumerate(images):
         image.convert("RGB").save(tmp_path / f"{i}.png")
     with open(tmp_path / "in.jsonl", "w") as f:
         for i, (caption, rs) in enumerate(zip(captions, refs)):
             f.write(json.dumps({"caption": caption, "image": f"{i}.png", "references": rs}) + "\n")
-    outputs = {}
+    outputs, worker_batches = {}, []
+    original = ClipBackbone._preprocessed_batches
+
+    def recording(self, batches):  # the real worker path, counted
+        for pixels in original(self, batches):
+            worker_batches.append((self.preprocess_workers, len(pixels)))
+            yield pixels
+
+    monkeypatch.setattr(ClipBackbone, "_preprocessed_batches", recording)
     for extra in ([], ["--preprocess-workers", "2"]):
         out = tmp_path / f"out{len(extra)}.jsonl"
         assert main(["score", "clip_s", "--input", str(tmp_path / "in.jsonl"), "--images", str(tmp_path),
                      "--output", str(out), "--device", "cpu", *extra]) == 0
         outputs[len(extra)] = out.read_text()
+        assert bool(worker_batches) == bool(extra)  # the CLI option reaches the backbone
     assert outputs[0] == outputs[2]
+    assert sum(n for _, n in worker_batches) == 4 and {w for w, _ in worker_batches} == {2}
     capsys.readouterr()
     assert main(["score", "bleu", "--input", str(tmp_path / "in.jsonl"), "--output", str(tmp_path / "x.jsonl"),
                  "--preprocess-workers", "2"]) == 2
     assert "--preprocess-workers applies to clip_s, pac_s, polos and ensembeval, not bleu" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as usage:
+        main(["score", "clip_s", "--input", str(tmp_path / "in.jsonl"), "--preprocess-workers", "-1"])
+    assert usage.value.code == 2 and "must be ≥ 0, not -1" in capsys.readouterr().err

@@ -100,8 +100,11 @@ def test_load_images_decodes_a_repeated_path_once_and_keeps_input_order(tmp_path
     assert loaded[0] is not loaded[4]
     for image, source in zip(loaded, inputs):
         np.testing.assert_array_equal(np.asarray(image), np.asarray(load_image(source)))
-    (tmp_path / "bad.png").write_bytes(b"not an image")
-    bad = [str(paths[0]), str(tmp_path / "bad.png"), str(paths[1]), str(tmp_path / "missing.png")]
+    # images[1] fails late (a large PNG cut short: the header opens, decoding fails), images[3] at once (missing)
+    big = tmp_path / "big.png"
+    Image.fromarray(rng.integers(0, 256, (1200, 1200, 3), dtype=np.uint8)).save(big)
+    (tmp_path / "cut.png").write_bytes(big.read_bytes()[: big.stat().st_size * 3 // 4])
+    bad = [str(paths[0]), str(tmp_path / "cut.png"), str(paths[1]), str(tmp_path / "missing.png")]
     with pytest.raises(InputError, match=r"images\[1\]"):  # the first bad sample in input order, threads or not
         load_images(bad)
     with pytest.raises(InputError, match=r"images\[13\]"):

@@ -140,13 +140,15 @@ def test_compare_accuracy_mcnemar_per_draw_and_category_and_bootstrap_loop():
 def test_compare_accuracy_per_category_tests_use_the_category_pairs_across_draws():
     rng = np.random.default_rng(4)
     categories = np.array(["HC", "HI", "HM"] * 40)
-    units = np.arange(120) // 6  # 20 units, each with pairs of every category
+    units = (np.arange(120) // 6 * 7) % 20  # 20 unit labels, not in first-seen order
+    categories[(units % 2 == 1) & (categories == "HI")] = "HM"  # HI pairs only in the even units
     ca = (rng.random((3, 120)) < 0.8).astype(float)
     cb = (rng.random((3, 120)) < 0.6).astype(float)
     out = compare_accuracy(ca, cb, categories=categories, units=units, resamples=300, seed=5)
     assert set(out["per_category"]) == {"HC", "HI", "HM"}
     hi = np.flatnonzero(categories == "HI")
     codes, n_units = _unit_index(units[hi])
+    assert n_units == 10  # resampled over the category's own units
     # the loop: units drawn with replacement, each drawn unit's HI pairs of every draw, mean over draws
     deltas = []
     for draw in _draws(5, 300, n_units, n_units):
@@ -160,8 +162,7 @@ def test_compare_accuracy_per_category_tests_use_the_category_pairs_across_draws
     high = min(1.0, 2 * min(np.mean(deltas <= 1e-12), np.mean(deltas >= -1e-12)))
     assert low - 1e-12 <= found["p_bootstrap"] <= high + 1e-12
     # per-unit sign flips of the HI pairs (all draws of a unit together): the permutation p from the same swaps
-    swaps = np.concatenate([np.random.default_rng(5).integers(0, 2, (min(CHUNK, 300 - s), n_units))
-                            for s in range(0, 300, CHUNK)])
+    swaps = _draws(5, 300, n_units, 2)  # the documented swap masks: the same generator, 0/1 per unit
     null = []
     for swap in swaps:
         flip = swap[codes].astype(bool)
@@ -172,6 +173,8 @@ def test_compare_accuracy_per_category_tests_use_the_category_pairs_across_draws
     assert np.mean(null > observed + 1e-12) <= found["p_permutation"] <= np.mean(null >= observed - 1e-12)
     assert 0 < found["p_permutation"] < 1
     assert compare_accuracy(ca[:, hi], cb[:, hi], units=units[hi], resamples=300, seed=5)["per_category"] == {}
+    with pytest.raises(InputError, match="'all' is the name of the overall group"):
+        compare_accuracy(ca, cb, categories=np.where(categories == "HC", "all", categories), units=units)
 
 
 def test_correct_pairs_agrees_with_pairwise_accuracy():

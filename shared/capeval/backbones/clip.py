@@ -290,12 +290,14 @@ class ClipBackbone:
                           T.CenterCrop(self.image_size), to_rgb])
 
     def normalise(self, pixels: torch.Tensor) -> torch.Tensor:
-        """``ToTensor`` then ``Normalize`` on a uint8 (N, H, W, 3) batch: the same element-wise operations, so the
-        result is bit-identical to the official transform image by image."""
-        pixels = pixels.permute(0, 3, 1, 2).to(torch.float32).div(255)
-        mean = torch.as_tensor(self.mean, dtype=torch.float32, device=pixels.device)[None, :, None, None]
-        std = torch.as_tensor(self.std, dtype=torch.float32, device=pixels.device)[None, :, None, None]
-        return pixels.sub_(mean).div_(std)
+        """``ToTensor`` then ``Normalize`` on a uint8 (N, H, W, 3) batch: the same element-wise operations in the same
+        layout, so the result is bit-identical to the official transform image by image. The divisor is a tensor on
+        the pixels' device: CUDA turns division by a CPU scalar into multiplication by its reciprocal."""
+        def constant(values):
+            return torch.as_tensor(values, dtype=torch.float32, device=pixels.device)
+
+        pixels = pixels.permute(0, 3, 1, 2).contiguous().to(torch.float32).div(constant(255.0))
+        return pixels.sub_(constant(self.mean)[None, :, None, None]).div_(constant(self.std)[None, :, None, None])
 
     def preprocess(self, image: Image.Image) -> torch.Tensor:
         return self._transform(image)
@@ -425,9 +427,13 @@ class ClipBackbone:
 
 
 def check_shared_backbone(backbone: "ClipBackbone", weights: Optional[str], *, cache_dir=None,
-                          precision: Optional[str] = None) -> "ClipBackbone":
+                          precision: Optional[str] = None, preprocess_workers: int = 0) -> "ClipBackbone":
     """A borrowed backbone must hold the weights (unless ``weights`` is None) and the ``precision`` (when given) its
-    borrower would load: refuse it otherwise (never score silently with other weights or numerics)."""
+    borrower would load, and run the ``preprocess_workers`` asked for (when not 0): refuse it otherwise (never score
+    silently with other weights or numerics, never ignore an option)."""
+    if preprocess_workers and preprocess_workers != backbone.preprocess_workers:
+        raise InputError(f"preprocess_workers={preprocess_workers} but clip_backbone runs "
+                         f"preprocess_workers={backbone.preprocess_workers}: set it on the backbone")
     wanted = None if weights is None else resolve(weights, [CONFIG_FILE, WEIGHTS_FILE], cache_dir=cache_dir).resolve()
     if wanted is not None and wanted != backbone.directory:
         raise InputError(f"clip_backbone holds {backbone.weights!r} ({backbone.directory}) but these scores need "

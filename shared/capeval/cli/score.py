@@ -13,6 +13,20 @@ from capeval.core.records import DEFAULT_CHUNK_ROWS, RecordFingerprint, iter_rec
 SHARD_RUN_KEYS = ("input", "records", "metric", "options")  # the "shard_of" stamp of every `capeval score --shard` row
 
 
+
+def non_negative_int(value: str) -> int:
+    """argparse type: an integer ≥ 0 (a usage error otherwise, not a traceback)."""
+    import argparse
+
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from None
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"must be ≥ 0, not {number}")
+    return number
+
+
 def configure(score) -> None:
     from capeval.core.scoring import scorers
 
@@ -42,7 +56,7 @@ def configure(score) -> None:
                        help="clip_s, pac_s, polos, blip2_score, ensembeval: the official pipeline's numerics "
                             "(e.g. OpenAI CLIP's fp16 GPU mix), to reproduce a paper's numbers; default fp32")
     score.add_argument("--batch-size", type=int, default=64)
-    score.add_argument("--preprocess-workers", type=int, default=0,
+    score.add_argument("--preprocess-workers", type=non_negative_int, default=0,
                        help="clip_s, pac_s, polos, ensembeval: run the official CLIP image preprocessing in N worker "
                             "processes (same pixels; for many-core hosts feeding a GPU; default: threads)")
     score.add_argument("--shard", help="i/n: score only records with index %% n == i (then `capeval merge`)")

@@ -41,7 +41,7 @@ class ClipScorer(Scorer):
         backbone_precision = OPENAI_FP16 if self.official_dtype is np.float16 else "uniform"
         if clip_backbone is not None:  # weights=None: score with whatever weights the given backbone holds
             self.backbone = check_shared_backbone(clip_backbone, weights, cache_dir=cache_dir,
-                                                  precision=backbone_precision)
+                                                  precision=backbone_precision, preprocess_workers=preprocess_workers)
         else:
             self.backbone = ClipBackbone(weights, device=device, dtype=dtype, precision=backbone_precision,
                                          batch_size=batch_size, cache_dir=cache_dir, persist_dir=persist_dir,

@@ -125,9 +125,9 @@ class HiceScorer(Scorer):
         def encode():
             image_emb = self.backbone.encode_images(pil_images)
             region_emb = [self.backbone.encode_regions(im, m) for im, m in zip(pil_images, regions["masks"])]
-            flat_refs = [self.caption_prefix + r for sample in refs or [] for r in sample]
+            prefixed_refs = [self.caption_prefix + r for sample in refs or [] for r in sample]
             # captions and references in one call: one length bucketing
-            text_emb = self.backbone.encode_texts([self.caption_prefix + p for p in predictions] + flat_refs)
+            text_emb = self.backbone.encode_texts([self.caption_prefix + p for p in predictions] + prefixed_refs)
             caption_emb = text_emb[:len(predictions)]
             phrase_emb = self._encode_phrases(caption_phrases)
             extra = None

@@ -180,6 +180,8 @@ def compare_accuracy(correct_a, correct_b, *, categories: Optional[Sequence] = N
     if ca.shape != cb.shape:
         raise InputError(f"correct_b: shape {cb.shape} differs from correct_a's {ca.shape}")
     n = ca.shape[1]
+    if categories is not None and "all" in set(map(str, categories)):
+        raise InputError("categories: 'all' is the name of the overall group; rename that category")
     categories = np.asarray(["all"] * n if categories is None else list(categories), dtype=object).astype(str)
     if len(categories) != n:
         raise InputError(f"categories: {len(categories)} labels for {n} pairs")

@@ -155,7 +155,7 @@ class PolosScorer(Scorer):
         self._owns_clip = clip_backbone is None  # a borrowed backbone's caches are its owner's to reset
         if clip_backbone is not None:
             self.clip = check_shared_backbone(clip_backbone, config["clip_weights"], cache_dir=cache_dir,
-                                              precision=clip_precision)
+                                              precision=clip_precision, preprocess_workers=preprocess_workers)
         else:
             self.clip = ClipBackbone(config["clip_weights"], device=device, dtype=dtype, precision=clip_precision,
                                      batch_size=batch_size, cache_dir=cache_dir, persist_dir=persist_dir,
@@ -216,8 +216,11 @@ class PolosScorer(Scorer):
 
     def clip_images(self, images: Sequence) -> torch.Tensor:
         """Unnormalised CLIP image features; images are converted to RGB first, as the official data loading does."""
-        pil = [image if image.mode == "RGB" else image.convert("RGB") for image in load_images(images)]
-        return self.clip.encode_images(pil)
+        loaded, rgb = load_images(images), {}  # each distinct image object converted once (a repeated file: one)
+        for image in loaded:
+            if id(image) not in rgb:
+                rgb[id(image)] = image if image.mode == "RGB" else image.convert("RGB")
+        return self.clip.encode_images([rgb[id(image)] for image in loaded])
 
     def clip_texts(self, texts: Sequence[str]) -> torch.Tensor:
         """Unnormalised CLIP text features of ``"A photo depicts " + text``."""
