@@ -235,7 +235,8 @@ class PolosScorer(Scorer):
         if self.statistics == "batch":
             cand_se, ref_se = self.official_batch_embeddings(predictions, refs)
         else:
-            cand_se, ref_se = self.sentence_embeddings(predictions), self.sentence_embeddings(flat)
+            texts_se = self.sentence_embeddings([*predictions, *flat])  # one call: one length bucketing
+            cand_se, ref_se = texts_se[:n], texts_se[n:]
         if self.official:  # officially the fp16 CLIP features' |a−b| and a⊙b are fp16; torch.cat promotes to fp32
             image, cand_clip, ref_clip = image.half(), cand_clip.half(), ref_clip.half()
         features = polos_features(ref_se, cand_se[owner], image[owner], cand_clip[owner], ref_clip)
