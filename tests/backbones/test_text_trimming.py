@@ -268,3 +268,23 @@ def test_a_text_feature_is_bitwise_the_same_in_any_batch(clip):
         together = clip.encode_texts(order, show_progress=False)
         for text, feature in zip(order, together):
             assert torch.equal(feature, alone[text]), (batch_size, text)
+
+
+def test_an_image_feature_is_bitwise_the_same_in_any_batch(clip):
+    """Image forwards have a fixed number of images (padded): a feature does not depend on the images it is batched
+    with or the batch size, bit for bit — and equals the model's own forward of the official pixels."""
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    images = [Image.fromarray(rng.integers(0, 256, (40 + 7 * i, 60, 3), dtype=np.uint8)) for i in range(7)]
+    clip.reset_caches()
+    alone = [clip.encode_images([image], show_progress=False)[0] for image in images]
+    for batch_size, order in ((1, [0, 1, 2, 3, 4, 5, 6]), (3, [6, 5, 4, 3, 2, 1, 0]), (64, [1, 3, 5, 0, 2, 4, 6])):
+        clip.batch_size = batch_size
+        clip.reset_caches()
+        together = clip.encode_images([images[i] for i in order], show_progress=False)
+        for i, feature in zip(order, together):
+            assert torch.equal(feature, alone[i]), (batch_size, i)
+    with torch.inference_mode():
+        direct = clip.model.encode_image(torch.stack([clip.preprocess(image) for image in images])).float()
+    np.testing.assert_allclose(torch.stack(alone).numpy(), direct.numpy(), atol=1e-5, rtol=0)

@@ -113,3 +113,18 @@ def test_image_keys_hash_each_distinct_image_object_once():
     keys = image_keys([a, b, a, a.copy(), b], recording_map)
     assert keys == [image_key(x) for x in (a, b, a, a, b)]  # a copy is another object with the same content key
     assert len(hashed) == 3
+
+
+def test_in_fixed_rows_runs_every_forward_at_the_same_shape_and_drops_the_padding():
+    from capeval.core.runtime import in_fixed_rows
+
+    shapes = []
+
+    def forward(x, y):
+        shapes.append((tuple(x.shape), tuple(y.shape)))
+        return x.sum(-1) + y
+
+    x, y = torch.arange(30.0).reshape(10, 3), torch.arange(10.0)
+    out = in_fixed_rows(forward, x, y, rows=4)
+    assert torch.equal(out, x.sum(-1) + y)
+    assert shapes == [((4, 3), (4,))] * 3  # 4 + 4 + 2 padded to 4

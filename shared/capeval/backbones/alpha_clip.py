@@ -19,7 +19,7 @@ import torch
 from PIL import Image
 
 from capeval.backbones.clip import ClipBackbone, build_clip, load_open_clip
-from capeval.core.runtime import EmbeddingCache, encode_cached, image_key
+from capeval.core.runtime import EmbeddingCache, encode_cached, image_key, image_rows, in_fixed_rows
 
 ALPHA_KEY = "visual.conv1_alpha.weight"
 MASK_MEAN, MASK_STD = 0.5, 0.26
@@ -113,7 +113,8 @@ class AlphaClip(ClipBackbone):
     def _encode_masked_batch(self, items: List[Tuple[torch.Tensor, np.ndarray, Tuple[int, int]]]) -> torch.Tensor:
         pixels = torch.stack([pixel for pixel, _, _ in items]).to(self.device, self.dtype)
         alpha = torch.stack([self.preprocess_mask(mask, size) for _, mask, size in items]).to(self.device, self.dtype)
-        return encode_image_with_alpha(self.model, pixels, alpha).float()
+        return in_fixed_rows(lambda p, a: encode_image_with_alpha(self.model, p, a).float(), pixels, alpha,
+                             rows=image_rows(self.device))  # bitwise batch-independent
 
     def _encode_image_batch(self, images: List[Image.Image]) -> torch.Tensor:
         pixels = list(self._pool.map(self.preprocess, images))

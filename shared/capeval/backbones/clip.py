@@ -29,6 +29,8 @@ from capeval.core.runtime import (
     TruncationCounter,
     encode_cached,
     image_keys,
+    image_rows,
+    in_fixed_rows,
     resolve_device,
     resolve_dtype,
     text_key,
@@ -344,7 +346,9 @@ class ClipBackbone:
 
     @torch.inference_mode()
     def _encode_pixels(self, pixels: torch.Tensor) -> torch.Tensor:
-        return self.model.encode_image(pixels.to(self.device).to(self.dtype)).float()
+        """Image features in forwards of a fixed number of images (:func:`in_fixed_rows`): bitwise batch-independent."""
+        return in_fixed_rows(lambda chunk: self.model.encode_image(chunk.to(self.device).to(self.dtype)).float(),
+                             pixels, rows=image_rows(self.device))
 
     def _preprocessed_batches(self, batches: Iterator[List[Image.Image]]) -> Iterator[torch.Tensor]:
         """Pixel batches preprocessed in the worker processes (each batch split across them), up to two batches per

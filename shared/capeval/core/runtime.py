@@ -134,6 +134,29 @@ def image_key(image: Image.Image) -> str:
     return digest.hexdigest()
 
 
+IMAGE_ROWS = {True: 4, False: 32}  # images per image-model forward on CPU / on an accelerator (padded)
+
+
+def image_rows(device: torch.device) -> int:
+    """Rows of every image-model forward on ``device`` (see :func:`in_fixed_rows`)."""
+    return IMAGE_ROWS[device.type == "cpu"]
+
+
+def in_fixed_rows(forward: Callable[..., torch.Tensor], *tensors: torch.Tensor, rows: int) -> torch.Tensor:
+    """``forward`` on ``tensors`` (aligned on dim 0) in chunks of exactly ``rows`` rows, the last chunk padded with
+    zeros and the padding's outputs dropped. Matrix kernels are chosen by shape, and the shape is then fixed: a row's
+    output is bitwise the same in any batch, batch size or order (a CPU ViT forward of 1, 2, 3 or 5 images differs in
+    the last bits from the same images among 16)."""
+    outputs = []
+    for start in range(0, len(tensors[0]), rows):
+        chunk = [tensor[start:start + rows] for tensor in tensors]
+        used = len(chunk[0])
+        if used < rows:
+            chunk = [torch.cat([c, c.new_zeros((rows - used, *c.shape[1:]))]) for c in chunk]
+        outputs.append(forward(*chunk)[:used])
+    return torch.cat(outputs)
+
+
 def image_keys(images: Sequence[Image.Image], map_fn: Callable = map) -> List[str]:
     """:func:`image_key` of each image, each distinct image object hashed once (the input layer hands the same object
     to every sample of a repeated file); ``map_fn``: e.g. a thread pool's ``map``."""
