@@ -312,7 +312,7 @@ class ClipBackbone:
         """Official CLIP tokenisation (``<|startoftext|>`` / ``<|endoftext|>`` in a text are SOT / EOT, as in OpenAI's
         ``clip.tokenize``), 77 tokens wide; texts over the context length are truncated (EOT kept). Scorers count them
         per call with :attr:`truncation` and warn once."""
-        return self._token_tensor([self._token_ids(text) for text in texts], self.context_length, len(texts))
+        return self._token_tensor([self._token_ids(text) for text in texts], self.context_length)
 
     def _token_ids(self, text: str) -> List[int]:
         """The ids the text encoder runs on for ``text``: :meth:`text_ids`, truncated to the context length."""
@@ -323,9 +323,9 @@ class ClipBackbone:
         return ids
 
     @staticmethod
-    def _token_tensor(ids: Sequence[List[int]], width: int, rows: int) -> torch.Tensor:
-        """``ids`` as a ``rows`` × ``width`` tensor, zero-padded."""
-        tokens = torch.zeros(rows, width, dtype=torch.long)
+    def _token_tensor(ids: Sequence[List[int]], width: int) -> torch.Tensor:
+        """``ids`` as a ``len(ids)`` × ``width`` tensor, zero-padded."""
+        tokens = torch.zeros(len(ids), width, dtype=torch.long)
         for i, row in enumerate(ids):
             tokens[i, : len(row)] = torch.tensor(row)
         return tokens
@@ -393,20 +393,19 @@ class ClipBackbone:
     @torch.inference_mode()
     def _encode_text_batch(self, texts: List[str]) -> torch.Tensor:
         """Texts are encoded in forwards of one width (:meth:`text_width`; 77 in OpenAI's fp16 mode, whose model
-        always runs 77 wide) and a fixed number of rows (:data:`TEXT_ROWS`, padded): matrix kernels are then chosen
-        by nothing but the device, so a text's feature is bitwise the same in any batch, batch size or order."""
+        always runs 77 wide) and a fixed number of rows (:data:`TEXT_ROWS`, padded by :func:`in_fixed_rows`): matrix
+        kernels are then chosen by nothing but the device, so a text's feature is bitwise the same in any batch,
+        batch size or order."""
         ids = [self._token_ids(text) for text in texts]
         trim = self.precision == "uniform"
         widths = [self.text_width(len(row)) if trim else self.context_length for row in ids]
-        rows_per_forward = TEXT_ROWS[self.device.type == "cpu"]
         features: List[Optional[torch.Tensor]] = [None] * len(texts)
         for width in sorted(set(widths)):
             group = [i for i, w in enumerate(widths) if w == width]
-            for start in range(0, len(group), rows_per_forward):
-                rows = group[start:start + rows_per_forward]
-                tokens = self._token_tensor([ids[i] for i in rows], width, rows_per_forward)
-                for i, feature in zip(rows, self._encode_tokens(tokens)[: len(rows)]):
-                    features[i] = feature
+            tokens = self._token_tensor([ids[i] for i in group], width)
+            encoded = in_fixed_rows(self._encode_tokens, tokens, rows=TEXT_ROWS[self.device.type == "cpu"])
+            for i, feature in zip(group, encoded):
+                features[i] = feature
         return torch.stack(features)
 
     def _encode_tokens(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -416,12 +415,11 @@ class ClipBackbone:
 
     def encode_images(self, images: Sequence[Image.Image], *, show_progress: Optional[bool] = None) -> torch.Tensor:
         """Raw image features (float32, CPU), one row per input; each distinct image is encoded once."""
-        keys = image_keys(images, self._pool.map)
-        if self.preprocess_workers:
-            return encode_cached(images, keys, self._encode_pixels, self.image_cache, batch_size=self.batch_size,
-                                 desc="CLIP images", show_progress=show_progress, prepare=self._preprocessed_batches)
-        return encode_cached(images, keys, self._encode_image_batch, self.image_cache,
-                             batch_size=self.batch_size, desc="CLIP images", show_progress=show_progress)
+        workers = self.preprocess_workers > 0  # preprocessed ahead in worker processes, or in threads per batch
+        return encode_cached(images, image_keys(images, self._pool.map),
+                             self._encode_pixels if workers else self._encode_image_batch, self.image_cache,
+                             batch_size=self.batch_size, desc="CLIP images", show_progress=show_progress,
+                             prepare=self._preprocessed_batches if workers else None)
 
     def encode_texts(self, texts: Sequence[str], *, show_progress: Optional[bool] = None) -> torch.Tensor:
         """Raw text features (float32, CPU), one row per input; each distinct text is encoded once."""

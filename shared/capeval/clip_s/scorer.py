@@ -50,9 +50,9 @@ class ClipScorer(Scorer):
     def _score(self, inputs: ValidInputs) -> dict:
         predictions, pil_images, refs = inputs.predictions, inputs.images, inputs.references
         image_emb = self.backbone.encode_images(pil_images)
-        flat = [self.prefix + r for sample in refs or [] for r in sample]
+        texts = [self.prefix + text for text in [*predictions, *(r for sample in refs or [] for r in sample)]]
         # one call for candidates and references: their texts share the length buckets (less padding)
-        text_emb = self.backbone.encode_texts([self.prefix + p for p in predictions] + flat)
+        text_emb = self.backbone.encode_texts(texts)
         cand_emb, ref_emb = text_emb[:len(predictions)], text_emb[len(predictions):]
         if self.official_dtype is not None:
             scores, cand_unit = F.official_clip_score(image_emb.numpy(), cand_emb.numpy(), self.w,
@@ -69,7 +69,6 @@ class ClipScorer(Scorer):
                 ref_sim = F.max_reference_similarity(cand_emb, ref_emb, owner)
                 per_sample[f"ref{self.name}"] = F.ref_clip_score(scores, ref_sim).tolist()
         result = summarize(per_sample)
-        texts = [self.prefix + p for p in predictions] + flat
         result["truncated_texts"] = truncated = self.backbone.truncation.count(texts)
         warn_truncated([self.backbone.truncation.describe(truncated, len(texts)) if truncated else ""])
         return result

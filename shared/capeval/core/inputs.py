@@ -173,17 +173,15 @@ def load_images(images: Sequence[Any], *, indices: Optional[Sequence[int]] = Non
     """Each image loaded as :func:`load_image` does; a file path given several times is decoded once (its samples
     share the image), distinct files are decoded in threads. ``indices``: the samples' indices in the whole input
     (for error messages of chunked or sharded input); an error names the first bad sample in input order."""
+    paths = [os.fspath(image) if isinstance(image, (str, os.PathLike)) else None for image in images]
     first: dict = {}  # path -> position of its first occurrence
-    owner = []
-    for i, image in enumerate(images):
-        key = os.fspath(image) if isinstance(image, (str, os.PathLike)) else None
-        owner.append(first.setdefault(key, i) if key is not None else i)
+    owner = [i if path is None else first.setdefault(path, i) for i, path in enumerate(paths)]
     todo = [i for i, o in enumerate(owner) if o == i]
 
     def load(i: int) -> Image.Image:
         return load_image(images[i], index=_index(indices, i), field=field)
 
-    files = sum(isinstance(images[i], (str, os.PathLike)) for i in todo)
+    files = sum(paths[i] is not None for i in todo)
     if files < 2:
         loaded = dict(zip(todo, map(load, todo)))
     else:
