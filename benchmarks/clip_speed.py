@@ -1,7 +1,7 @@
 """CLIP-S / RefCLIP-S speed: capeval vs torchmetrics' CLIPScore vs a bare open_clip forward doing the minimal work.
 
 One process, one full-size random ViT-B/32 (open_clip, QuickGELU; torchmetrics gets a transformers CLIPModel of the
-same architecture), interleaved repetitions, every system starting from the same JPEG files and captions:
+same architecture), interleaved repetitions (each in a rotated order), every system starting from the same JPEG files and captions:
 
 - capeval: ``ClipScorer`` (validation, content hashing, de-duplication, length-bucketed trimmed text batches), caches
   emptied before each repetition;
@@ -23,6 +23,7 @@ draws it; needs the ``plot`` extra).
 """
 
 import argparse
+import gc
 import json
 import os
 import platform
@@ -79,7 +80,7 @@ def build_capeval(clip_dir: Path):
 def build_bare(backbone, *, rows=None, width_step=None):
     """The minimal work on the same open_clip model, written without capeval's code paths: texts sorted by length in
     batches of 64 padded to each batch's longest; or, with ``rows``/``width_step``, the shapes capeval uses for bitwise
-    batch independence (each text at its length rounded up to ``width_step``, forwards of ``rows`` rows, padded)."""
+    batch independence (each text at its length rounded up to ``width_step``, forwards of ``rows(width)`` rows, padded)."""
     from open_clip.tokenizer import SimpleTokenizer
     from torchvision import transforms as T
 
@@ -110,10 +111,10 @@ def build_bare(backbone, *, rows=None, width_step=None):
             for row, i in ids:
                 width = min(-(-len(row) // width_step) * width_step, model.context_length)
                 by_width.setdefault(width, []).append((row, i))
-            forwards = [(group[start:start + rows], width) for width, group in by_width.items()
-                        for start in range(0, len(group), rows)]
+            forwards = [(group[start:start + rows(width)], width) for width, group in by_width.items()
+                        for start in range(0, len(group), rows(width))]
         for chunk, width in forwards:
-            tokens = torch.zeros(rows or len(chunk), width, dtype=torch.long)
+            tokens = torch.zeros(rows(width) if rows else len(chunk), width, dtype=torch.long)
             for j, (row, _) in enumerate(chunk):
                 tokens[j, :len(row)] = torch.tensor(row)
             text_features[[i for _, i in chunk]] = text_forward(tokens)[:len(chunk)]
@@ -197,8 +198,11 @@ def compare(systems, workloads, repeats: int) -> dict:
         for run in systems.values():
             run(images[:4], captions[:4], refs[:4] if refs else None)  # warm-up
         seconds = {system: [] for system in systems}
-        for _ in range(repeats):  # interleaved: each repetition runs every system once
-            for system, run in systems.items():
+        names = list(systems)
+        for repeat in range(repeats):  # interleaved: each repetition runs every system once, in a rotated order
+            for system in names[repeat % len(names):] + names[:repeat % len(names)]:
+                run = systems[system]
+                gc.collect()
                 start = time.perf_counter()
                 run(images, captions, refs)
                 seconds[system].append(time.perf_counter() - start)
@@ -263,11 +267,14 @@ def main():
         report = {"machine": {"cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
                               "processor": platform.processor() or platform.machine(), "torch": torch.__version__}}
         if args.repeats:
-            from capeval.backbones.clip import TEXT_ROWS, TEXT_WIDTH_STEP
+            from capeval.core.runtime import TEXT_WIDTH_STEP, text_rows
+
+            def cpu_rows(width):
+                return text_rows(torch.device("cpu"), width)
 
             systems = {"capeval": capeval_run, "torchmetrics": build_torchmetrics(write_hf_clip(tmp / "hf")),
                        "bare": build_bare(backbone),
-                       "bare_fixed_shapes": build_bare(backbone, rows=TEXT_ROWS[True], width_step=TEXT_WIDTH_STEP)}
+                       "bare_fixed_shapes": build_bare(backbone, rows=cpu_rows, width_step=TEXT_WIDTH_STEP)}
             workloads = {"no_references": workload(tmp, 64, 16, 0), "five_references": workload(tmp, 32, 8, 5)}
             report.update(compare(systems, workloads, args.repeats))
         print(json.dumps(report, indent=2), flush=True)

@@ -32,13 +32,20 @@ def _shuffled(items, seed=0):
 
 
 def _invariance(encode, texts, expected, set_batch_size):
-    """Features at batch sizes 1, 3 and 64 and in a shuffled order all equal ``expected`` (≤ 1e-5)."""
+    """Features at batch sizes 1, 3 and 64 and in a shuffled order all equal ``expected`` (≤ 1e-5), and a text's
+    feature is bitwise the same alone, among the others and in any order."""
     for batch_size in (64, 3, 1):
         set_batch_size(batch_size)
-        np.testing.assert_allclose(encode(texts).numpy(), expected, atol=1e-5, rtol=0)
+        together = encode(texts)
+        np.testing.assert_allclose(together.numpy(), expected, atol=1e-5, rtol=0)
     order = _shuffled(texts)
     set_batch_size(3)
-    np.testing.assert_allclose(encode([texts[i] for i in order]).numpy(), expected[order], atol=1e-5, rtol=0)
+    shuffled = encode([texts[i] for i in order])
+    np.testing.assert_allclose(shuffled.numpy(), expected[order], atol=1e-5, rtol=0)
+    assert torch.equal(shuffled, together[order])
+    for i, text in enumerate(texts):
+        set_batch_size(64)  # and an empty cache
+        assert torch.equal(encode([text])[0], together[i]), text
 
 
 @pytest.fixture(scope="module")
@@ -75,26 +82,31 @@ def test_clip_trimmed_text_features_equal_the_77_token_path(clip):
                 _set(clip, clip.reset_caches))
 
 
-def test_clip_batches_are_length_bucketed_and_each_text_runs_at_its_own_rounded_width(clip):
-    widths = []
+def test_clip_text_forwards_hold_one_rounded_width_and_fixed_rows(clip):
+    """Each text runs at its length rounded up to a multiple of 4 in forwards of 24 rows on CPU (16 over 64 tokens wide:
+    at most 1,536 tokens); batches never mix widths, so a width's forwards are all full but its last (batch size 30
+    becomes 48 texts: whole forwards)."""
+    shapes = []
     original = clip.model.transformer.forward
 
     def recording(x, *args, **kwargs):
-        widths.append(x.shape[1])
+        shapes.append(tuple(x.shape[:2]))
         return original(x, *args, **kwargs)
 
+    words = "dog man horse beach sunset friends street rain child ball park lake".split()
+    texts = TEXTS + [f"A photo depicts {' '.join(words[:1 + i % len(words)])} {i}" for i in range(70)]
     clip.model.transformer.forward = recording
     try:
-        clip.batch_size = 2
+        clip.batch_size = 30
         clip.reset_caches()
-        clip.encode_texts(TEXTS, show_progress=False)
+        clip.encode_texts(texts, show_progress=False)
     finally:
         del clip.model.transformer.forward
-    lengths = sorted(min(len(clip.text_ids(t)), 77) for t in TEXTS)
-    # batches of 2 in length order; within a batch one forward per width: the length rounded up to a multiple of 8
-    rounded = [min(-(-n // 8) * 8, 77) for n in lengths]
-    assert widths == [w for i in range(0, len(rounded), 2) for w in sorted(set(rounded[i:i + 2]))]
-    assert widths[0] < 12 and widths[-1] == 77
+    widths = [min(-(-min(len(clip.text_ids(t)), 77) // 4) * 4, 77) for t in texts]
+    count = {w: widths.count(w) for w in sorted(set(widths))}
+    rows = {w: 24 if w <= 64 else 16 for w in count}
+    assert shapes == [(rows[w], w) for w, n in count.items() for _ in range(-(-n // rows[w]))]
+    assert min(count) < 12 and max(count) == 77 and max(count.values()) > 24
 
 
 def test_clip_s_scores_equal_the_77_token_path_on_full_size_weights(clip):

@@ -31,9 +31,12 @@ from capeval.core.runtime import (
     image_keys,
     image_rows,
     in_fixed_rows,
+    in_text_shapes,
     resolve_device,
     resolve_dtype,
+    text_batch_size,
     text_key,
+    text_width,
 )
 
 
@@ -175,8 +178,6 @@ def encode_text_trimmed(model: torch.nn.Module, tokens: torch.Tensor) -> torch.T
     return x if model.text_projection is None else x @ model.text_projection
 
 
-TEXT_WIDTH_STEP = 8  # trimmed text forwards run at a multiple of this many tokens (see ClipBackbone.text_width)
-TEXT_ROWS = {True: 16, False: 256}  # rows of every text forward on CPU / on an accelerator (padded)
 OPENAI_FP16 = "openai-fp16"
 PRECISIONS = ("uniform", OPENAI_FP16)
 
@@ -335,10 +336,9 @@ class ClipBackbone:
         return len(self._token_ids(text))
 
     def text_width(self, length: int) -> int:
-        """The width a text of ``length`` tokens is encoded at when trimmed: its length rounded up to a multiple of
-        :data:`TEXT_WIDTH_STEP` (at most the context length). A function of the text alone, so a text's feature does
-        not depend on the other texts of its batch."""
-        return min(-(-length // TEXT_WIDTH_STEP) * TEXT_WIDTH_STEP, self.context_length)
+        """The width a text of ``length`` tokens is encoded at when trimmed (:func:`~capeval.core.runtime.text_width`,
+        at most the context length)."""
+        return text_width(length, self.context_length)
 
     @torch.inference_mode()
     def _encode_image_batch(self, images: List[Image.Image]) -> torch.Tensor:
@@ -392,21 +392,12 @@ class ClipBackbone:
 
     @torch.inference_mode()
     def _encode_text_batch(self, texts: List[str]) -> torch.Tensor:
-        """Texts are encoded in forwards of one width (:meth:`text_width`; 77 in OpenAI's fp16 mode, whose model
-        always runs 77 wide) and a fixed number of rows (:data:`TEXT_ROWS`, padded by :func:`in_fixed_rows`): matrix
-        kernels are then chosen by nothing but the device, so a text's feature is bitwise the same in any batch,
-        batch size or order."""
+        """Texts encoded in forwards of one width (:meth:`text_width`; 77 in OpenAI's fp16 mode, whose model always runs
+        77 wide) and a fixed number of rows (:func:`~capeval.core.runtime.in_text_shapes`): a text's feature is bitwise
+        the same in any batch, batch size or order."""
         ids = [self._token_ids(text) for text in texts]
-        trim = self.precision == "uniform"
-        widths = [self.text_width(len(row)) if trim else self.context_length for row in ids]
-        features: List[Optional[torch.Tensor]] = [None] * len(texts)
-        for width in sorted(set(widths)):
-            group = [i for i, w in enumerate(widths) if w == width]
-            tokens = self._token_tensor([ids[i] for i in group], width)
-            encoded = in_fixed_rows(self._encode_tokens, tokens, rows=TEXT_ROWS[self.device.type == "cpu"])
-            for i, feature in zip(group, encoded):
-                features[i] = feature
-        return torch.stack(features)
+        widths = [self.text_width(len(row)) if self.precision == "uniform" else self.context_length for row in ids]
+        return in_text_shapes(lambda tokens, _: self._encode_tokens(tokens), ids, widths, device=self.device)
 
     def _encode_tokens(self, tokens: torch.Tensor) -> torch.Tensor:
         if self.device.type == "cuda":
@@ -424,8 +415,13 @@ class ClipBackbone:
     def encode_texts(self, texts: Sequence[str], *, show_progress: Optional[bool] = None) -> torch.Tensor:
         """Raw text features (float32, CPU), one row per input; each distinct text is encoded once."""
         keys = [text_key(text) for text in texts]
-        return encode_cached(texts, keys, self._encode_text_batch, self.text_cache, batch_size=self.batch_size,
-                             desc="CLIP texts", show_progress=show_progress, sort_key=self.text_length)
+        return encode_cached(texts, keys, self._encode_text_batch, self.text_cache,
+                             batch_size=text_batch_size(self.batch_size, self.device), desc="CLIP texts",
+                             show_progress=show_progress, sort_key=self.text_length, group_key=self._text_forward_width)
+
+    def _text_forward_width(self, text: str) -> int:
+        """The width ``text`` is encoded at: batches hold one width each, so only a width's last forward is padded."""
+        return self.text_width(self.text_length(text)) if self.precision == "uniform" else self.context_length
 
 
 def check_shared_backbone(backbone: "ClipBackbone", weights: Optional[str], *, cache_dir=None,

@@ -23,9 +23,12 @@ from capeval.core.runtime import (
     TruncationCounter,
     encode_cached,
     image_keys,
+    in_text_shapes,
     resolve_device,
     resolve_dtype,
+    text_batch_size,
     text_key,
+    text_width,
     warn_truncated,
 )
 from capeval.core.scoring import Scorer, summarize
@@ -89,11 +92,6 @@ class Blip2Backbone:
             T.Normalize(OPENAI_MEAN, OPENAI_STD)  # LAVIS's BLIP processor uses OpenAI's,
         ])
 
-    def tokenize(self, texts: Sequence[str]):
-        """LAVIS-cleaned captions as BERT tokens, right-truncated to 32 ([SEP] kept; counted by :attr:`truncation`)."""
-        cleaned = [lavis_clean_caption(t) for t in texts]
-        return self.tokenizer(cleaned, truncation=True, max_length=MAX_TEXT_TOKENS, padding=True, return_tensors="pt")
-
     def text_length(self, text: str) -> int:
         """Tokens the Q-Former runs on for ``text`` (the length-bucketing key; padding is masked out)."""
         return min(len(self.tokenizer(lavis_clean_caption(text))["input_ids"]), MAX_TEXT_TOKENS)
@@ -113,11 +111,23 @@ class Blip2Backbone:
 
     @torch.inference_mode()
     def _encode_text_batch(self, texts: List[str]) -> torch.Tensor:
+        """``text_proj`` of the Q-Former's [CLS] output; each text at its own width in fixed-row forwards
+        (:func:`~capeval.core.runtime.in_text_shapes`): bitwise the same in any batch."""
+        ids = self.tokenizer([lavis_clean_caption(t) for t in texts], truncation=True,
+                             max_length=MAX_TEXT_TOKENS)["input_ids"]
+        widths = [text_width(len(row), MAX_TEXT_TOKENS, keep_padding=True) for row in ids]
+        return in_text_shapes(self._encode_tokens, ids, widths, device=self.device,
+                              pad_id=self.tokenizer.pad_token_id)
+
+    def _encode_tokens(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         model = self.model
-        tokens = self.tokenize(texts).to(self.device)
-        embeddings = model.embeddings(input_ids=tokens["input_ids"])
-        hidden = model.qformer(query_embeds=embeddings, query_length=0, attention_mask=tokens["attention_mask"])[0]
-        return model.text_projection(hidden[:, 0, :].to(model.text_projection.weight.dtype)).float()
+        embeddings = model.embeddings(input_ids=input_ids.to(self.device))
+        hidden = model.qformer(query_embeds=embeddings, query_length=0,
+                               attention_mask=attention_mask.to(self.device))[0]
+        return model.text_projection(hidden[:, 0, :].to(model.text_projection.weight.dtype)).float().cpu()
+
+    def _text_width(self, text: str) -> int:
+        return text_width(self.text_length(text), MAX_TEXT_TOKENS, keep_padding=True)
 
     def encode_images(self, images: Sequence, *, show_progress: Optional[bool] = None) -> torch.Tensor:
         return encode_cached(images, image_keys(images), self._encode_image_batch,
@@ -125,9 +135,9 @@ class Blip2Backbone:
                              show_progress=show_progress)
 
     def encode_texts(self, texts: Sequence[str], *, show_progress: Optional[bool] = None) -> torch.Tensor:
-        return encode_cached(texts, [text_key(text) for text in texts], self._encode_text_batch,
-                             self.text_cache, batch_size=self.batch_size, desc="BLIP-2 texts",
-                             show_progress=show_progress, sort_key=self.text_length)
+        return encode_cached(texts, [text_key(text) for text in texts], self._encode_text_batch, self.text_cache,
+                             batch_size=text_batch_size(self.batch_size, self.device), desc="BLIP-2 texts",
+                             show_progress=show_progress, sort_key=self.text_length, group_key=self._text_width)
 
 
 class Blip2Scorer(Scorer):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import threading
 import uuid
@@ -157,6 +158,66 @@ def in_fixed_rows(forward: Callable[..., torch.Tensor], *tensors: torch.Tensor, 
     return torch.cat(outputs)
 
 
+TEXT_WIDTH_STEP = 4  # a text runs at its token count rounded up to a multiple of this (see text_width)
+# rows of text forwards on CPU, the most that hold at most TEXT_TOKENS_CPU tokens: with widths a multiple of 4, 24
+# rows make the matrix kernels' row count a multiple of 96, i.e. of every common register-tile height
+TEXT_ROWS_CPU = (24, 16, 8, 4)
+TEXT_TOKENS_CPU = 1536
+TEXT_ROWS_ACCELERATOR = 256  # at most; fewer for wide texts (about TEXT_TOKENS_ACCELERATOR tokens per forward)
+TEXT_TOKENS_ACCELERATOR = 16384
+
+
+def text_width(length: int, limit: int, *, keep_padding: bool = False) -> int:
+    """The width a text of ``length`` tokens runs at: a function of the text alone, so its feature does not depend on
+    the other texts of its batch. ``length`` rounded up to a multiple of :data:`TEXT_WIDTH_STEP`, at most ``limit``;
+    with ``keep_padding`` (transformers encoders) at least one padding position after the text, ``limit`` or not:
+    transformers drops an attention mask that is all ones and may run another kernel (flash attention on CUDA; the
+    same bits on CPU, measured), so a text's bits could otherwise depend on whether its forward held padding."""
+    if keep_padding:
+        return -(-(length + 1) // TEXT_WIDTH_STEP) * TEXT_WIDTH_STEP
+    return min(-(-length // TEXT_WIDTH_STEP) * TEXT_WIDTH_STEP, limit)
+
+
+def text_rows(device: torch.device, width: int) -> int:
+    """Rows of every text forward ``width`` tokens wide on ``device`` (a function of nothing else): on CPU the most of
+    :data:`TEXT_ROWS_CPU` within :data:`TEXT_TOKENS_CPU` tokens (at least 4); on an accelerator the largest power of two
+    up to :data:`TEXT_ROWS_ACCELERATOR` within :data:`TEXT_TOKENS_ACCELERATOR` tokens (at least 8)."""
+    if device.type == "cpu":
+        return next((rows for rows in TEXT_ROWS_CPU if rows * width <= TEXT_TOKENS_CPU), TEXT_ROWS_CPU[-1])
+    fits = max(TEXT_TOKENS_ACCELERATOR // width, 8)
+    return min(TEXT_ROWS_ACCELERATOR, 1 << (fits.bit_length() - 1))
+
+
+def text_batch_size(batch_size: int, device: torch.device) -> int:
+    """``batch_size`` rounded up to a multiple of every :func:`text_rows` on ``device`` (48 on CPU, 256 on an
+    accelerator): with batches of one width (``encode_cached(group_key=...)``), only a width's last forward is partly
+    padding."""
+    rows = 48 if device.type == "cpu" else TEXT_ROWS_ACCELERATOR
+    return -(-batch_size // rows) * rows
+
+
+def in_text_shapes(forward: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], ids: Sequence[Sequence[int]],
+                   widths: Sequence[int], *, device: torch.device, pad_id: int = 0) -> torch.Tensor:
+    """``forward(input_ids, attention_mask)`` (CPU tensors, one output row per input row) on token ``ids``: each text at
+    its own ``widths`` entry, padded with ``pad_id`` (mask 0), in forwards of exactly :func:`text_rows` rows (missing
+    rows all padding, their outputs dropped). The shapes depend on nothing but the text and the device, so a text's
+    output is bitwise the same in any batch, batch size or order."""
+    outputs: List[Optional[torch.Tensor]] = [None] * len(ids)
+    for width in sorted(set(widths)):
+        group = [i for i, w in enumerate(widths) if w == width]
+        rows = text_rows(device, width)
+        for start in range(0, len(group), rows):
+            members = group[start:start + rows]
+            tokens = torch.full((rows, width), pad_id, dtype=torch.long)
+            mask = torch.zeros(rows, width, dtype=torch.long)
+            for row, i in enumerate(members):
+                tokens[row, :len(ids[i])] = torch.as_tensor(ids[i])
+                mask[row, :len(ids[i])] = 1
+            for i, output in zip(members, forward(tokens, mask)):
+                outputs[i] = output
+    return torch.stack(outputs)
+
+
 def image_keys(images: Sequence[Image.Image], map_fn: Callable = map) -> List[str]:
     """:func:`image_key` of each image, each distinct image object hashed once (the input layer hands the same object
     to every sample of a repeated file); ``map_fn``: e.g. a thread pool's ``map``."""
@@ -254,12 +315,15 @@ def encode_cached(
     desc: str,
     show_progress: Optional[bool] = None,
     sort_key: Optional[Callable[[object], int]] = None,
+    group_key: Optional[Callable[[object], Hashable]] = None,
     prepare: Optional[Callable[[Iterator[List]], Iterator]] = None,
 ) -> torch.Tensor:
     """Encode each distinct item once (by key), in batches, and return embeddings in input order.
 
     ``sort_key``: items to encode are batched in ascending ``sort_key(item)`` (stable), e.g. token length, so a batch
-    padded to its longest member wastes little work. ``prepare``: maps the iterator of batches (lists of items) to
+    padded to its longest member wastes little work. ``group_key``: a batch never holds two values of
+    ``group_key(item)`` (e.g. the width a text runs at: each group fills whole fixed-row forwards but its last).
+    ``prepare``: maps the iterator of batches (lists of items) to
     what ``encode_batch`` takes; it may run ahead (e.g. preprocess the next batches in worker processes).
     """
     found: Dict[str, torch.Tensor] = {}
@@ -277,7 +341,9 @@ def encode_cached(
         pending.sort(key=lambda entry: sort_key(entry[1]))
     if show_progress is None:
         show_progress = len(pending) > batch_size
-    chunks = [pending[start:start + batch_size] for start in range(0, len(pending), batch_size)]
+    groups = [pending] if group_key is None else [
+        list(group) for _, group in itertools.groupby(pending, key=lambda entry: group_key(entry[1]))]
+    chunks = [group[start:start + batch_size] for group in groups for start in range(0, len(group), batch_size)]
     batches = (prepare or iter)(iter([[item for _, item in chunk] for chunk in chunks]))
     with tqdm(total=len(pending), desc=desc, unit="item", disable=not show_progress) as bar:
         for chunk, batch in zip(chunks, batches):

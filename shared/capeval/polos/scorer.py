@@ -19,9 +19,12 @@ from capeval.core.runtime import (
     EmbeddingCache,
     TruncationCounter,
     encode_cached,
+    in_text_shapes,
     resolve_device,
     resolve_dtype,
+    text_batch_size,
     text_key,
+    text_width,
     warn_truncated,
 )
 from capeval.core.scoring import Scorer, summarize
@@ -112,14 +115,27 @@ class SimcseEncoder:
         """Tokens the encoder runs on for ``text`` (the length-bucketing key; padding is masked out)."""
         return min(len(self.tokenizer(text)["input_ids"]), self.truncation.limit)
 
+    def text_width(self, text: str) -> int:
+        """The width ``text`` runs at in per-sentence mode (:func:`~capeval.core.runtime.text_width`)."""
+        return text_width(self.text_length(text), self.truncation.limit, keep_padding=True)
+
+    def token_ids(self, texts: List[str]) -> List[List[int]]:
+        return self.tokenizer(texts, truncation=True, max_length=self.truncation.limit)["input_ids"]
+
     @torch.inference_mode()
     def hidden_states(self, texts: List[str]) -> Tuple[List[torch.Tensor], torch.Tensor]:
-        """float32 hidden states, each (B, T, D), and the (B, T) attention mask, on the encoder's device."""
+        """float32 hidden states, each (B, T, D), and the (B, T) attention mask, on the encoder's device; the batch
+        padded to its longest text (the official batches)."""
         batch = self.tokenizer(texts, padding=True, truncation=True, max_length=self.truncation.limit,
                                return_tensors="pt")
-        batch = {k: v.to(self.device) for k, v in batch.items()}
-        states = self.model(**batch, output_hidden_states=True).hidden_states
-        return [h.float() for h in states], batch["attention_mask"]
+        return self.states(batch["input_ids"], batch["attention_mask"])
+
+    @torch.inference_mode()
+    def states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> Tuple[List[torch.Tensor], torch.Tensor]:
+        """float32 hidden states (embeddings and every layer) of token tensors, and the mask, on the encoder's device."""
+        input_ids, attention_mask = input_ids.to(self.device), attention_mask.to(self.device)
+        hidden = self.model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True).hidden_states
+        return [h.float() for h in hidden], attention_mask
 
 
 class PolosScorer(Scorer):
@@ -181,19 +197,27 @@ class PolosScorer(Scorer):
         namespace = f"polos-simcse|{self.encoder.directory.resolve()}|{self.head.digest()}|{self.dtype}"
         self.text_cache = EmbeddingCache(namespace, self._persist_dir)
 
-    def _sentence_vectors(self, texts: List[str], *, per_sentence: bool) -> torch.Tensor:
+    def _sentence_vectors(self, states: List[torch.Tensor], mask: torch.Tensor, *, per_sentence: bool) -> torch.Tensor:
         """Position 0 of the layer-normalised scalar mix of all hidden states (CPU, float32)."""
-        states, mask = self.encoder.hidden_states(texts)
         with torch.inference_mode():
             mixed = scalar_mix(states, mask, self.head.scalar_parameters, self.head.gamma, per_sentence=per_sentence)
         return mixed[:, 0].cpu()
 
+    def _per_sentence_batch(self, texts: List[str]) -> torch.Tensor:
+        """Each text at its own width in fixed-row forwards (:func:`~capeval.core.runtime.in_text_shapes`): a text's
+        vector is bitwise the same in any batch."""
+        ids = self.encoder.token_ids(texts)
+        widths = [text_width(len(row), self.encoder.truncation.limit, keep_padding=True) for row in ids]
+        return in_text_shapes(lambda tokens, mask: self._sentence_vectors(*self.encoder.states(tokens, mask),
+                                                                          per_sentence=True),
+                              ids, widths, device=self.encoder.device, pad_id=self.encoder.tokenizer.pad_token_id)
+
     def sentence_embeddings(self, texts: Sequence[str]) -> torch.Tensor:
-        """Per-sentence statistics: each distinct text encoded once, in length-bucketed batches, independent of its
-        neighbours (the official batch mode keeps its own batches: :meth:`official_batch_embeddings`)."""
-        return encode_cached(texts, [text_key(t) for t in texts],
-                             lambda chunk: self._sentence_vectors(chunk, per_sentence=True), self.text_cache,
-                             batch_size=self.batch_size, desc="SimCSE texts", sort_key=self.encoder.text_length)
+        """Per-sentence statistics: each distinct text encoded once, in length-bucketed batches of one width each,
+        independent of its neighbours (the official batch mode keeps its own batches: :meth:`official_batch_embeddings`)."""
+        return encode_cached(texts, [text_key(t) for t in texts], self._per_sentence_batch, self.text_cache,
+                             batch_size=text_batch_size(self.batch_size, self.encoder.device), desc="SimCSE texts",
+                             sort_key=self.encoder.text_length, group_key=self.encoder.text_width)
 
     def official_batch_embeddings(self, predictions: List[str], refs: List[List[str]]):
         """Batch-wide statistics as in the official code: consecutive chunks of ``batch_size`` samples; a chunk's
@@ -207,12 +231,15 @@ class PolosScorer(Scorer):
         chunks = range(0, len(predictions), self.batch_size)
         for start in tqdm(chunks, desc="SimCSE batches", disable=len(chunks) < 2):
             members = range(start, min(start + self.batch_size, len(predictions)))
-            cand[start:members.stop] = self._sentence_vectors([predictions[i] for i in members], per_sentence=False)
+            cand[start:members.stop] = self._official_batch([predictions[i] for i in members])
             for j in range(max(len(refs[i]) for i in members)):
                 having = [i for i in members if len(refs[i]) > j]
-                vectors = self._sentence_vectors([refs[i][j] for i in having], per_sentence=False)
+                vectors = self._official_batch([refs[i][j] for i in having])
                 ref[[offsets[i] + j for i in having]] = vectors
         return cand, ref
+
+    def _official_batch(self, texts: List[str]) -> torch.Tensor:
+        return self._sentence_vectors(*self.encoder.hidden_states(texts), per_sentence=False)
 
     def clip_images(self, images: Sequence) -> torch.Tensor:
         """Unnormalised CLIP image features; images are converted to RGB first, as the official data loading does."""

@@ -13,9 +13,12 @@ from capeval.core.runtime import (
     EmbeddingCache,
     TruncationCounter,
     encode_cached,
+    in_text_shapes,
     resolve_device,
     resolve_dtype,
+    text_batch_size,
     text_key,
+    text_width,
     warn_truncated,
 )
 from capeval.core.scoring import Scorer, summarize
@@ -42,18 +45,28 @@ class MPNetScorer(Scorer):
         """Tokens MPNet runs on for ``text`` (the length-bucketing key; padding is masked out)."""
         return min(len(self.tokenizer(text)["input_ids"]), MAX_TOKENS)
 
+    def _text_width(self, text: str) -> int:
+        return text_width(self.text_length(text), MAX_TOKENS, keep_padding=True)
+
     @torch.inference_mode()
     def _embed_batch(self, texts):
-        batch = self.tokenizer(list(texts), padding=True, truncation=True, max_length=MAX_TOKENS, return_tensors="pt")
-        batch = {k: v.to(self.device) for k, v in batch.items()}
-        hidden = self.model(**batch).last_hidden_state.float()
-        mask = batch["attention_mask"].unsqueeze(-1).float()
+        """Mean-pooled, L2-normalised embeddings; each text at its own width in fixed-row forwards
+        (:func:`~capeval.core.runtime.in_text_shapes`): bitwise the same in any batch."""
+        ids = self.tokenizer(list(texts), truncation=True, max_length=MAX_TOKENS)["input_ids"]
+        widths = [text_width(len(row), MAX_TOKENS, keep_padding=True) for row in ids]
+        return in_text_shapes(self._pooled, ids, widths, device=self.device, pad_id=self.tokenizer.pad_token_id)
+
+    def _pooled(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        input_ids, attention_mask = input_ids.to(self.device), attention_mask.to(self.device)
+        hidden = self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state.float()
+        mask = attention_mask.unsqueeze(-1).float()
         pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-        return torch.nn.functional.normalize(pooled, dim=-1)
+        return torch.nn.functional.normalize(pooled, dim=-1).cpu()
 
     def embed(self, texts: Sequence[str]) -> torch.Tensor:
         return encode_cached(texts, [text_key(t) for t in texts], self._embed_batch, self.cache,
-                             batch_size=self.batch_size, desc="MPNet texts", sort_key=self.text_length)
+                             batch_size=text_batch_size(self.batch_size, self.device), desc="MPNet texts",
+                             sort_key=self.text_length, group_key=self._text_width)
 
     def _score(self, inputs: ValidInputs) -> dict:
         predictions, refs = inputs.predictions, inputs.references
