@@ -335,10 +335,10 @@ class ClipBackbone:
         """Tokens the text encoder runs on for ``text`` (the length-bucketing key)."""
         return len(self._token_ids(text))
 
-    def text_width(self, length: int) -> int:
-        """The width a text of ``length`` tokens is encoded at when trimmed (:func:`~capeval.core.runtime.text_width`,
-        at most the context length)."""
-        return text_width(length, self.context_length)
+    def forward_width(self, length: int) -> int:
+        """The width a text of ``length`` tokens is encoded at: trimmed (:func:`~capeval.core.runtime.text_width`, at
+        most the context length), or the context length in OpenAI's fp16 mode, whose model always runs 77 wide."""
+        return text_width(length, self.context_length) if self.precision == "uniform" else self.context_length
 
     @torch.inference_mode()
     def _encode_image_batch(self, images: List[Image.Image]) -> torch.Tensor:
@@ -392,12 +392,12 @@ class ClipBackbone:
 
     @torch.inference_mode()
     def _encode_text_batch(self, texts: List[str]) -> torch.Tensor:
-        """Texts encoded in forwards of one width (:meth:`text_width`; 77 in OpenAI's fp16 mode, whose model always runs
-        77 wide) and a fixed number of rows (:func:`~capeval.core.runtime.in_text_shapes`): a text's feature is bitwise
-        the same in any batch, batch size or order."""
+        """Texts encoded in forwards of one width (:meth:`forward_width`) and a fixed number of rows
+        (:func:`~capeval.core.runtime.in_text_shapes`): a text's feature is bitwise the same in any batch, batch size or
+        order."""
         ids = [self._token_ids(text) for text in texts]
-        widths = [self.text_width(len(row)) if self.precision == "uniform" else self.context_length for row in ids]
-        return in_text_shapes(lambda tokens, _: self._encode_tokens(tokens), ids, widths, device=self.device)
+        return in_text_shapes(lambda tokens, _: self._encode_tokens(tokens), ids, width_of=self.forward_width,
+                              device=self.device)
 
     def _encode_tokens(self, tokens: torch.Tensor) -> torch.Tensor:
         if self.device.type == "cuda":
@@ -417,11 +417,7 @@ class ClipBackbone:
         keys = [text_key(text) for text in texts]
         return encode_cached(texts, keys, self._encode_text_batch, self.text_cache,
                              batch_size=text_batch_size(self.batch_size, self.device), desc="CLIP texts",
-                             show_progress=show_progress, sort_key=self.text_length, group_key=self._text_forward_width)
-
-    def _text_forward_width(self, text: str) -> int:
-        """The width ``text`` is encoded at: batches hold one width each, so only a width's last forward is padded."""
-        return self.text_width(self.text_length(text)) if self.precision == "uniform" else self.context_length
+                             show_progress=show_progress, sort_key=self.text_length, group_key=self.forward_width)
 
 
 def check_shared_backbone(backbone: "ClipBackbone", weights: Optional[str], *, cache_dir=None,

@@ -115,8 +115,7 @@ class Blip2Backbone:
         (:func:`~capeval.core.runtime.in_text_shapes`): bitwise the same in any batch."""
         ids = self.tokenizer([lavis_clean_caption(t) for t in texts], truncation=True,
                              max_length=MAX_TEXT_TOKENS)["input_ids"]
-        widths = [text_width(len(row), MAX_TEXT_TOKENS, keep_padding=True) for row in ids]
-        return in_text_shapes(self._encode_tokens, ids, widths, device=self.device,
+        return in_text_shapes(self._encode_tokens, ids, width_of=self.forward_width, device=self.device,
                               pad_id=self.tokenizer.pad_token_id)
 
     def _encode_tokens(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -126,8 +125,10 @@ class Blip2Backbone:
                                attention_mask=attention_mask.to(self.device))[0]
         return model.text_projection(hidden[:, 0, :].to(model.text_projection.weight.dtype)).float().cpu()
 
-    def _text_width(self, text: str) -> int:
-        return text_width(self.text_length(text), MAX_TEXT_TOKENS, keep_padding=True)
+    @staticmethod
+    def forward_width(length: int) -> int:
+        """The width a text of ``length`` tokens runs at (:func:`~capeval.core.runtime.text_width`)."""
+        return text_width(length, MAX_TEXT_TOKENS, keep_padding=True)
 
     def encode_images(self, images: Sequence, *, show_progress: Optional[bool] = None) -> torch.Tensor:
         return encode_cached(images, image_keys(images), self._encode_image_batch,
@@ -137,7 +138,7 @@ class Blip2Backbone:
     def encode_texts(self, texts: Sequence[str], *, show_progress: Optional[bool] = None) -> torch.Tensor:
         return encode_cached(texts, [text_key(text) for text in texts], self._encode_text_batch, self.text_cache,
                              batch_size=text_batch_size(self.batch_size, self.device), desc="BLIP-2 texts",
-                             show_progress=show_progress, sort_key=self.text_length, group_key=self._text_width)
+                             show_progress=show_progress, sort_key=self.text_length, group_key=self.forward_width)
 
 
 class Blip2Scorer(Scorer):

@@ -13,7 +13,6 @@ from capeval.core.records import DEFAULT_CHUNK_ROWS, RecordFingerprint, iter_rec
 SHARD_RUN_KEYS = ("input", "records", "metric", "options")  # the "shard_of" stamp of every `capeval score --shard` row
 
 
-
 def non_negative_int(value: str) -> int:
     """argparse type: an integer ≥ 0 (a usage error otherwise, not a traceback)."""
     import argparse

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import math
 import os
 import threading
 import uuid
@@ -192,16 +193,17 @@ def text_batch_size(batch_size: int, device: torch.device) -> int:
     """``batch_size`` rounded up to a multiple of every :func:`text_rows` on ``device`` (48 on CPU, 256 on an
     accelerator): with batches of one width (``encode_cached(group_key=...)``), only a width's last forward is partly
     padding."""
-    rows = 48 if device.type == "cpu" else TEXT_ROWS_ACCELERATOR
+    rows = math.lcm(*TEXT_ROWS_CPU) if device.type == "cpu" else TEXT_ROWS_ACCELERATOR
     return -(-batch_size // rows) * rows
 
 
-def in_text_shapes(forward: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], ids: Sequence[Sequence[int]],
-                   widths: Sequence[int], *, device: torch.device, pad_id: int = 0) -> torch.Tensor:
-    """``forward(input_ids, attention_mask)`` (CPU tensors, one output row per input row) on token ``ids``: each text at
-    its own ``widths`` entry, padded with ``pad_id`` (mask 0), in forwards of exactly :func:`text_rows` rows (missing
-    rows all padding, their outputs dropped). The shapes depend on nothing but the text and the device, so a text's
-    output is bitwise the same in any batch, batch size or order."""
+def in_text_shapes(forward: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], ids: Sequence[Sequence[int]], *,
+                   width_of: Callable[[int], int], device: torch.device, pad_id: int = 0) -> torch.Tensor:
+    """``forward(input_ids, attention_mask)`` (CPU tensors, one output row per input row) on token ``ids``: each text
+    ``width_of(its length)`` wide, padded with ``pad_id`` (mask 0), in forwards of exactly :func:`text_rows` rows
+    (missing rows all padding, their outputs dropped). The shapes depend on nothing but the text and the device, so a
+    text's output is bitwise the same in any batch, batch size or order."""
+    widths = [width_of(len(row)) for row in ids]
     outputs: List[Optional[torch.Tensor]] = [None] * len(ids)
     for width in sorted(set(widths)):
         group = [i for i, w in enumerate(widths) if w == width]
@@ -321,11 +323,14 @@ def encode_cached(
     """Encode each distinct item once (by key), in batches, and return embeddings in input order.
 
     ``sort_key``: items to encode are batched in ascending ``sort_key(item)`` (stable), e.g. token length, so a batch
-    padded to its longest member wastes little work. ``group_key``: a batch never holds two values of
-    ``group_key(item)`` (e.g. the width a text runs at: each group fills whole fixed-row forwards but its last).
+    padded to its longest member wastes little work. ``group_key`` (with ``sort_key``): a batch never holds two values
+    of ``group_key(sort_key(item))``, e.g. the width a text of that many tokens runs at (each group then fills whole
+    fixed-row forwards but its last); it must not decrease as the sort key grows.
     ``prepare``: maps the iterator of batches (lists of items) to
     what ``encode_batch`` takes; it may run ahead (e.g. preprocess the next batches in worker processes).
     """
+    if group_key is not None and sort_key is None:
+        raise ValueError("group_key maps sort_key's values: pass sort_key too")
     found: Dict[str, torch.Tensor] = {}
     todo: Dict[str, object] = {}
     for item, key in zip(items, keys):
@@ -338,11 +343,12 @@ def encode_cached(
             found[key] = cached
     pending = list(todo.items())
     if sort_key is not None:
-        pending.sort(key=lambda entry: sort_key(entry[1]))
+        sort_value = {key: sort_key(item) for key, item in pending}
+        pending.sort(key=lambda entry: sort_value[entry[0]])
     if show_progress is None:
         show_progress = len(pending) > batch_size
     groups = [pending] if group_key is None else [
-        list(group) for _, group in itertools.groupby(pending, key=lambda entry: group_key(entry[1]))]
+        list(group) for _, group in itertools.groupby(pending, key=lambda entry: group_key(sort_value[entry[0]]))]
     chunks = [group[start:start + batch_size] for group in groups for start in range(0, len(group), batch_size)]
     batches = (prepare or iter)(iter([[item for _, item in chunk] for chunk in chunks]))
     with tqdm(total=len(pending), desc=desc, unit="item", disable=not show_progress) as bar:

@@ -115,9 +115,10 @@ class SimcseEncoder:
         """Tokens the encoder runs on for ``text`` (the length-bucketing key; padding is masked out)."""
         return min(len(self.tokenizer(text)["input_ids"]), self.truncation.limit)
 
-    def text_width(self, text: str) -> int:
-        """The width ``text`` runs at in per-sentence mode (:func:`~capeval.core.runtime.text_width`)."""
-        return text_width(self.text_length(text), self.truncation.limit, keep_padding=True)
+    def forward_width(self, length: int) -> int:
+        """The width a text of ``length`` tokens runs at in per-sentence mode
+        (:func:`~capeval.core.runtime.text_width`)."""
+        return text_width(length, self.truncation.limit, keep_padding=True)
 
     def token_ids(self, texts: List[str]) -> List[List[int]]:
         return self.tokenizer(texts, truncation=True, max_length=self.truncation.limit)["input_ids"]
@@ -132,7 +133,8 @@ class SimcseEncoder:
 
     @torch.inference_mode()
     def states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> Tuple[List[torch.Tensor], torch.Tensor]:
-        """float32 hidden states (embeddings and every layer) of token tensors, and the mask, on the encoder's device."""
+        """float32 hidden states (embeddings and every layer) of token tensors, and the mask, on the encoder's
+        device."""
         input_ids, attention_mask = input_ids.to(self.device), attention_mask.to(self.device)
         hidden = self.model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True).hidden_states
         return [h.float() for h in hidden], attention_mask
@@ -207,17 +209,18 @@ class PolosScorer(Scorer):
         """Each text at its own width in fixed-row forwards (:func:`~capeval.core.runtime.in_text_shapes`): a text's
         vector is bitwise the same in any batch."""
         ids = self.encoder.token_ids(texts)
-        widths = [text_width(len(row), self.encoder.truncation.limit, keep_padding=True) for row in ids]
         return in_text_shapes(lambda tokens, mask: self._sentence_vectors(*self.encoder.states(tokens, mask),
                                                                           per_sentence=True),
-                              ids, widths, device=self.encoder.device, pad_id=self.encoder.tokenizer.pad_token_id)
+                              ids, width_of=self.encoder.forward_width, device=self.encoder.device,
+                              pad_id=self.encoder.tokenizer.pad_token_id)
 
     def sentence_embeddings(self, texts: Sequence[str]) -> torch.Tensor:
         """Per-sentence statistics: each distinct text encoded once, in length-bucketed batches of one width each,
-        independent of its neighbours (the official batch mode keeps its own batches: :meth:`official_batch_embeddings`)."""
+        independent of its neighbours (the official batch mode keeps its own batches:
+        :meth:`official_batch_embeddings`)."""
         return encode_cached(texts, [text_key(t) for t in texts], self._per_sentence_batch, self.text_cache,
                              batch_size=text_batch_size(self.batch_size, self.encoder.device), desc="SimCSE texts",
-                             sort_key=self.encoder.text_length, group_key=self.encoder.text_width)
+                             sort_key=self.encoder.text_length, group_key=self.encoder.forward_width)
 
     def official_batch_embeddings(self, predictions: List[str], refs: List[List[str]]):
         """Batch-wide statistics as in the official code: consecutive chunks of ``batch_size`` samples; a chunk's

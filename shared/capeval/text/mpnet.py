@@ -45,16 +45,18 @@ class MPNetScorer(Scorer):
         """Tokens MPNet runs on for ``text`` (the length-bucketing key; padding is masked out)."""
         return min(len(self.tokenizer(text)["input_ids"]), MAX_TOKENS)
 
-    def _text_width(self, text: str) -> int:
-        return text_width(self.text_length(text), MAX_TOKENS, keep_padding=True)
+    @staticmethod
+    def forward_width(length: int) -> int:
+        """The width a text of ``length`` tokens runs at (:func:`~capeval.core.runtime.text_width`)."""
+        return text_width(length, MAX_TOKENS, keep_padding=True)
 
     @torch.inference_mode()
     def _embed_batch(self, texts):
         """Mean-pooled, L2-normalised embeddings; each text at its own width in fixed-row forwards
         (:func:`~capeval.core.runtime.in_text_shapes`): bitwise the same in any batch."""
         ids = self.tokenizer(list(texts), truncation=True, max_length=MAX_TOKENS)["input_ids"]
-        widths = [text_width(len(row), MAX_TOKENS, keep_padding=True) for row in ids]
-        return in_text_shapes(self._pooled, ids, widths, device=self.device, pad_id=self.tokenizer.pad_token_id)
+        return in_text_shapes(self._pooled, ids, width_of=self.forward_width, device=self.device,
+                              pad_id=self.tokenizer.pad_token_id)
 
     def _pooled(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         input_ids, attention_mask = input_ids.to(self.device), attention_mask.to(self.device)
@@ -66,7 +68,7 @@ class MPNetScorer(Scorer):
     def embed(self, texts: Sequence[str]) -> torch.Tensor:
         return encode_cached(texts, [text_key(t) for t in texts], self._embed_batch, self.cache,
                              batch_size=text_batch_size(self.batch_size, self.device), desc="MPNet texts",
-                             sort_key=self.text_length, group_key=self._text_width)
+                             sort_key=self.text_length, group_key=self.forward_width)
 
     def _score(self, inputs: ValidInputs) -> dict:
         predictions, refs = inputs.predictions, inputs.references
