@@ -128,3 +128,37 @@ def test_in_fixed_rows_runs_every_forward_at_the_same_shape_and_drops_the_paddin
     out = in_fixed_rows(forward, x, y, rows=4)
     assert torch.equal(out, x.sum(-1) + y)
     assert shapes == [((4, 3), (4,))] * 3  # 4 + 4 + 2 padded to 4
+
+
+def test_in_text_shapes_pads_each_width_to_fixed_rows_with_the_pad_id_and_keeps_input_order():
+    from capeval.core.runtime import in_text_shapes
+
+    calls = []
+
+    def forward(tokens, mask):
+        calls.append((tokens.clone(), mask.clone()))
+        return (tokens * mask).sum(-1, keepdim=True).float()
+
+    ids = [[5, 6, 7], [8], [9, 9, 9, 9, 9], [3, 4]]
+    out = in_text_shapes(forward, ids, width_of=lambda n: 4 if n <= 3 else 8, device=torch.device("cpu"), pad_id=1)
+    assert out.flatten().tolist() == [18.0, 8.0, 45.0, 7.0]
+    assert [tuple(t.shape) for t, _ in calls] == [(24, 4), (24, 8)]  # one forward per width, 24 rows on CPU
+    tokens, mask = calls[0]
+    assert tokens[:3].tolist() == [[5, 6, 7, 1], [8, 1, 1, 1], [3, 4, 1, 1]] and (tokens[3:] == 1).all()
+    assert mask[:3].sum(1).tolist() == [3, 1, 2] and not mask[3:].any()
+
+
+def test_encode_cached_batches_never_mix_groups_of_the_sort_key():
+    items = ["aaaa", "b", "cc", "ddd", "e", "ffff", "gg", "h"]
+    batches = []
+
+    def encode(batch):
+        batches.append(list(batch))
+        return torch.tensor([[float(len(t))] for t in batch])
+
+    out = encode_cached(items, items, encode, EmbeddingCache("t"), batch_size=2, desc="t", show_progress=False,
+                        sort_key=len, group_key=lambda length: length > 2)
+    assert out.flatten().tolist() == [float(len(t)) for t in items]
+    assert batches == [["b", "e"], ["h", "cc"], ["gg"], ["ddd", "aaaa"], ["ffff"]]
+    with pytest.raises(ValueError, match="sort_key"):
+        encode_cached(items, items, encode, EmbeddingCache("u"), batch_size=2, desc="t", group_key=len)
