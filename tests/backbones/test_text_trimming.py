@@ -77,36 +77,48 @@ def _set(backbone, reset):
 
 
 def test_clip_trimmed_text_features_equal_the_77_token_path(clip):
-    expected = _clip_full_padding(clip, TEXTS)
-    _invariance(lambda texts: clip.encode_texts(texts, show_progress=False), TEXTS, expected,
+    """Prompted texts (after the prompt's states) and plain ones, mixed."""
+    texts = TEXTS + HF_TEXTS
+    expected = _clip_full_padding(clip, texts)
+    _invariance(lambda texts: clip.encode_texts(texts, show_progress=False), texts, expected,
                 _set(clip, clip.reset_caches))
 
 
-def test_clip_text_forwards_hold_one_rounded_width_and_fixed_rows(clip):
+def test_clip_text_forwards_hold_one_rounded_width_and_fixed_rows(clip_dir):
     """Each text runs at its length rounded up to a multiple of 4 in forwards of 24 rows on CPU (16 over 64 tokens wide:
     at most 1,536 tokens); batches never mix widths, so a width's forwards are all full but its last (batch size 30
-    becomes 48 texts: whole forwards)."""
-    shapes = []
-    original = clip.model.transformer.forward
+    becomes 48 texts: whole forwards). Texts that begin with the CLIP-S prompt (SOT + 3 words) never mix with the
+    others and embed only their tokens after it: the prompt runs once per backbone, in a forward of its own."""
+    from capeval.backbones.clip import ClipBackbone
 
-    def recording(x, *args, **kwargs):
-        shapes.append(tuple(x.shape[:2]))
-        return original(x, *args, **kwargs)
+    clip = ClipBackbone(str(clip_dir), device="cpu")
+    shapes = []
+    original = clip.model.token_embedding.forward
+
+    def recording(tokens):
+        shapes.append(tuple(tokens.shape))
+        return original(tokens)
 
     words = "dog man horse beach sunset friends street rain child ball park lake".split()
-    texts = TEXTS + [f"A photo depicts {' '.join(words[:1 + i % len(words)])} {i}" for i in range(70)]
-    clip.model.transformer.forward = recording
-    try:
-        clip.batch_size = 30
-        clip.reset_caches()
-        clip.encode_texts(texts, show_progress=False)
-    finally:
-        del clip.model.transformer.forward
-    widths = [min(-(-min(len(clip.text_ids(t)), 77) // 4) * 4, 77) for t in texts]
-    count = {w: widths.count(w) for w in sorted(set(widths))}
-    rows = {w: 24 if w <= 64 else 16 for w in count}
-    assert shapes == [(rows[w], w) for w, n in count.items() for _ in range(-(-n // rows[w]))]
-    assert min(count) < 12 and max(count) == 77 and max(count.values()) > 24
+    prompted = TEXTS + [f"A photo depicts {' '.join(words[:1 + i % len(words)])} {i}" for i in range(70)]
+    plain = HF_TEXTS + [f"{' '.join(words[:1 + i % len(words)])} {i}" for i in range(70)]
+    clip.model.token_embedding.forward = recording
+    clip.batch_size = 30
+    clip.encode_texts(prompted + plain, show_progress=False)
+    clip.reset_caches()
+    clip.encode_texts(prompted[:5], show_progress=False)
+    del clip.model.token_embedding.forward
+
+    def forwards(texts, prompt):
+        widths = [min(-(-min(len(clip.text_ids(t)), 77) // 4) * 4, 77) for t in texts]
+        count = {w: widths.count(w) for w in sorted(set(widths))}
+        rows = {w: 24 if w <= 64 else 16 for w in count}
+        assert len(texts) < 24 or max(count.values()) > 24  # some width fills a forward
+        return [(rows[w], w - prompt) for w, n in count.items() for _ in range(-(-n // rows[w]))]
+
+    assert shapes == [*forwards(plain, 0), (1, 4), *forwards(prompted, 4), *forwards(prompted[:5], 4)]
+    assert all(clip.text_ids(t)[:4] == clip.text_ids("A photo depicts")[:4] for t in prompted)
+    assert min(len(clip.text_ids(t)) for t in prompted) < 12 and max(len(clip.text_ids(t)) for t in prompted) > 77
 
 
 def test_clip_s_scores_equal_the_77_token_path_on_full_size_weights(clip):
@@ -300,3 +312,31 @@ def test_an_image_feature_is_bitwise_the_same_in_any_batch(clip):
     with torch.inference_mode():
         direct = clip.model.encode_image(torch.stack([clip.preprocess(image) for image in images])).float()
     np.testing.assert_allclose(torch.stack(alone).numpy(), direct.numpy(), atol=1e-5, rtol=0)
+
+
+def test_the_last_blocks_run_queries_and_mlp_at_the_pooled_position_only(clip):
+    """The last block of each tower runs its MLP at the class token (image) or end-of-text token (text) only: the
+    other positions' outputs are never read (the features equal open_clip's own forwards: tests above)."""
+    from PIL import Image
+
+    seen = {}
+
+    def spy(name, mlp):
+        original = mlp.forward
+
+        def recording(x):
+            seen.setdefault(name, []).append(tuple(x.shape))
+            return original(x)
+        return recording
+
+    towers = {"image": clip.model.visual.transformer, "text": clip.model.transformer}
+    for name, tower in towers.items():
+        tower.resblocks[-1].mlp.forward = spy(name, tower.resblocks[-1].mlp)
+    try:
+        clip.reset_caches()
+        clip.encode_images([Image.new("RGB", (50, 40), (200, 10, 10))], show_progress=False)
+        clip.encode_texts(TEXTS[:2] + HF_TEXTS[:1], show_progress=False)
+    finally:
+        for tower in towers.values():
+            del tower.resblocks[-1].mlp.forward
+    assert seen == {"image": [(8, 1, 768)], "text": [(24, 1, 512)] * 3}  # 8 ViT-B/32 images per CPU forward

@@ -130,6 +130,16 @@ def test_in_fixed_rows_runs_every_forward_at_the_same_shape_and_drops_the_paddin
     assert shapes == [((4, 3), (4,))] * 3  # 4 + 4 + 2 padded to 4
 
 
+def test_image_rows_fill_a_token_budget_on_cpu_and_are_fixed_on_an_accelerator():
+    from capeval.core.runtime import image_rows
+
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert image_rows(cpu, 50) == 8  # ViT-B/32 at 224: 49 patches + class token, 400 tokens per forward
+    assert image_rows(cpu, 65) == 4 and image_rows(cpu, 197) == 4 and image_rows(cpu, 257) == 4
+    assert image_rows(cpu, None) == 4  # tokens unknown (e.g. a ResNet)
+    assert image_rows(cuda, 50) == image_rows(cuda, 257) == image_rows(cuda) == 32
+
+
 def test_in_text_shapes_pads_each_width_to_fixed_rows_with_the_pad_id_and_keeps_input_order():
     from capeval.core.runtime import in_text_shapes
 

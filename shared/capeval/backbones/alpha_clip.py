@@ -19,7 +19,8 @@ import torch
 from PIL import Image
 
 from capeval.backbones.clip import ClipBackbone, build_clip, load_open_clip
-from capeval.core.runtime import EmbeddingCache, encode_cached, image_key, image_rows, in_fixed_rows
+from capeval.backbones.clip_pooled import encode_image_pooled
+from capeval.core.runtime import EmbeddingCache, encode_cached, image_key, in_fixed_rows
 
 ALPHA_KEY = "visual.conv1_alpha.weight"
 MASK_MEAN, MASK_STD = 0.5, 0.26
@@ -52,7 +53,7 @@ def encode_image_with_alpha(model: torch.nn.Module, pixels: torch.Tensor, alpha:
     """Image features of ``pixels`` [B,3,H,W] seen through the normalised masks ``alpha`` [B,1,H,W]."""
     model.visual._alpha = alpha
     try:
-        return model.encode_image(pixels)
+        return encode_image_pooled(model, pixels)
     finally:
         model.visual._alpha = None
 
@@ -114,7 +115,7 @@ class AlphaClip(ClipBackbone):
         pixels = torch.stack([pixel for pixel, _, _ in items]).to(self.device, self.dtype)
         alpha = torch.stack([self.preprocess_mask(mask, size) for _, mask, size in items]).to(self.device, self.dtype)
         return in_fixed_rows(lambda p, a: encode_image_with_alpha(self.model, p, a).float(), pixels, alpha,
-                             rows=image_rows(self.device))  # bitwise batch-independent
+                             rows=self.image_rows)  # bitwise batch-independent
 
     def _encode_image_batch(self, images: List[Image.Image]) -> torch.Tensor:
         pixels = list(self._pool.map(self.preprocess, images))

@@ -19,9 +19,10 @@ import numpy as np
 import torch
 from PIL import Image
 
+from capeval.backbones.clip_pooled import encode_image_pooled, encode_text_pooled, prompt_states, text_prunable
 from capeval.core.constants import CLIP_CONFIG_FILE as CONFIG_FILE
 from capeval.core.constants import CLIP_WEIGHTS_FILE as WEIGHTS_FILE
-from capeval.core.constants import OPENAI_MEAN, OPENAI_STD
+from capeval.core.constants import CLIPSCORE_PREFIX, OPENAI_MEAN, OPENAI_STD
 from capeval.core.errors import InputError
 from capeval.core.hub import load_safetensors, registered_weights, resolve
 from capeval.core.runtime import (
@@ -154,19 +155,26 @@ def clip_text_ids(tokenizer, text: str) -> List[int]:
     return ids
 
 
-def encode_text_trimmed(model: torch.nn.Module, tokens: torch.Tensor) -> torch.Tensor:
+def encode_text_trimmed(model: torch.nn.Module, tokens: torch.Tensor,
+                        prompt: Optional[Sequence[torch.Tensor]] = None) -> torch.Tensor:
     """open_clip ``CLIP.encode_text`` on ``tokens`` of any width up to the context length.
 
     Under CLIP's causal mask a position sees only the positions before it, and the feature is read at the end-of-text
     token, so the padding after the longest text's EOT cannot change any feature: the positional embedding and the
-    mask are cut to the width of ``tokens`` (equal to the full 77-token forward up to float rounding). Models without
-    a causal mask or pooled at a fixed position get the full width.
+    mask are cut to the width of ``tokens`` (equal to the full 77-token forward up to float rounding), and the work the
+    feature cannot see is skipped (:mod:`capeval.backbones.clip_pooled`; ``prompt``: the
+    :func:`~capeval.backbones.clip_pooled.prompt_states` of the ids every row begins with). Models without a causal
+    mask or pooled at a fixed position get the full width.
     """
     width = tokens.shape[1]
     if model.attn_mask is None or model.text_pool_type not in ("argmax", "eos"):
         if width < model.context_length:
             tokens = torch.nn.functional.pad(tokens, (0, model.context_length - width))
         return model.encode_text(tokens)
+    if text_prunable(model):
+        return encode_text_pooled(model, tokens, prompt)
+    if prompt is not None:
+        raise ValueError("prompt states need a text tower of plain batch-first blocks")
     from open_clip.transformer import text_global_pool
 
     cast_dtype = model.transformer.get_cast_dtype()
@@ -261,6 +269,8 @@ class ClipBackbone:
         vision = self.model.visual
         size = vision.image_size
         self.image_size = size[0] if isinstance(size, (tuple, list)) else int(size)
+        grid = getattr(vision, "grid_size", None)  # ViTs: patches + the class token per image
+        self.image_rows = image_rows(self.device, None if grid is None else int(np.prod(grid)) + 1)
         self.mean = tuple(preprocess_cfg.get("mean", OPENAI_MEAN))
         self.std = tuple(preprocess_cfg.get("std", OPENAI_STD))
         self.context_length = int(self.model.context_length)
@@ -272,6 +282,10 @@ class ClipBackbone:
             self._namespace += f"|{precision}"
         self._persist_dir = persist_dir
         self.reset_caches()
+        # texts that begin with the CLIP-S prompt run after its states, computed once (clip_pooled.prompt_states)
+        self._prompt_ids = (tuple(self.text_ids(CLIPSCORE_PREFIX)[:-1])  # SOT and the prompt's words
+                            if precision == "uniform" and text_prunable(self.model) else None)
+        self._prompt_states: Optional[List[torch.Tensor]] = None
         # the same ids tokenize() feeds the model (SOT and EOT included), so counted lengths agree with what is encoded
         self.truncation = TruncationCounter(lambda text: len(self.text_ids(text)), self.context_length, "CLIP")
 
@@ -335,6 +349,22 @@ class ClipBackbone:
         """Tokens the text encoder runs on for ``text`` (the length-bucketing key)."""
         return len(self._token_ids(text))
 
+    def prompted(self, ids: Sequence[int]) -> bool:
+        """Whether token ``ids`` begin with the shared prompt's (and go on): such a text runs after the prompt's states.
+        """
+        prompt = self._prompt_ids
+        return prompt is not None and len(ids) > len(prompt) and tuple(ids[:len(prompt)]) == prompt
+
+    def _text_order(self, text: str) -> Tuple[bool, int]:
+        """The batching key: prompted texts apart, then by length."""
+        ids = self._token_ids(text)
+        return self.prompted(ids), len(ids)
+
+    def _text_group(self, order: Tuple[bool, int]) -> Tuple[bool, int]:
+        """Texts that may share a forward: prompted or not, and the width."""
+        prompted, length = order
+        return prompted, self.forward_width(length)
+
     def forward_width(self, length: int) -> int:
         """The width a text of ``length`` tokens is encoded at: trimmed (:func:`~capeval.core.runtime.text_width`, at
         most the context length), or the context length in OpenAI's fp16 mode, whose model always runs 77 wide."""
@@ -347,8 +377,8 @@ class ClipBackbone:
     @torch.inference_mode()
     def _encode_pixels(self, pixels: torch.Tensor) -> torch.Tensor:
         """Image features in forwards of a fixed number of images (:func:`in_fixed_rows`): bitwise batch-independent."""
-        return in_fixed_rows(lambda chunk: self.model.encode_image(chunk.to(self.device).to(self.dtype)).float(),
-                             pixels, rows=image_rows(self.device))
+        return in_fixed_rows(lambda chunk: encode_image_pooled(self.model, chunk.to(self.device, self.dtype)).float(),
+                             pixels, rows=self.image_rows)
 
     def _preprocessed_batches(self, batches: Iterator[List[Image.Image]]) -> Iterator[torch.Tensor]:
         """Pixel batches preprocessed in the worker processes (each batch split across them), up to two batches per
@@ -396,13 +426,29 @@ class ClipBackbone:
         (:func:`~capeval.core.runtime.in_text_shapes`): a text's feature is bitwise the same in any batch, batch size or
         order."""
         ids = [self._token_ids(text) for text in texts]
-        return in_text_shapes(lambda tokens, _: self._encode_tokens(tokens), ids, width_of=self.forward_width,
-                              device=self.device)
+        prompted = [self.prompted(row) for row in ids]
+        features = None
+        for kind in (False, True):  # prompted texts run after the prompt's states, in forwards of their own
+            members = [i for i, flag in enumerate(prompted) if flag is kind]
+            if not members:
+                continue
+            prompt = self._prompt() if kind else None
+            encoded = in_text_shapes(lambda tokens, _: self._encode_tokens(tokens, prompt), [ids[i] for i in members],
+                                     width_of=self.forward_width, device=self.device)
+            if features is None:
+                features = encoded.new_empty(len(ids), encoded.shape[1])
+            features[members] = encoded
+        return features
 
-    def _encode_tokens(self, tokens: torch.Tensor) -> torch.Tensor:
+    def _prompt(self) -> List[torch.Tensor]:
+        if self._prompt_states is None:
+            self._prompt_states = prompt_states(self.model, self._prompt_ids)
+        return self._prompt_states
+
+    def _encode_tokens(self, tokens: torch.Tensor, prompt: Optional[List[torch.Tensor]] = None) -> torch.Tensor:
         if self.device.type == "cuda":
             tokens = tokens.pin_memory()
-        return encode_text_trimmed(self.model, tokens.to(self.device, non_blocking=True)).float()
+        return encode_text_trimmed(self.model, tokens.to(self.device, non_blocking=True), prompt).float()
 
     def encode_images(self, images: Sequence[Image.Image], *, show_progress: Optional[bool] = None) -> torch.Tensor:
         """Raw image features (float32, CPU), one row per input; each distinct image is encoded once."""
@@ -417,7 +463,7 @@ class ClipBackbone:
         keys = [text_key(text) for text in texts]
         return encode_cached(texts, keys, self._encode_text_batch, self.text_cache,
                              batch_size=text_batch_size(self.batch_size, self.device), desc="CLIP texts",
-                             show_progress=show_progress, sort_key=self.text_length, group_key=self.forward_width)
+                             show_progress=show_progress, sort_key=self._text_order, group_key=self._text_group)
 
 
 def check_shared_backbone(backbone: "ClipBackbone", weights: Optional[str], *, cache_dir=None,

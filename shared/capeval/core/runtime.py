@@ -11,7 +11,7 @@ import uuid
 import warnings
 from collections import OrderedDict
 from pathlib import Path
-from typing import Callable, Dict, Generic, Hashable, Iterator, List, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Dict, Generic, Hashable, Iterator, List, Optional, Sequence, Tuple, TypeVar
 
 import torch
 from PIL import Image
@@ -136,12 +136,20 @@ def image_key(image: Image.Image) -> str:
     return digest.hexdigest()
 
 
-IMAGE_ROWS = {True: 4, False: 32}  # images per image-model forward on CPU / on an accelerator (padded)
+# images per image-model forward (padded): on CPU the most of IMAGE_ROWS_CPU within IMAGE_TOKENS_CPU tokens
+IMAGE_ROWS_CPU = (8, 4)
+IMAGE_TOKENS_CPU = 512
+IMAGE_ROWS_ACCELERATOR = 32
 
 
-def image_rows(device: torch.device) -> int:
-    """Rows of every image-model forward on ``device`` (see :func:`in_fixed_rows`)."""
-    return IMAGE_ROWS[device.type == "cpu"]
+def image_rows(device: torch.device, tokens: Optional[int] = None) -> int:
+    """Rows of every image-model forward on ``device`` (see :func:`in_fixed_rows`), for images of ``tokens`` tokens
+    each (None: unknown): on CPU the most of :data:`IMAGE_ROWS_CPU` within :data:`IMAGE_TOKENS_CPU` tokens (8 ViT-B/32
+    images, 4 of anything larger), on an accelerator :data:`IMAGE_ROWS_ACCELERATOR`."""
+    if device.type != "cpu":
+        return IMAGE_ROWS_ACCELERATOR
+    fits = [rows for rows in IMAGE_ROWS_CPU if tokens is not None and rows * tokens <= IMAGE_TOKENS_CPU]
+    return fits[0] if fits else IMAGE_ROWS_CPU[-1]
 
 
 def in_fixed_rows(forward: Callable[..., torch.Tensor], *tensors: torch.Tensor, rows: int) -> torch.Tensor:
@@ -316,18 +324,18 @@ def encode_cached(
     batch_size: int,
     desc: str,
     show_progress: Optional[bool] = None,
-    sort_key: Optional[Callable[[object], int]] = None,
+    sort_key: Optional[Callable[[object], Any]] = None,
     group_key: Optional[Callable[[object], Hashable]] = None,
     prepare: Optional[Callable[[Iterator[List]], Iterator]] = None,
 ) -> torch.Tensor:
     """Encode each distinct item once (by key), in batches, and return embeddings in input order.
 
-    ``sort_key``: items to encode are batched in ascending ``sort_key(item)`` (stable), e.g. token length, so a batch
-    padded to its longest member wastes little work. ``group_key`` (with ``sort_key``): a batch never holds two values
-    of ``group_key(sort_key(item))``, e.g. the width a text of that many tokens runs at (each group then fills whole
-    fixed-row forwards but its last); it must not decrease as the sort key grows.
-    ``prepare``: maps the iterator of batches (lists of items) to
-    what ``encode_batch`` takes; it may run ahead (e.g. preprocess the next batches in worker processes).
+    ``sort_key``: items to encode are batched in ascending ``sort_key(item)`` (stable; any sortable value), e.g. token
+    length, so a batch padded to its longest member wastes little work. ``group_key`` (with ``sort_key``): a batch
+    never holds two values of ``group_key(sort_key(item))``, e.g. the width a text of that many tokens runs at (each
+    group then fills whole fixed-row forwards but its last); it must not decrease as the sort key grows.
+    ``prepare``: maps the iterator of batches (lists of items) to what ``encode_batch`` takes; it may run ahead (e.g.
+    preprocess the next batches in worker processes).
     """
     if group_key is not None and sort_key is None:
         raise ValueError("group_key maps sort_key's values: pass sort_key too")

@@ -1,0 +1,122 @@
+"""open_clip CLIP forwards that skip the work which cannot change a pooled feature.
+
+A CLIP feature is read at one position: the image's class token, the text's end-of-text token. So the last residual
+block needs its queries, output projection and MLP at that position only (every position still gives its keys and
+values). Under the text tower's causal mask a position sees only the positions before it, so the states of a prompt
+that begins many texts ("A photo depicts ") are those of the prompt alone: they are computed once
+(:func:`prompt_states`) and a text that begins with it runs its remaining tokens only. Both are exact in real
+arithmetic; in floats the features equal open_clip's own forward up to rounding (tested ≤ 1e-5 on full-size random
+weights, ``tests/backbones/test_text_trimming.py``).
+
+Models whose towers are not batch-first stacks of plain ``ResidualAttentionBlock`` s (OpenAI's sequence-first fp16
+emulation, attention pooling, custom blocks, open_clip < 3 without ``VisionTransformer._embeds``) get open_clip's own
+forward.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional, Sequence
+
+import torch
+
+
+def _plain_blocks(transformer) -> bool:
+    from open_clip.transformer import ResidualAttentionBlock
+
+    return bool(getattr(transformer, "batch_first", False)) and all(
+        type(block) is ResidualAttentionBlock and not hasattr(block, "ln_1_kv") for block in transformer.resblocks)
+
+
+def text_prunable(model) -> bool:
+    """Whether ``model``'s text tower is causal, pooled at the end-of-text token and made of plain blocks."""
+    return (getattr(model, "attn_mask", None) is not None and model.text_pool_type in ("argmax", "eos")
+            and _plain_blocks(model.transformer))
+
+
+def image_prunable(model) -> bool:
+    """Whether ``model``'s image tower is a ViT pooled at its class token and made of plain blocks."""
+    from open_clip.transformer import VisionTransformer
+
+    visual = model.visual
+    return (type(visual) is VisionTransformer and hasattr(visual, "_embeds") and visual.attn_pool is None
+            and visual.pool_type == "tok" and not visual.output_tokens and _plain_blocks(visual.transformer))
+
+
+def blocks_pooled(transformer, x: torch.Tensor, at: torch.Tensor, attn_mask: Optional[torch.Tensor] = None,
+                  context: Optional[Sequence[torch.Tensor]] = None) -> torch.Tensor:
+    """``transformer(x, attn_mask)`` read at position ``at[b]`` of each row ``b``: (B, D).
+
+    ``context``: for each block, its first LayerNorm's output (P, D) at P positions that precede ``x``'s in every row
+    (a shared prompt); ``x``'s positions then attend to them too, and ``attn_mask`` is (S, P + S) over them and ``x``.
+    """
+    blocks = transformer.resblocks
+    rows = torch.arange(len(x), device=x.device)
+    mask = None if attn_mask is None else attn_mask.to(x.dtype)
+    for index, block in enumerate(blocks):
+        last = index == len(blocks) - 1
+        if context is None and not last:
+            x = block(x, attn_mask=mask)  # open_clip's own block
+            continue
+        normed = block.ln_1(x)
+        keys = normed if context is None else torch.cat([context[index].expand(len(x), -1, -1), normed], 1)
+        queries, block_mask = normed, mask
+        if last:
+            x, queries = x[rows, at].unsqueeze(1), normed[rows, at].unsqueeze(1)
+            if mask is not None:  # each row's query sees its own keys: (B * heads, 1, keys)
+                block_mask = mask[at].unsqueeze(1).repeat_interleave(block.attn.num_heads, 0)
+        x = x + block.ls_1(block.attn(queries, keys, keys, need_weights=False, attn_mask=block_mask)[0])
+        x = x + block.ls_2(block.mlp(block.ln_2(x)))
+    return x[:, 0]
+
+
+def _text_out(model, pooled: torch.Tensor) -> torch.Tensor:
+    pooled = model.ln_final(pooled)  # per position: the same on the pooled rows alone
+    if isinstance(model.text_projection, torch.nn.Linear):
+        return model.text_projection(pooled)
+    return pooled if model.text_projection is None else pooled @ model.text_projection
+
+
+def eot_positions(model, tokens: torch.Tensor) -> torch.Tensor:
+    """The position each row of ``tokens`` is pooled at (open_clip's ``text_global_pool``)."""
+    if model.text_pool_type == "argmax":
+        return tokens.argmax(dim=-1)
+    return (tokens == model.text_eos_id).int().argmax(dim=-1)
+
+
+def prompt_states(model, ids: Sequence[int]) -> List[torch.Tensor]:
+    """Per text block, its first LayerNorm's output (P, D) at the positions of the prompt token ``ids`` (P of them),
+    from one forward of the prompt alone."""
+    cast_dtype = model.transformer.get_cast_dtype()
+    width = len(ids)
+    tokens = torch.tensor([list(ids)], device=model.positional_embedding.device)
+    x = model.token_embedding(tokens).to(cast_dtype) + model.positional_embedding[:width].to(cast_dtype)
+    mask = model.attn_mask[:width, :width].to(x.dtype)
+    blocks, states = model.transformer.resblocks, []
+    for block in blocks:
+        states.append(block.ln_1(x)[0])
+        if block is not blocks[-1]:  # the last block's output at the prompt is never read
+            x = block(x, attn_mask=mask)
+    return states
+
+
+def encode_text_pooled(model, tokens: torch.Tensor, prompt: Optional[Sequence[torch.Tensor]] = None) -> torch.Tensor:
+    """The text features of ``tokens`` (B, W) for a model with :func:`text_prunable`; with ``prompt`` (the
+    :func:`prompt_states` of the P ids every row begins with), only positions P… run."""
+    cast_dtype = model.transformer.get_cast_dtype()
+    width, start = tokens.shape[1], 0 if prompt is None else len(prompt[0])
+    at = eot_positions(model, tokens) - start
+    x = model.token_embedding(tokens[:, start:]).to(cast_dtype) + model.positional_embedding[start:width].to(cast_dtype)
+    pooled = blocks_pooled(model.transformer, x, at, model.attn_mask[start:width, :width], prompt)
+    return _text_out(model, pooled)
+
+
+def encode_image_pooled(model, pixels: torch.Tensor) -> torch.Tensor:
+    """``model.encode_image(pixels)``, its last block at the class token only (for a model with
+    :func:`image_prunable`; open_clip's own forward otherwise)."""
+    if not image_prunable(model):
+        return model.encode_image(pixels)
+    visual = model.visual
+    x = visual._embeds(pixels)
+    pooled = visual.ln_post(blocks_pooled(visual.transformer, x, torch.zeros(len(x), dtype=torch.long,
+                                                                               device=x.device)))
+    return pooled if visual.proj is None else pooled @ visual.proj
