@@ -3,7 +3,6 @@
 import inspect
 
 import pytest
-import torch
 from PIL import Image
 
 from capeval import InputError, ModelNotAvailableError
