@@ -1,14 +1,16 @@
-"""CLIP-S / RefCLIP-S speed: capeval vs torchmetrics' CLIPScore vs a bare open_clip forward doing the minimal work.
+"""CLIP-S / RefCLIP-S speed: capeval vs torchmetrics' CLIPScore vs a bare open_clip forward of each distinct input.
 
 One process, one full-size random ViT-B/32 (open_clip, QuickGELU; torchmetrics gets a transformers CLIPModel of the
-same architecture), interleaved repetitions (each in a rotated order), every system starting from the same JPEG files and captions:
+same architecture), interleaved repetitions (each in a rotated order), every system starting from the same JPEG files
+and captions:
 
-- capeval: ``ClipScorer`` (validation, content hashing, de-duplication, length-bucketed trimmed text batches), caches
-  emptied before each repetition;
+- capeval: ``ClipScorer`` (validation, content hashing, de-duplication, length-bucketed trimmed text batches, last
+  blocks at the pooled token, the prompt's states computed once per backbone), caches emptied before each repetition;
 - torchmetrics: ``CLIPScore`` on the decoded images and the candidates and, with references, ``CLIPScore`` text-to-text
   on every (candidate, reference) pair: its only way to a RefCLIP-S;
 - bare: the model's own ``encode_image`` on each distinct image once (official preprocessing) and a trimmed text
-  forward on each distinct text once (sorted by length, padded to the batch's longest), then the formulas;
+  forward (open_clip's own blocks) on each distinct text once (sorted by length, padded to the batch's longest), then
+  the formulas: the work torchmetrics-style code does without de-duplication waste (capeval does less: see above);
 - bare_fixed_shapes: the same, with capeval's text shapes (each text at its own rounded width, forwards of a fixed
   number of rows) that make a text's feature bitwise independent of its batch.
 
@@ -78,9 +80,10 @@ def build_capeval(clip_dir: Path):
 
 
 def build_bare(backbone, *, rows=None, width_step=None):
-    """The minimal work on the same open_clip model, written without capeval's code paths: texts sorted by length in
-    batches of 64 padded to each batch's longest; or, with ``rows``/``width_step``, the shapes capeval uses for bitwise
-    batch independence (each text at its length rounded up to ``width_step``, forwards of ``rows(width)`` rows, padded)."""
+    """Each distinct input once on the same open_clip model, written without capeval's code paths: texts sorted by
+    length in batches of 64 padded to each batch's longest; or, with ``rows``/``width_step``, the shapes capeval uses
+    for bitwise batch independence (each text at its length rounded up to ``width_step``, forwards of ``rows(width)``
+    rows, padded)."""
     from open_clip.tokenizer import SimpleTokenizer
     from torchvision import transforms as T
 

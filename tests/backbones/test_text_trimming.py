@@ -315,28 +315,38 @@ def test_an_image_feature_is_bitwise_the_same_in_any_batch(clip):
 
 
 def test_the_last_blocks_run_queries_and_mlp_at_the_pooled_position_only(clip):
-    """The last block of each tower runs its MLP at the class token (image) or end-of-text token (text) only: the
-    other positions' outputs are never read (the features equal open_clip's own forwards: tests above)."""
+    """The last block of each tower runs its attention queries (and so its output projection) and its MLP at the class
+    token (image) or end-of-text token (text) only, with keys and values from every position: the other positions'
+    outputs are never read (the features equal open_clip's own forwards: tests above)."""
     from PIL import Image
 
     seen = {}
 
-    def spy(name, mlp):
-        original = mlp.forward
+    def spy(name, module):
+        original = module.forward
 
-        def recording(x):
-            seen.setdefault(name, []).append(tuple(x.shape))
-            return original(x)
+        def recording(x, *args, **kwargs):
+            seen.setdefault(name, []).append(tuple(x.shape) if not args else (tuple(x.shape), tuple(args[0].shape)))
+            return original(x, *args, **kwargs)
         return recording
 
     towers = {"image": clip.model.visual.transformer, "text": clip.model.transformer}
     for name, tower in towers.items():
-        tower.resblocks[-1].mlp.forward = spy(name, tower.resblocks[-1].mlp)
+        last = tower.resblocks[-1]
+        last.mlp.forward, last.attn.forward = spy(name, last.mlp), spy(f"{name} attention", last.attn)
     try:
         clip.reset_caches()
         clip.encode_images([Image.new("RGB", (50, 40), (200, 10, 10))], show_progress=False)
-        clip.encode_texts(TEXTS[:2] + HF_TEXTS[:1], show_progress=False)
+        clip.encode_texts(TEXTS[:2] + HF_TEXTS[:1], show_progress=False)  # 2 prompted, 1 plain: 2 forwards
     finally:
         for tower in towers.values():
-            del tower.resblocks[-1].mlp.forward
-    assert seen == {"image": [(8, 1, 768)], "text": [(24, 1, 512)] * 3}  # 8 ViT-B/32 images per CPU forward
+            del tower.resblocks[-1].mlp.forward, tower.resblocks[-1].attn.forward
+    widths = sorted({(kind, -(-len(clip.text_ids(t)) // 4) * 4) for kind, t in
+                     ((False, HF_TEXTS[0]), (True, TEXTS[0]), (True, TEXTS[1]))})  # plain first, then by width
+    assert len(widths) == 3
+    assert seen == {
+        "image": [(8, 1, 768)], "image attention": [((8, 1, 768), (8, 50, 768))],  # 8 ViT-B/32 images per CPU forward
+        "text": [(24, 1, 512)] * 3,
+        # queries at the EOT only; keys over the whole width (prompted: the prompt's 4 states and the text's own)
+        "text attention": [((24, 1, 512), (24, width, 512)) for _, width in widths],
+    }

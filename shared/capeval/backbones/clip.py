@@ -186,6 +186,8 @@ def encode_text_trimmed(model: torch.nn.Module, tokens: torch.Tensor,
     return x if model.text_projection is None else x @ model.text_projection
 
 
+# the numerics of the forwards below (widths, rows, pooled last blocks, prompt states): change it when they change
+FORWARDS = "forwards-2"
 OPENAI_FP16 = "openai-fp16"
 PRECISIONS = ("uniform", OPENAI_FP16)
 
@@ -277,14 +279,17 @@ class ClipBackbone:
         self.tokenizer = SimpleTokenizer()
         self._transform = self._build_transform()
         self.directory = directory.resolve()
-        self._namespace = f"{self.directory}|{self.dtype}"  # the snapshot path pins the revision
+        # the snapshot path pins the revision; the forwards' tag keeps persisted features of other numerics apart
+        self._namespace = f"{self.directory}|{self.dtype}|{FORWARDS}"
         if precision != "uniform":
             self._namespace += f"|{precision}"
         self._persist_dir = persist_dir
         self.reset_caches()
         # texts that begin with the CLIP-S prompt run after its states, computed once (clip_pooled.prompt_states)
+        pooled_at_eot = (self.model.text_pool_type == "argmax"
+                         or getattr(self.model, "text_eos_id", None) == self.tokenizer.eot_token_id)
         self._prompt_ids = (tuple(self.text_ids(CLIPSCORE_PREFIX)[:-1])  # SOT and the prompt's words
-                            if precision == "uniform" and text_prunable(self.model) else None)
+                            if precision == "uniform" and text_prunable(self.model) and pooled_at_eot else None)
         self._prompt_states: Optional[List[torch.Tensor]] = None
         # the same ids tokenize() feeds the model (SOT and EOT included), so counted lengths agree with what is encoded
         self.truncation = TruncationCounter(lambda text: len(self.text_ids(text)), self.context_length, "CLIP")
