@@ -19,7 +19,13 @@ import numpy as np
 import torch
 from PIL import Image
 
-from capeval.backbones.clip_pooled import encode_image_pooled, encode_text_pooled, prompt_states, text_prunable
+from capeval.backbones.clip_pooled import (
+    encode_image_pooled,
+    encode_text_pooled,
+    project_text,
+    prompt_states,
+    text_prunable,
+)
 from capeval.core.constants import CLIP_CONFIG_FILE as CONFIG_FILE
 from capeval.core.constants import CLIP_WEIGHTS_FILE as WEIGHTS_FILE
 from capeval.core.constants import CLIPSCORE_PREFIX, OPENAI_MEAN, OPENAI_STD
@@ -180,10 +186,8 @@ def encode_text_trimmed(model: torch.nn.Module, tokens: torch.Tensor,
     cast_dtype = model.transformer.get_cast_dtype()
     x = model.token_embedding(tokens).to(cast_dtype) + model.positional_embedding[:width].to(cast_dtype)
     x = model.ln_final(model.transformer(x, attn_mask=model.attn_mask[:width, :width]))
-    x = text_global_pool(x, tokens, model.text_pool_type, eos_token_id=getattr(model, "text_eos_id", None))
-    if isinstance(model.text_projection, torch.nn.Linear):
-        return model.text_projection(x)
-    return x if model.text_projection is None else x @ model.text_projection
+    return project_text(model, text_global_pool(x, tokens, model.text_pool_type,
+                                                eos_token_id=getattr(model, "text_eos_id", None)))
 
 
 # the numerics of the forwards below (widths, rows, pooled last blocks, prompt states): change it when they change

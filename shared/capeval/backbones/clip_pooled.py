@@ -69,8 +69,8 @@ def blocks_pooled(transformer, x: torch.Tensor, at: torch.Tensor, attn_mask: Opt
     return x[:, 0]
 
 
-def _text_out(model, pooled: torch.Tensor) -> torch.Tensor:
-    pooled = model.ln_final(pooled)  # per position: the same on the pooled rows alone
+def project_text(model, pooled: torch.Tensor) -> torch.Tensor:
+    """open_clip's text projection of pooled states: a ``Linear``, a matrix or none."""
     if isinstance(model.text_projection, torch.nn.Linear):
         return model.text_projection(pooled)
     return pooled if model.text_projection is None else pooled @ model.text_projection
@@ -107,7 +107,7 @@ def encode_text_pooled(model, tokens: torch.Tensor, prompt: Optional[Sequence[to
     at = eot_positions(model, tokens) - start
     x = model.token_embedding(tokens[:, start:]).to(cast_dtype) + model.positional_embedding[start:width].to(cast_dtype)
     pooled = blocks_pooled(model.transformer, x, at, model.attn_mask[start:width, :width], prompt)
-    return _text_out(model, pooled)
+    return project_text(model, model.ln_final(pooled))  # LayerNorm is per position: the same on the pooled rows
 
 
 def encode_image_pooled(model, pixels: torch.Tensor) -> torch.Tensor:

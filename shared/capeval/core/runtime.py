@@ -148,8 +148,8 @@ def image_rows(device: torch.device, tokens: Optional[int] = None) -> int:
     images, 4 of anything larger), on an accelerator :data:`IMAGE_ROWS_ACCELERATOR`."""
     if device.type != "cpu":
         return IMAGE_ROWS_ACCELERATOR
-    fits = [rows for rows in IMAGE_ROWS_CPU if tokens is not None and rows * tokens <= IMAGE_TOKENS_CPU]
-    return fits[0] if fits else IMAGE_ROWS_CPU[-1]
+    return next((rows for rows in IMAGE_ROWS_CPU if tokens is not None and rows * tokens <= IMAGE_TOKENS_CPU),
+                IMAGE_ROWS_CPU[-1])
 
 
 def in_fixed_rows(forward: Callable[..., torch.Tensor], *tensors: torch.Tensor, rows: int) -> torch.Tensor:
