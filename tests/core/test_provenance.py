@@ -12,7 +12,14 @@ from PIL import Image
 import capeval
 from capeval.core.constants import PROVENANCE_FILE, TINY_MARKER_FILE
 from capeval.core.hub import get_spec
-from capeval.core.provenance import NEUTRAL_OPTIONS, TinyWeightsWarning, build_provenance, describe_weights, hashcode
+from capeval.core.provenance import (
+    NEUTRAL_OPTIONS,
+    TinyWeightsWarning,
+    build_provenance,
+    describe_weights,
+    hashcode,
+    identity,
+)
 from capeval.core.scoring import scorers
 
 
@@ -43,8 +50,11 @@ def test_result_names_the_snapshot_loaded_and_the_options(tiny_hub, tmp_path):
     assert weights["source"] == f"{spec.repo_id}@{_snapshot_commit(tiny_hub, spec.repo_id)}"
     assert result["hashcode"] == scorer.hashcode
     assert result["hashcode"].startswith(f"clip_s|capeval {capeval.__version__}|")
-    digest = hashlib.sha256(json.dumps(provenance, sort_keys=True).encode()).hexdigest()[:16]
+    assert weights["named_by"] == ["weights"] and len(weights["sha256"]) == 64
+    digest = hashlib.sha256(json.dumps(identity(provenance), sort_keys=True).encode()).hexdigest()[:16]
     assert result["hashcode"].split("|")[2] == digest
+    assert identity(provenance)["options"]["weights"] == f"sha256:{weights['sha256']}"
+    assert identity(provenance)["weights"] == [{"sha256": weights["sha256"], "tiny_random_weights": True}]
 
 
 def test_hashcode_is_equal_across_fresh_loads_batch_sizes_orders_and_explicit_defaults(tiny_hub, tmp_path):

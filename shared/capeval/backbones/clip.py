@@ -28,10 +28,13 @@ from capeval.backbones.clip_pooled import (
 )
 from capeval.core.constants import CLIP_CONFIG_FILE as CONFIG_FILE
 from capeval.core.constants import CLIP_WEIGHTS_FILE as WEIGHTS_FILE
+from capeval.core.cache_keys import cache_namespace
 from capeval.core.constants import CLIPSCORE_PREFIX, OPENAI_MEAN, OPENAI_STD
-from capeval.core.errors import InputError
-from capeval.core.hub import load_safetensors, registered_weights, resolve
+from capeval.core.errors import InputError, ModelNotAvailableError
+from capeval.core.hub import hub_snapshot_of, load_safetensors, registered_spec_of, resolve
 from capeval.core.runtime import (
+    DEFAULT_CACHE_BYTES,
+    CacheNamespace,
     EmbeddingCache,
     TruncationCounter,
     encode_cached,
@@ -100,6 +103,60 @@ def save_open_clip(out_dir: Path, state_dict: Dict[str, torch.Tensor], model_cfg
     save_file(clean_openai_state_dict(state_dict), str(out_dir / WEIGHTS_FILE))
 
 
+@lru_cache(maxsize=1)
+def _open_clip_hub_activations() -> Dict[str, bool]:
+    """``repo id → quick_gelu`` of every hub repository open_clip's pretrained table names (its own record of which
+    weights were trained with QuickGELU)."""
+    import open_clip
+
+    activations = {}
+    for model_name, tag in open_clip.list_pretrained():
+        pretrained = open_clip.get_pretrained_cfg(model_name, tag)
+        repo_id = pretrained.get("hf_hub", "").strip("/")
+        if repo_id.count("/") == 1:
+            model_cfg = open_clip.get_model_config(model_name) or {}
+            activations[repo_id] = bool(pretrained.get("quick_gelu") or model_cfg.get("quick_gelu"))
+    return activations
+
+
+def _known_architecture(ref: str, directory: Path) -> Tuple[Dict, str]:
+    """(model_cfg settings known for the weights ``ref`` whatever its spelling, where they are known from): the
+    registry's for a registered weight, open_clip's pretrained table for a hub repository it names."""
+    spec = registered_spec_of(ref, directory)
+    if spec is not None and spec.options.get("model_cfg"):
+        return dict(spec.options["model_cfg"]), f"registered weight {spec.name!r}"
+    snapshot = hub_snapshot_of(directory)
+    repo_id = snapshot[0] if snapshot is not None else (None if Path(ref).expanduser().is_dir() else ref.split("@")[0])
+    activation = _open_clip_hub_activations().get(repo_id)
+    if activation is not None:
+        return {"quick_gelu": activation}, f"open_clip's pretrained table ({repo_id})"
+    return {}, ""
+
+
+def settled_model_cfg(ref: str, directory: Path, model_cfg: Dict) -> Dict:
+    """``model_cfg`` (read from the weights' ``open_clip_config.json``) with the activation settled the same way for
+    every spelling of the same weights (registry name, hub id with or without revision, cache or local folder).
+
+    Hub configs of OpenAI weights do not record ``quick_gelu`` (open_clip's default, GELU, is wrong for them): the
+    registry or open_clip's pretrained table says it. A config that contradicts them, or weights whose activation
+    nothing records, are refused rather than guessed."""
+    known, source = _known_architecture(ref, directory)
+    conflicts = {key: (model_cfg[key], value) for key, value in known.items()
+                 if key in model_cfg and model_cfg[key] != value}
+    if conflicts:
+        raise ModelNotAvailableError(
+            f"weights {ref!r}: {directory / CONFIG_FILE} says "
+            f"{ {key: ours for key, (ours, _) in conflicts.items()} } but {source} says "
+            f"{ {key: theirs for key, (_, theirs) in conflicts.items()} }: refusing to guess which model they are")
+    settled = {**model_cfg, **known}
+    if "quick_gelu" not in settled:
+        raise ModelNotAvailableError(
+            f"weights {ref!r}: cannot tell whether they use QuickGELU or GELU: model_cfg in {directory / CONFIG_FILE} "
+            f"has no \"quick_gelu\" and they are neither a registered weight (`capeval weights`) nor a hub repository "
+            f"in open_clip's pretrained table. Add \"quick_gelu\": true (OpenAI-trained CLIP) or false to model_cfg")
+    return settled
+
+
 def load_open_clip(ref: str, *, cache_dir=None, builder=build_clip) -> Tuple[torch.nn.Module, Dict, Path]:
     """Load weights ``ref`` (registry name, hub id or directory) into the model ``builder(model_cfg)`` makes.
 
@@ -107,10 +164,7 @@ def load_open_clip(ref: str, *, cache_dir=None, builder=build_clip) -> Tuple[tor
     """
     directory = resolve(ref, [CONFIG_FILE, WEIGHTS_FILE], cache_dir=cache_dir)
     config = json.loads((directory / CONFIG_FILE).read_text())
-    model_cfg = dict(config["model_cfg"])
-    if ref in registered_weights():  # e.g. OpenAI weights need QuickGELU, which hub configs do not record
-        model_cfg.update(registered_weights()[ref].options.get("model_cfg", {}))
-    model = builder(model_cfg)
+    model = builder(settled_model_cfg(ref, directory, config["model_cfg"]))
     state_dict = load_safetensors(directory / WEIGHTS_FILE)
     state_dict = {k: v for k, v in state_dict.items() if k != "attn_mask"}
     missing, unexpected = model.load_state_dict(state_dict, strict=False)
@@ -249,8 +303,8 @@ class ClipBackbone:
     """
 
     def __init__(self, weights: str, *, device: str = "auto", dtype=None, precision: str = "uniform",
-                 batch_size: int = 64, cache_dir=None, persist_dir=None, num_workers: Optional[int] = None,
-                 preprocess_workers: int = 0, loader=load_open_clip):
+                 batch_size: int = 64, cache_dir=None, persist_dir=None, cache_bytes: int = DEFAULT_CACHE_BYTES,
+                 num_workers: Optional[int] = None, preprocess_workers: int = 0, loader=load_open_clip):
         from open_clip.tokenizer import SimpleTokenizer
 
         if precision not in PRECISIONS:
@@ -283,11 +337,12 @@ class ClipBackbone:
         self.tokenizer = SimpleTokenizer()
         self._transform = self._build_transform()
         self.directory = directory.resolve()
-        # the snapshot path pins the revision; the forwards' tag keeps persisted features of other numerics apart
-        self._namespace = f"{self.directory}|{self.dtype}|{FORWARDS}"
-        if precision != "uniform":
-            self._namespace += f"|{precision}"
-        self._persist_dir = persist_dir
+        # features are keyed by the weights' content and all that changes them (capeval.core.cache_keys)
+        self._numerics = {"dtype": self.dtype, "precision": precision, "forwards": FORWARDS,
+                          "image_size": self.image_size, "mean": self.mean, "std": self.std,
+                          "context_length": self.context_length}
+        self._namespaces: Dict[Tuple[str, str], CacheNamespace] = {}
+        self._persist_dir, self._cache_bytes = persist_dir, cache_bytes
         self.reset_caches()
         # texts that begin with the CLIP-S prompt run after its states, computed once (clip_pooled.prompt_states)
         pooled_at_eot = (self.model.text_pool_type == "argmax"
@@ -300,8 +355,16 @@ class ClipBackbone:
 
     def reset_caches(self) -> None:
         """Start from empty in-memory embedding caches (persisted entries stay on disk)."""
-        self.image_cache = EmbeddingCache(f"clip-image|{self._namespace}", self._persist_dir)
-        self.text_cache = EmbeddingCache(f"clip-text|{self._namespace}", self._persist_dir)
+        self.image_cache = self.feature_cache("clip-image")
+        self.text_cache = self.feature_cache("clip-text")
+
+    def feature_cache(self, kind: str, **numerics) -> EmbeddingCache:
+        """An empty in-memory cache of this backbone's ``kind`` features under ``numerics`` besides the backbone's
+        own, keyed by the weights' content as they were loaded (persisted entries are found again)."""
+        key = (kind, repr(sorted(numerics.items())))
+        if key not in self._namespaces:
+            self._namespaces[key] = cache_namespace(kind, self.directory, **self._numerics, **numerics)
+        return EmbeddingCache(self._namespaces[key], self._persist_dir, max_bytes=self._cache_bytes)
 
     def _build_transform(self):
         from torchvision import transforms as T

@@ -123,6 +123,45 @@ def _recorded(ref: str, directory: Path) -> Path:
     return directory
 
 
+def hub_snapshot_of(directory: os.PathLike) -> Optional[Tuple[str, str]]:
+    """``(repo_id, commit)`` of a Hugging Face cache snapshot directory (``…/models--org--name/snapshots/<commit>``
+    or a folder inside one), else None."""
+    parts = Path(directory).absolute().parts
+    for i in range(len(parts) - 2, 0, -1):
+        if parts[i] == "snapshots" and parts[i - 1].split("--", 1)[0] in ("models", "datasets", "spaces"):
+            return parts[i - 1].split("--", 1)[1].replace("--", "/"), parts[i + 1]
+    return None
+
+
+def registered_spec_of(ref: str, directory: Optional[os.PathLike] = None) -> Optional[WeightSpec]:
+    """The registered weight ``ref`` (resolved to ``directory``) is, whatever its spelling: its registry name, its hub
+    repo id (any revision), a Hugging Face cache snapshot of that repo, or capeval's converted folder of it (or a copy
+    of that folder: its provenance JSON names the weight); None for other weights."""
+    weights = registered_weights()
+    if ref in weights:
+        return weights[ref]
+    by_repo = {spec.repo_id: spec for spec in weights.values()}
+    repo_id = _split_revision(ref)[0]
+    if repo_id in by_repo and not Path(ref).expanduser().is_dir():
+        return by_repo[repo_id]
+    if directory is None:
+        return None
+    snapshot = hub_snapshot_of(directory)
+    if snapshot is not None:
+        return by_repo.get(snapshot[0])
+    record = Path(directory) / PROVENANCE_FILE
+    if record.is_file():
+        try:
+            name = json.loads(record.read_text(encoding="utf-8")).get("weight")
+        except (ValueError, AttributeError):
+            name = None
+        if name in weights:
+            return weights[name]
+    resolved = Path(directory).resolve()
+    return next((spec for spec in weights.values() if spec.upstream is not None
+                 and converted_dir(spec.name).resolve() == resolved), None)
+
+
 def _split_revision(ref: str):
     if "@" in ref:
         repo_id, revision = ref.split("@", 1)
@@ -281,9 +320,11 @@ def fetch_upstream(spec: WeightSpec, *, file: Optional[os.PathLike] = None) -> P
             if missing:
                 raise ModelNotAvailableError(f"converter {upstream.converter!r} did not write {missing}")
             (out / PROVENANCE_FILE).write_text(json.dumps({
-                "source": upstream.url or upstream.page, "file": upstream.filename, "sha256": sha256,
+                "weight": spec.name, "source": upstream.url or upstream.page, "file": upstream.filename, "sha256": sha256,
                 "converter": upstream.converter, "capeval_version": __version__,
-                "downloaded_from": url if downloaded else f"local file {official.name}"}, indent=2))
+                "downloaded_from": url if downloaded else f"local file {official.name}",
+                "files": {f: {"sha256": _file_sha256(out / f), "bytes": (out / f).stat().st_size} for f in spec.files},
+            }, indent=2))
             shutil.rmtree(target, ignore_errors=True)
             os.replace(out, target)
     except Exception:

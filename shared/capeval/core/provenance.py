@@ -1,9 +1,10 @@
 """Where a number came from: the weights a scorer loaded and the options that change its values, as a
 ``provenance`` dict and a compact ``hashcode`` string (as evaluate's BERTScore reports one).
 
-Two scorers whose provenance differs (capeval version, metric, any weight's ``repo@commit`` or file hash, any
-number-changing option, the device type, tiny random test weights) have different hashcodes; two loads of the
-same configuration have equal ones, whatever the batch size, order or cache settings.
+Two scorers whose provenance differs (capeval version, metric, the content of any weight's files, any number-changing
+option, the device type, tiny random test weights) have different hashcodes; two loads of the same configuration have
+equal ones, whatever the batch size, order or cache settings, and whatever spelling named the weights (registry name,
+hub id with or without revision, cache or local folder): a weight enters the hashcode by its files' sha256 only.
 """
 
 from __future__ import annotations
@@ -12,32 +13,27 @@ import hashlib
 import inspect
 import json
 import os
+import re
 import warnings
 from pathlib import Path
-from typing import Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Dict, Iterable, List, Mapping, Tuple
 
 from capeval.core.constants import PROVENANCE_FILE, TINY_MARKER_FILE
+from capeval.core.hub import hub_snapshot_of, registered_spec_of
 from capeval.core.runtime import LruCache
 from capeval.core.version import __version__
 
 # options that do not change a single value: how fast, where cached (the device enters as its type)
 NEUTRAL_OPTIONS = ("device", "batch_size", "cache_dir", "persist_dir", "image_cache_dir", "num_workers",
-                   "preprocess_workers")
+                   "preprocess_workers", "cache_bytes")
 _FILE_HASHES: LruCache = LruCache(256)  # (path, size, mtime_ns) -> sha256 of a local weights file
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+# files beside the weights that do not change a number: model cards, git metadata, capeval's own records
+_NOT_WEIGHTS = ("README.md", ".gitattributes", PROVENANCE_FILE, TINY_MARKER_FILE)
 
 
 class TinyWeightsWarning(UserWarning):
     """Tiny random test weights were loaded: the scores mean nothing."""
-
-
-def _snapshot_of(directory: Path) -> Optional[Tuple[str, str]]:
-    """``(repo_id, commit)`` of a Hugging Face cache snapshot directory (``…/models--org--name/snapshots/<commit>``
-    or a folder inside one), else None."""
-    parts = directory.parts
-    for i in range(len(parts) - 2, 0, -1):
-        if parts[i] == "snapshots" and parts[i - 1].split("--", 1)[0] in ("models", "datasets", "spaces"):
-            return parts[i - 1].split("--", 1)[1].replace("--", "/"), parts[i + 1]
-    return None
 
 
 def _file_sha256(path: Path) -> str:
@@ -54,29 +50,56 @@ def _file_sha256(path: Path) -> str:
     return known
 
 
-def _tree_sha256(directory: Path) -> str:
-    """One sha256 over every file below ``directory`` (relative path and content hash, in sorted order)."""
+def _content_sha256(path: Path, recorded: Mapping[str, Mapping]) -> str:
+    """The sha256 of ``path``'s content: the name of the Hugging Face cache blob it links to (the hub names LFS
+    blobs by their sha256), the hash recorded at conversion for a file of that size, else hashed here."""
+    if path.is_symlink():
+        target = path.resolve()
+        if target.parent.name == "blobs" and _SHA256.match(target.name):
+            return target.name
+    known = recorded.get(path.name)
+    if isinstance(known, Mapping) and known.get("bytes") == path.stat().st_size and _SHA256.match(
+            str(known.get("sha256"))):
+        return str(known["sha256"])
+    return _file_sha256(path)
+
+
+def _weight_files(ref: str, directory: Path) -> List[Path]:
+    """The files that make the weights: a registered weight's own file list, else every file below ``directory``
+    but model cards, capeval's records and hidden folders (``.cache`` of ``hf download --local-dir``)."""
+    spec = registered_spec_of(ref, directory)
+    if spec is not None and all((directory / name).is_file() for name in spec.files):
+        return [directory / name for name in spec.files]
+    return [path for path in directory.rglob("*") if path.is_file() and path.name not in _NOT_WEIGHTS
+            and not any(part.startswith(".") for part in path.relative_to(directory).parts)]
+
+
+def _tree_sha256(ref: str, directory: Path, recorded: Mapping[str, Mapping]) -> str:
+    """One sha256 over the weights' files (relative path and content hash, in sorted order)."""
     digest = hashlib.sha256()
-    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
-        digest.update(f"{path.relative_to(directory).as_posix()}\0{_file_sha256(path)}\n".encode())
+    for path in sorted(_weight_files(ref, directory), key=lambda p: p.relative_to(directory).as_posix()):
+        digest.update(f"{path.relative_to(directory).as_posix()}\0{_content_sha256(path, recorded)}\n".encode())
     return digest.hexdigest()
 
 
 def describe_weights(ref: str, directory: os.PathLike) -> Dict[str, object]:
     """What ``directory`` (returned by :func:`capeval.core.hub.resolve` for ``ref``) holds: ``repo@commit`` of a hub
-    snapshot, the upstream source and sha256 of weights converted from an official file, or the sha256 of a local
-    folder; ``tiny_random_weights`` when it is a snapshot written by :mod:`capeval.testing`."""
+    snapshot, the upstream source of weights converted from an official file, or the path of a local folder; the
+    ``sha256`` of its weight files (what the hashcode covers); ``tiny_random_weights`` when it is a snapshot written
+    by :mod:`capeval.testing`."""
     directory = Path(directory)
     entry: Dict[str, object] = {"ref": str(ref)}
     converted = directory / PROVENANCE_FILE
-    snapshot = _snapshot_of(directory.absolute())
+    snapshot = hub_snapshot_of(directory)
+    recorded: Mapping[str, Mapping] = {}
     if converted.is_file():
         entry["converted_from"] = json.loads(converted.read_text(encoding="utf-8"))
+        recorded = entry["converted_from"].pop("files", None) or {}
     elif snapshot is not None:
         entry["source"] = f"{snapshot[0]}@{snapshot[1]}"
     else:
         entry["source"] = f"local:{directory.resolve()}"
-        entry["sha256"] = _tree_sha256(directory)
+    entry["sha256"] = _tree_sha256(str(ref), directory, recorded)
     entry["tiny_random_weights"] = (directory / TINY_MARKER_FILE).exists()
     return entry
 
@@ -105,14 +128,20 @@ def build_provenance(metric: str, options: Mapping, loaded: Iterable[Tuple[str, 
     """The provenance of ``scorer``, built as ``metric`` with ``options`` (effective, defaults included), having
     loaded ``loaded`` (``(ref, directory)`` pairs from :func:`capeval.core.hub.recording_resolutions`). Options named
     in ``shared`` are backbones passed in: their weights are described from their ``directory``."""
-    weights: List[Dict[str, object]] = []
-    seen = set()
+    by_directory: Dict[str, Dict[str, object]] = {}
     passed_in = [(name, options[name]) for name in shared if options.get(name) is not None]
     for ref, directory in [*loaded, *((name, getattr(obj, "directory", None)) for name, obj in passed_in)]:
-        if directory is None or str(Path(directory).absolute()) in seen:
+        if directory is None:
             continue
-        seen.add(str(Path(directory).absolute()))
-        weights.append(describe_weights(ref, directory))
+        key = str(Path(directory).absolute())
+        if key not in by_directory:
+            by_directory[key] = describe_weights(ref, directory)
+        entry = by_directory[key]
+        named_by = {name for name, value in options.items() if isinstance(value, (str, os.PathLike))
+                    and name not in shared and str(value) == str(ref)}
+        if named_by:  # in the hashcode these options count as the weights' content, not as their spelling
+            entry["named_by"] = sorted(named_by.union(entry.get("named_by", ())))
+    weights: List[Dict[str, object]] = list(by_directory.values())
     numeric = {name: _json_value(value) for name, value in sorted(options.items())
                if name not in NEUTRAL_OPTIONS and name not in shared and name != "dtype"}  # dtype: below
     provenance: Dict[str, object] = {"capeval": __version__, "metric": metric, "options": numeric, "weights": weights}
@@ -144,9 +173,20 @@ def _model_attribute(scorer, name: str):
     return None
 
 
+def identity(provenance: Mapping) -> Dict[str, object]:
+    """What the hashcode covers: ``provenance`` with each weight reduced to its content (``sha256``, tiny flag) and
+    each option that named a weight replaced by that content, so every spelling of the same weights is one identity."""
+    weights = provenance.get("weights", [])
+    content = {option: f"sha256:{entry.get('sha256')}" for entry in weights for option in entry.get("named_by", ())}
+    options = {name: content.get(name, value) for name, value in provenance.get("options", {}).items()}
+    return {**provenance, "options": options,
+            "weights": [{"sha256": entry.get("sha256"), "tiny_random_weights": entry.get("tiny_random_weights")}
+                        for entry in weights]}
+
+
 def hashcode(provenance: Mapping) -> str:
-    """``<metric>|capeval <version>|<16 hex of sha256 over the canonical provenance JSON>`` (``|TINY-RANDOM-WEIGHTS``
-    appended for test weights)."""
-    digest = hashlib.sha256(json.dumps(provenance, sort_keys=True).encode()).hexdigest()[:16]
+    """``<metric>|capeval <version>|<16 hex of sha256 over the canonical JSON of its identity>``
+    (:func:`identity`; ``|TINY-RANDOM-WEIGHTS`` appended for test weights)."""
+    digest = hashlib.sha256(json.dumps(identity(provenance), sort_keys=True).encode()).hexdigest()[:16]
     tiny = "|TINY-RANDOM-WEIGHTS" if provenance.get("tiny_random_weights") else ""
     return f"{provenance['metric']}|capeval {provenance['capeval']}|{digest}{tiny}"
