@@ -109,3 +109,12 @@ def test_load_images_decodes_a_repeated_path_once_and_keeps_input_order(tmp_path
         load_images(bad)
     with pytest.raises(InputError, match=r"images\[13\]"):
         load_images(bad, indices=[12, 13, 14, 15])
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"path": 7, "bytes": None}, r"images\[3\]: image dict 'path' is an int \(7\), expected a file path"),
+    ({"path": ["a.png"]}, r"images\[3\]: image dict 'path' is a list"),
+    ({"bytes": "not bytes", "path": None}, r"images\[3\]: image dict 'bytes' is a str, expected bytes")])
+def test_image_dicts_with_wrong_types_name_the_sample_and_the_problem(bad, message):
+    with pytest.raises(InputError, match=message):
+        load_images([Image.new("RGB", (2, 2))] * 3 + [bad])

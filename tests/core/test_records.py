@@ -205,3 +205,71 @@ def test_record_fingerprint_is_the_same_for_every_input_kind_and_changes_with_an
     Image.new("RGB", (4, 4), "blue").save(blue, format="PNG")
     assert fingerprint([red])[0] != fingerprint([{**red, "image": {"bytes": blue.getvalue(), "path": None}}])[0]
     assert fingerprint([red]) == fingerprint([{**red, "image": {"path": None, "bytes": png.getvalue()}}])
+
+
+def _policy(images="unused", references="optional", name="metric"):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(name=name, images=images, references=references)
+
+
+def test_a_csv_references_column_under_any_name_is_read_as_lists(tmp_path):
+    """The list cells of whatever field is mapped to references are parsed (JSON or a pandas-written Python list);
+    a bare text cell stays one reference."""
+    from capeval.core.records import RecordColumns
+
+    rows = [("a dog", '["a dog running", "a brown dog"]'), ("a cat", "['a cat', \"a cat's toy\"]"),
+            ("a car", "one reference")]
+    with (tmp_path / "in.csv").open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["text", "gt"])
+        writer.writerows(rows)
+    records = [{**r, "index": i} for i, r in enumerate(iter_records(tmp_path / "in.csv"))]
+    captions, images, references = RecordColumns(_policy(), fields={"caption": "text", "references": "gt"})(records)
+    assert captions == ["a dog", "a cat", "a car"] and images is None
+    assert references == [["a dog running", "a brown dog"], ["a cat", "a cat's toy"], "one reference"]
+    records[2]["gt"] = '["unclosed", '
+    with pytest.raises(InputError, match=r"record 2: 'gt' is not a JSON list"):
+        RecordColumns(_policy(), fields={"caption": "text", "references": "gt"})(records)
+
+
+def test_a_null_field_is_named_null_with_its_record_and_a_look_alike_field_is_named(tmp_path):
+    from capeval.core.records import RecordColumns
+
+    records = [{"caption": "a dog", "index": 4}, {"caption": None, "index": 5}]
+    with pytest.raises(InputError, match=r"^record 5: 'caption' is null \(metric needs caption\)$"):
+        RecordColumns(_policy())(records)
+    with pytest.raises(InputError, match=r"^record 7: no 'references' field \(bleu needs references\); it has 'refs': "
+                                         r"map it with --references-field refs$"):
+        RecordColumns(_policy(references="required", name="bleu"))([{"caption": "a", "refs": ["b"], "index": 7}])
+    with pytest.raises(InputError, match=r"^record 1: no 'image' field \(m needs image\); it has 'img': map it with "
+                                         r"image_column= img$"):
+        RecordColumns(_policy(images="required", name="m"), options={"image": "image_column="})(
+            [{"caption": "a", "image": "x.png"}, {"caption": "a", "img": "y.png"}])
+
+
+def test_an_unmapped_look_alike_references_field_is_warned_about_once_per_run():
+    from capeval.core.records import RecordColumns, UnmappedFieldWarning
+
+    columns = RecordColumns(_policy(name="clip_s"))
+    with pytest.warns(UnmappedFieldWarning) as caught:
+        for chunk in ([{"caption": "a", "index": 0}, {"caption": "b", "refs": ["c"], "index": 1}],
+                      [{"caption": "d", "reference": "e", "index": 2}]):
+            assert columns(chunk)[2] is None
+    assert [str(w.message) for w in caught] == [
+        "record 1 has field 'refs' but references are read from 'references' (--references-field): clip_s scores "
+        "without references"]
+
+
+def test_optional_references_are_given_in_every_chunk_of_a_run_or_in_none():
+    from capeval.core.records import RecordColumns
+
+    columns = RecordColumns(_policy())
+    columns([{"caption": "a", "references": ["b"], "index": 0}])
+    with pytest.raises(InputError, match=r"record 1: no 'references' field \(give references in every record or in "
+                                         r"none\)"):
+        columns([{"caption": "c", "index": 1}])
+    columns = RecordColumns(_policy())
+    columns([{"caption": "a", "index": 0}])
+    with pytest.raises(InputError, match=r"record 2: has 'references', but the records before it have none"):
+        columns([{"caption": "c", "references": None, "index": 1}, {"caption": "c", "references": "d", "index": 2}])

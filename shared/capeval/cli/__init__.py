@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from typing import List, Optional
 
+from capeval.cli.options import check_shared_options
 from capeval.core.errors import ConversionError, InputError, ModelNotAvailableError
 from capeval.core.version import __version__
 
+BROKEN_PIPE_STATUS = 128 + 13  # a Unix tool killed by SIGPIPE, as the shell reports it
 # command -> (module under capeval.cli, one-line help); the order is the order of `capeval --help`
 COMMANDS = {
     "score": ("score", "score captions from a file, a datasets folder or a hub dataset"),
@@ -37,9 +40,17 @@ def _command_named(argv: List[str]) -> Optional[str]:
     return next((arg for arg in argv if not arg.startswith("-")), None)
 
 
+class _Parser(argparse.ArgumentParser):
+    """A usage error is one line (exit 2): what is wrong and where the help is, without the usage block."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
-    """The parser; only ``command``'s module is imported and configured (all of them when ``command`` is "*")."""
-    parser = argparse.ArgumentParser(prog="capeval", description="Faithful, fast image-captioning metrics.")
+    """The parser; only ``command``'s module is imported and configured (all of them when ``command`` is "*").
+    Every command's ``--device``, ``--dtype`` and ``--batch-size`` are checked by the types of :mod:`.options`."""
+    parser = _Parser(prog="capeval", description="Faithful, fast image-captioning metrics.")
     parser.add_argument("--version", action="version", version=f"capeval {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
@@ -47,12 +58,24 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
         if command in (name, "*"):
             module = importlib.import_module(f"capeval.cli.{module_name}")
             module.configure(command_parser)
+            check_shared_options(command_parser)
             command_parser.set_defaults(func=module.run)
     return parser
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
+    """Run a command; its exit status. Output piped into a reader that stops early (``| head``) ends it quietly."""
+    try:
+        try:
+            return _run(sys.argv[1:] if argv is None else list(argv))
+        finally:
+            sys.stdout.flush()  # a closed pipe shows here at the latest, not at interpreter exit
+    except BrokenPipeError:
+        _discard_stdout()
+        return BROKEN_PIPE_STATUS
+
+
+def _run(argv: List[str]) -> int:
     args = build_parser(_command_named(argv)).parse_args(argv)
     try:
         return args.func(args)
@@ -60,6 +83,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"capeval {args.command}: error: {message}", file=sys.stderr)
         return 2
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null, so that Python's final flush of the closed pipe stays silent."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is not a file descriptor (captured): nothing will flush to the pipe
+        pass
 
 
 if __name__ == "__main__":

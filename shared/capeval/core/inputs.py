@@ -40,12 +40,7 @@ def load_image(image: Any, *, index: Optional[int] = None, field: str = "images"
     elif isinstance(image, (str, os.PathLike)):
         pil = _open(os.fspath(image), where, source=os.fspath(image))
     elif isinstance(image, dict):
-        if image.get("bytes"):
-            pil = _open(io.BytesIO(image["bytes"]), where, source="bytes")
-        elif image.get("path"):
-            pil = _open(image["path"], where, source=image["path"])
-        else:
-            raise InputError(f"{where}: image dict has neither 'bytes' nor 'path'")
+        pil = _from_dict(image, where)
     elif isinstance(image, np.ndarray):
         pil = _from_array(image, where, layout="HWC")
     elif _is_tensor(image):
@@ -58,6 +53,21 @@ def load_image(image: Any, *, index: Optional[int] = None, field: str = "images"
     if pil.width == 0 or pil.height == 0:
         raise InputError(f"{where}: empty image of size {pil.size}")
     return pil
+
+
+def _from_dict(image: dict, where: str) -> Image.Image:
+    """A ``datasets.Image`` dict: its ``bytes`` (bytes) when given, else its ``path`` (a file path)."""
+    data, path = image.get("bytes"), image.get("path")
+    if data:
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise InputError(f"{where}: image dict 'bytes' is {_a(type(data).__name__)}, expected bytes")
+        return _open(io.BytesIO(data), where, source="bytes")
+    if path is None or path == "":
+        raise InputError(f"{where}: image dict has neither 'bytes' nor 'path'")
+    if not isinstance(path, (str, os.PathLike)):
+        raise InputError(f"{where}: image dict 'path' is {_a(type(path).__name__)} ({path!r:.40}), expected a file "
+                         f"path")
+    return _open(os.fspath(path), where, source=os.fspath(path))
 
 
 def _open(fp, where: str, source: str) -> Image.Image:

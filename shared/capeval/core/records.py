@@ -14,8 +14,9 @@ import csv
 import hashlib
 import json
 import os
+import warnings
 from pathlib import Path
-from typing import Any, Dict, Iterable, Iterator, Optional, Union
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from capeval.core.errors import InputError
 
@@ -98,17 +99,32 @@ def _json_array_records(path: Path) -> Iterator[Dict]:
         yield record
 
 
-def _list_cell(text: str):
-    """A CSV cell holding a list: JSON (``["a", "b"]``) or a Python literal (``['a', 'b']``, as pandas writes it)."""
+LIST_COLUMNS = ("references", "refs")  # CSV columns read as reference lists (Polaris names it "refs")
+
+
+def list_cell(value: Any, where: str) -> Any:
+    """A references cell as a list when it is text holding one: text that starts with ``[`` must be a JSON list
+    (``["a", "b"]``) or a Python literal list (``['a', 'b']``, as pandas writes it); other values are returned
+    unchanged (other text is one reference). CSV cells are always text, and so are lists saved as strings."""
+    if not isinstance(value, str) or not value.lstrip().startswith("["):
+        return value
     try:
-        return json.loads(text)
+        parsed = json.loads(value)
     except json.JSONDecodeError:
         import ast
 
-        return ast.literal_eval(text)  # literals only: no code runs
+        try:
+            parsed = ast.literal_eval(value)  # literals only: no code runs
+        except (ValueError, SyntaxError, MemoryError, RecursionError) as exc:
+            raise InputError(f"{where} is not a JSON list (nor a Python literal list: "
+                             f"{_first_line(exc)})") from None
+    if not isinstance(parsed, (list, tuple)):
+        raise InputError(f"{where} starts with '[' but holds {type(parsed).__name__}, not a list")
+    return list(parsed)
 
 
-LIST_COLUMNS = ("references", "refs")  # CSV cells holding one sample's reference list (Polaris names it "refs")
+def _first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 def _csv_records(path: Path) -> Iterator[Dict]:
@@ -117,11 +133,8 @@ def _csv_records(path: Path) -> Iterator[Dict]:
             for column in LIST_COLUMNS:
                 refs = row.get(column)
                 if refs:
-                    try:
-                        row[column] = _list_cell(refs) if refs.lstrip().startswith("[") else [refs]
-                    except (ValueError, SyntaxError) as exc:
-                        raise InputError(f"{path}:{line_no}: {column!r} is not a JSON list (nor a Python literal list: "
-                                         f"{exc})") from exc
+                    refs = list_cell(refs, f"{path}:{line_no}: {column!r}")
+                    row[column] = refs if isinstance(refs, list) else [refs]
             yield row
 
 
@@ -203,6 +216,136 @@ def _hub_records(source: str, chunk_size: int, split: Optional[str], name: Optio
         raise InputError(f"cannot open {source!r} as a datasets folder or hub dataset"
                          f"{f' (split {split!r})' if split else ''}: {exc}") from exc
     yield from _dataset_records(dataset, chunk_size, None, where=repr(source))  # the split is chosen already
+
+
+DEFAULT_FIELDS = {"caption": "caption", "image": "image", "references": "references"}
+CLI_OPTIONS = {"caption": "--caption-field", "image": "--image-field", "references": "--references-field"}
+# record fields that usually hold a role's values, for hints when the mapped field is absent
+LOOK_ALIKES = {
+    "caption": ("caption", "candidate", "candidates", "prediction", "predictions", "hypothesis", "hyp", "generated",
+                "generated_caption", "text"),
+    "image": ("image", "images", "img", "image_path", "image_file", "file_name", "filename", "file", "path"),
+    "references": ("references", "reference", "refs", "ref", "gts", "gt", "ground_truth", "ground_truths",
+                   "captions", "targets", "target"),
+}
+
+
+class UnmappedFieldWarning(UserWarning):
+    """A record holds a field that looks like the captions, images or references of a sample, but another field is
+    mapped to them: its values are not scored."""
+
+
+class RecordColumns:
+    """Records → ``(captions, images, references)`` for one scorer, chunk after chunk of one run: the single
+    record → column mapping of ``capeval score``, ``ray-score``, the Trainer hook and the evaluate command.
+
+    ``scorer``: anything with ``name``, ``images`` and ``references`` ("required", "optional" or "unused": the
+    scorer's input policy; EnsembEval's depends on its weights). ``fields`` maps the roles caption/image/references
+    to the records' own field names (:data:`DEFAULT_FIELDS` otherwise); ``images_dir``: the directory relative image
+    paths are under; ``image_format`` builds each image path from the record's fields (e.g.
+    ``"COCO_val2014_{image_id:012d}.jpg"``); ``options``: how the caller's user names each field, for messages
+    (:data:`CLI_OPTIONS` by default).
+
+    Records carry their record number in ``"index"`` (else their position in the chunk), and errors name it. A field
+    the metric uses must be in every record, not null (an optional one: in every record or in none, over the whole
+    run); a field it does not use is left out. A references value that is text holding a list (a CSV cell, a list
+    saved as a string) is read as that list (:func:`list_cell`). When an optional field is absent but a record holds
+    a field that looks like it (``refs`` for references), one :class:`UnmappedFieldWarning` per run names it and the
+    option that maps it; for a required field the error says so.
+    """
+
+    def __init__(self, scorer, *, fields: Optional[Mapping[str, str]] = None,
+                 images_dir: Optional[Union[str, os.PathLike]] = None, image_format: Optional[str] = None,
+                 options: Mapping[str, str] = CLI_OPTIONS):
+        unknown = sorted(set(fields or {}) - set(DEFAULT_FIELDS))
+        if unknown:
+            raise InputError(f"unknown field role(s) {unknown}: map {sorted(DEFAULT_FIELDS)}")
+        self.scorer = scorer
+        self.fields = {**DEFAULT_FIELDS, **(fields or {})}
+        self.images_dir = None if images_dir is None else Path(images_dir)
+        self.image_format = image_format
+        self.options = options
+        self._given: Dict[str, bool] = {}  # optional role -> whether the run's first chunk gave it
+        self._warned: set = set()
+
+    def __call__(self, records: Sequence[Dict]) -> Tuple[List, Optional[List], Optional[List]]:
+        numbers = [record.get("index", position) for position, record in enumerate(records)]
+        captions = self._column(records, numbers, "caption", "required")
+        if self.image_format is not None and self.scorer.images != "unused":
+            images = [self._formatted_image(record, number) for record, number in zip(records, numbers)]
+        else:
+            images = self._column(records, numbers, "image", self.scorer.images)
+        if images is not None and self.images_dir is not None:
+            images = [str(self.images_dir / image) if isinstance(image, str) else image for image in images]
+        references = self._column(records, numbers, "references", self.scorer.references)
+        if references is not None:
+            field = self.fields["references"]
+            references = [list_cell(refs, f"record {number}: {field!r}") for refs, number in zip(references, numbers)]
+        return captions, images, references
+
+    def _column(self, records: Sequence[Dict], numbers: List, role: str, need: str) -> Optional[List]:
+        if need == "unused":
+            return None
+        field = self.fields[role]
+        lacking = [position for position, record in enumerate(records) if record.get(field) is None]
+        if need == "optional":
+            given = len(lacking) < len(records)
+            given_before = self._given.setdefault(role, given)
+            if given != given_before or lacking and given:
+                position = (lacking or [0])[0] if given_before else next(
+                    p for p, record in enumerate(records) if record.get(field) is not None)
+                raise InputError(f"record {numbers[position]}: {self._absence(records[position], role)} (give "
+                                 f"{role} in every record or in none)")
+            if not given:
+                self._warn_look_alike(records, numbers, role)
+                return None
+        elif lacking:
+            position = lacking[0]
+            hint = self._look_alike_hint(records[position], role)
+            raise InputError(f"record {numbers[position]}: {self._absence(records[position], role)} "
+                             f"({self.scorer.name} needs {role}){hint}")
+        return [record[field] for record in records]
+
+    def _absence(self, record: Dict, role: str) -> str:
+        field = self.fields[role]
+        if field not in record:
+            return f"no {field!r} field"
+        if record[field] is None:
+            return f"{field!r} is null"
+        return f"has {field!r}, but the records before it have none"
+
+    def _look_alike(self, record: Dict, role: str) -> Optional[str]:
+        return next((name for name in LOOK_ALIKES[role] if name != self.fields[role] and name in record), None)
+
+    def _look_alike_hint(self, record: Dict, role: str) -> str:
+        name = self._look_alike(record, role)
+        return f"; it has {name!r}: map it with {self.options[role]} {name}" if name else ""
+
+    def _warn_look_alike(self, records: Sequence[Dict], numbers: List, role: str) -> None:
+        if role in self._warned:
+            return
+        for record, number in zip(records, numbers):
+            name = self._look_alike(record, role)
+            if name is not None:
+                self._warned.add(role)
+                warnings.warn(f"record {number} has field {name!r} but {role} are read from {self.fields[role]!r} "
+                              f"({self.options[role]}): {self.scorer.name} scores without {role}",
+                              UnmappedFieldWarning, stacklevel=3)
+                return
+
+    def _formatted_image(self, record: Dict, number) -> str:
+        try:
+            return self.image_format.format(**record)
+        except (KeyError, IndexError, ValueError, AttributeError, TypeError) as exc:
+            raise InputError(f"record {number}: --image-format {self.image_format!r} does not apply to its "
+                             f"fields ({exc.__class__.__name__}: {exc})") from None
+
+
+def record_columns(records: Sequence[Dict], images_dir: Optional[Union[str, os.PathLike]], scorer, *,
+                   fields: Optional[Mapping[str, str]] = None, image_format: Optional[str] = None):
+    """One chunk of records → ``(captions, images, references)``: :class:`RecordColumns` for a single chunk (a run of
+    several chunks should keep one :class:`RecordColumns`, which checks them together and warns once)."""
+    return RecordColumns(scorer, fields=fields, images_dir=images_dir, image_format=image_format)(records)
 
 
 def parse_shard(text: Optional[str]):
