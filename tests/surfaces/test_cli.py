@@ -69,8 +69,9 @@ def test_shards_and_merge_equal_single_run_and_a_lost_shard_can_be_rerun(tiny_hu
 
 def test_merge_refuses_shards_of_an_edited_input_or_of_another_metric_or_weights(tiny_hub, tmp_path, capsys):
     """Every shard row carries a stamp of its run: a fingerprint of the whole input (the same in every shard), the
-    metric and the options that change scores. A shard re-scored after the input was edited, or scored with another
-    metric or weights, is refused by name; shards of one run merge to the one-process rows, without the stamps."""
+    metric, the scorer's hashcode (weights, options that change scores) and the field mapping. A shard re-scored after
+    the input was edited, or scored with another metric or weights, is refused by name; shards of one run merge to
+    the one-process rows, without the stamps."""
     base = _score_file(tmp_path, 7)
     source = tmp_path / "in.jsonl"
     original = source.read_text()
@@ -84,7 +85,10 @@ def test_merge_refuses_shards_of_an_edited_input_or_of_another_metric_or_weights
     records = [json.loads(line) for line in original.splitlines()]
     digest = hashlib.sha256("".join(json.dumps(r, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n"
                                     for r in records).encode("utf-8")).hexdigest()[:16]
-    stamp = {"input": digest, "records": 7, "metric": "clip_s", "options": {}}
+    fields = {"caption field": "caption", "references field": "references", "image field": "image",
+              "images folder": str(tmp_path.resolve())}
+    hashcode = capeval.load_scorer("clip_s", device="cpu").hashcode
+    stamp = {"input": digest, "records": 7, "metric": "clip_s", "hashcode": hashcode, "fields": fields}
     rows = [json.loads(line) for path in shards for line in Path(path).read_text().splitlines()]
     assert [r["shard_of"] for r in rows] == [stamp] * 7
 
@@ -123,7 +127,8 @@ def test_merge_refuses_shards_of_an_edited_input_or_of_another_metric_or_weights
     assert "metric clip_s vs pac_s" in merge_error()
     assert main(base + ["--weights", "pacs-clip-vit-b-32", "--shard", "1/2", "--output", shards[1]]) == 0
     capsys.readouterr()
-    assert 'options {} vs {"weights": "pacs-clip-vit-b-32"}' in merge_error()
+    other = capeval.load_scorer("clip_s", device="cpu", weights="pacs-clip-vit-b-32").hashcode
+    assert f"hashcode {hashcode} vs {other} (scored with different weights or options)" in merge_error()
     # a shard file that lost its last row (record 6 of 7): the stamp knows the input has 7 records
     assert main(base + ["--shard", "1/2", "--output", shards[1]]) == 0
     capsys.readouterr()

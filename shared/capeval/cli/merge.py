@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 from typing import Dict, Optional
 
 from capeval.cli.score import SHARD_RUN_KEYS, RunningSummary
+from capeval.cli.sidecar import identity, read_sidecar, sidecar_path, write_sidecar
 from capeval.core.errors import InputError
 from capeval.core.records import iter_records, parse_shard
 
@@ -22,11 +25,16 @@ def _shard_run(path, row) -> Optional[Dict]:
     stamp = row.pop("shard_of", None)
     if stamp is None:
         raise InputError(f"{path}: record {row['index']} of shard {row['shard']} carries no 'shard_of' stamp (the "
-                         "input fingerprint, metric and options of its run); it was written by an older capeval, "
-                         "so it cannot be checked against the other shards: score that shard again")
-    if not isinstance(stamp, dict) or sorted(stamp) != sorted(SHARD_RUN_KEYS):
-        raise InputError(f"{path}: record {row['index']}: malformed 'shard_of' stamp {stamp!r}")
+                         "input fingerprint, scorer hashcode and field mapping of its run); it was written by an older "
+                         "capeval, so it cannot be checked against the other shards: score that shard again")
+    _check_stamp(f"{path}: record {row['index']}", stamp)
     return stamp
+
+
+def _check_stamp(where: str, stamp) -> None:
+    if not isinstance(stamp, dict) or sorted(stamp) != sorted(SHARD_RUN_KEYS):
+        raise InputError(f"{where}: its 'shard_of' stamp {json.dumps(stamp, sort_keys=True):.200} does not hold "
+                         f"{', '.join(SHARD_RUN_KEYS)} (written by another capeval version?): score that shard again")
 
 
 def _different_runs(first_path, first: Dict, path, other: Dict) -> str:
@@ -36,28 +44,68 @@ def _different_runs(first_path, first: Dict, path, other: Dict) -> str:
                            f"of {other['records']} records")
     if first["metric"] != other["metric"]:
         differences.append(f"metric {first['metric']} vs {other['metric']}")
-    if first["options"] != other["options"]:
-        differences.append(f"options {json.dumps(first['options'], sort_keys=True)} vs "
-                           f"{json.dumps(other['options'], sort_keys=True)}")
+    if first["hashcode"] != other["hashcode"]:
+        differences.append(f"hashcode {first['hashcode']} vs {other['hashcode']} (scored with different weights or "
+                           "options)")
+    for key in sorted(set(first["fields"]) | set(other["fields"])):
+        if first["fields"].get(key) != other["fields"].get(key):
+            differences.append(f"{key} {first['fields'].get(key)} vs {other['fields'].get(key)}")
     where = f"{first_path} and {path}" if str(first_path) != str(path) else f"rows of {path}"
     return (f"{where} come from different runs: {'; '.join(differences)}. Score the stale shard(s) again from the "
-            "same input with the same metric and options")
+            "same input with the same metric, options and field mapping")
+
+
+class _ShardFile:
+    """One input of ``capeval merge``: its rows (stamps checked and removed), its shard tag and its sidecar."""
+
+    def __init__(self, path):
+        self.path, self.sidecar = path, read_sidecar(path)
+        self.rows, self.stamps, self.tags = [], [], set()
+        for row in iter_records(path):
+            if "index" not in row or "scores" not in row:
+                raise InputError(f"{path}: not a `capeval score` output (rows need 'index' and 'scores')")
+            stamp = _shard_run(path, row)
+            if stamp is not None:
+                self.stamps.append(stamp)
+            if "shard" in row:
+                self.tags.add(row.pop("shard"))
+            self.rows.append(row)
+        if not self.rows and self.sidecar.get("shard"):  # a shard without records: only its sidecar speaks for it
+            _check_stamp(f"{path} (sidecar)", self.sidecar.get("shard_of"))
+            self.stamps, self.tags = [self.sidecar["shard_of"]], {self.sidecar["shard"]}
+
+    def check_sidecar(self) -> None:
+        """The sidecar describes these rows: their number, hashcode, shard tag and stamp."""
+        sidecar, name = self.sidecar, f"its sidecar {sidecar_path(self.path).name}"
+        if len(self.rows) != sidecar["rows"]:
+            raise InputError(f"{self.path} holds {len(self.rows)} rows but {name} says {sidecar['rows']}: the file "
+                             "was cut or edited after it was written; score it again")
+        hashcodes = {row.get("hashcode") for row in self.rows} - {sidecar["hashcode"]}
+        if hashcodes:
+            raise InputError(f"rows of {self.path} carry hashcode {sorted(map(str, hashcodes))[0]} but {name} says "
+                             f"{sidecar['hashcode']}: score it again")
+        if self.tags - {sidecar.get("shard")} or any(stamp != sidecar.get("shard_of") for stamp in self.stamps):
+            raise InputError(f"the shard tag or stamp of the rows of {self.path} differ from those of {name}: "
+                             "score it again")
 
 
 def run(args) -> int:
     """Join shard outputs in input order; fail on missing or duplicated records. Shards of ``capeval score --shard``
-    (JSONL) or feature folders of ``capeval train polos-features --shard``.
+    (JSONL, each with its provenance sidecar) or feature folders of ``capeval train polos-features --shard``.
 
     Shards of different runs are refused: every row of ``capeval score --shard i/n`` carries ``"shard": "i/n"`` and
-    ``"shard_of": {"input", "records", "metric", "options"}``: a fingerprint of the whole input (sha256 over every
-    record's canonical JSON in input order, :class:`capeval.core.records.RecordFingerprint`; every shard streams
-    the whole input, so all shards of one input agree), its number of records, the metric and the options that
-    change scores (``weights``, ``cider_idf``; not device or batch size). The fingerprint is complete only at the
-    end of the stream, so the shard writes its rows to ``<output>.partial``, rewrites them with the stamp once the
-    input is read, and renames the result to ``<output>``: one self-describing file, which appears complete or not
-    at all. All stamps must be equal; they and the shard tags are dropped from the merged rows, which equal those of
-    a one-process run. Rows without a shard tag (unsharded outputs) merge as before; shard rows without a stamp
-    (older outputs) are refused, since they cannot be checked."""
+    ``"shard_of": {"input", "records", "metric", "hashcode", "fields"}``: a fingerprint of the whole input (sha256
+    over every record's canonical JSON in input order, :class:`capeval.core.records.RecordFingerprint`; every shard
+    streams the whole input, so all shards of one input agree), its number of records, the metric, the scorer's
+    hashcode (weights and every option that changes a value) and how records map to what is scored (caption,
+    references and image fields or ``--image-format``, the resolved ``--images`` folder). Each row also carries
+    ``scored_digest``, a digest of what it scored (caption, references, decoded image). A shard without records
+    writes an empty file whose sidecar holds its tag and stamp. The fingerprint is complete only at the end of the
+    stream, so the shard writes its rows to ``<output>.partial``, rewrites them with the stamp once the input is
+    read, and renames the result to ``<output>``: one self-describing file, which appears complete or not at all.
+    All stamps must be equal and every sidecar must describe its file; stamps and shard tags are dropped from the
+    merged rows, which equal those of a one-process run, and the merged output gets its own sidecar. Rows without a
+    shard tag (unsharded outputs) merge as before; shard rows without a stamp (older outputs) are refused."""
     from capeval.polos.training import is_feature_folder, merge_features
 
     folders = [is_feature_folder(path) for path in args.shards]
@@ -69,23 +117,21 @@ def run(args) -> int:
         return 0
     rows: Dict[int, Dict] = {}
     shards_seen: Dict[int, set] = {}
-    run, run_path = None, None  # the stamp of the first shard row, and its file
-    for path in args.shards:
-        for row in iter_records(path):
-            if "index" not in row or "scores" not in row:
-                raise InputError(f"{path}: not a `capeval score` output (rows need 'index' and 'scores')")
-            stamp = _shard_run(path, row)
-            if stamp is not None:
-                if run is None:
-                    run, run_path = stamp, path
-                elif stamp != run:
-                    raise InputError(_different_runs(run_path, run, path, stamp))
+    run, run_path = None, None  # the first stamp, and its file
+    files = [_ShardFile(path) for path in args.shards]
+    for file in files:
+        for stamp in file.stamps:
+            if run is None:
+                run, run_path = stamp, file.path
+            elif stamp != run:
+                raise InputError(_different_runs(run_path, run, file.path, stamp))
+        for row in file.rows:
             if row["index"] in rows:
-                raise InputError(f"record {row['index']} appears in more than one shard ({path})")
-            if "shard" in row:
-                i, n = parse_shard(row.pop("shard"))
-                shards_seen.setdefault(n, set()).add(i)
+                raise InputError(f"record {row['index']} appears in more than one shard ({file.path})")
             rows[row["index"]] = row
+        for tag in file.tags:
+            i, n = parse_shard(tag)
+            shards_seen.setdefault(n, set()).add(i)
     if len(shards_seen) > 1:
         raise InputError(f"the shards were cut in different ways ({sorted(shards_seen)} shards); use one --shard i/n")
     for n, seen in shards_seen.items():
@@ -97,15 +143,28 @@ def run(args) -> int:
     missing = sorted(set(range(total)) - set(rows))
     if missing:
         raise InputError(f"{len(missing)} records are missing (first: {missing[:5]}); re-run the shard(s) holding them")
-    hashcodes = sorted({str(row.get("hashcode")) for row in rows.values()})
+    for file in files:
+        file.check_sidecar()
+    hashcodes = sorted({str(file.sidecar["hashcode"]) for file in files})
     if len(hashcodes) > 1:
         raise InputError(f"the shards were scored with different weights or options (hashcodes {hashcodes}); "
                          "score them again with the same ones")
+    _write_merged(args.output, rows, files[0].sidecar, [file.path for file in files])
+    return 0
+
+
+def _write_merged(output, rows: Dict[int, Dict], sidecar: Dict, shards) -> None:
+    """The merged rows in input order (written under a temporary name, renamed once complete), their sidecar and
+    the summary."""
     summary = RunningSummary()
-    with open(args.output, "w", encoding="utf-8") as out:
+    partial = Path(f"{output}.partial")
+    with open(partial, "w", encoding="utf-8") as out:
         for index in sorted(rows):
             out.write(json.dumps(rows[index]) + "\n")
             summary.add_scores({k: [v] for k, v in rows[index]["scores"].items()})
-    print(json.dumps({"n": len(rows), **summary.result(), "hashcode": next(iter(rows.values())).get("hashcode")},
+    write_sidecar(output, rows=len(rows), hashcode=sidecar["hashcode"], provenance=sidecar["provenance"],
+                  **({"metric": sidecar["metric"]} if "metric" in sidecar else {}),
+                  merged_from=[Path(path).name for path in shards])
+    os.replace(partial, output)
+    print(json.dumps({"n": len(rows), **summary.result(), **identity(sidecar["hashcode"], sidecar["provenance"])},
                      indent=2))
-    return 0

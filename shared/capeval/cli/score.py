@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional
 
+from capeval.cli.sidecar import identity, remove_sidecar, write_sidecar
 from capeval.core.errors import InputError
 from capeval.core.records import DEFAULT_CHUNK_ROWS, RecordFingerprint, iter_records, parse_shard
 
-SHARD_RUN_KEYS = ("input", "records", "metric", "options")  # the "shard_of" stamp of every `capeval score --shard` row
+# the "shard_of" stamp of every `capeval score --shard` output (in each row and in the sidecar): the input's
+# fingerprint and number of records, the metric, the scorer's hashcode and how records map to what is scored
+SHARD_RUN_KEYS = ("input", "records", "metric", "hashcode", "fields")
 
 
 def non_negative_int(value: str) -> int:
@@ -164,6 +168,31 @@ def _score_features(args) -> int:
     return 0
 
 
+def scored_fields(args, scorer) -> Dict[str, Optional[str]]:
+    """How records become what ``scorer`` scores: the caption and references fields, the image field or
+    ``--image-format``, and the resolved ``--images`` folder (roles the scorer does not use are left out)."""
+    fields = {"caption field": args.caption_field}
+    if scorer.references != "unused":
+        fields["references field"] = args.references_field
+    if scorer.images != "unused":
+        fields["image field"] = f"format {args.image_format}" if args.image_format else args.image_field
+        fields["images folder"] = str(Path(args.images).resolve()) if args.images else None
+    return fields
+
+
+def scored_digests(inputs) -> List[str]:
+    """Per record, 16 hex of a sha256 over what was scored: the caption, the references as validated and the
+    decoded image's content key (:func:`capeval.core.runtime.image_keys`: mode, size and pixels)."""
+    from capeval.core.runtime import image_keys
+
+    n = len(inputs)
+    images = image_keys(inputs.images) if inputs.images is not None else [None] * n
+    references = inputs.references if inputs.references is not None else [None] * n
+    return [hashlib.sha256(json.dumps({"caption": caption, "image": image, "references": refs}, sort_keys=True,
+                                      ensure_ascii=False).encode("utf-8")).hexdigest()[:16]
+            for caption, image, refs in zip(inputs.predictions, images, references)]
+
+
 def _stamp_rows(partial: Path, stamp: Dict) -> None:
     """Add ``"shard_of": stamp`` to every row of the finished ``partial`` output (rewritten under a second temporary
     name, then renamed over it)."""
@@ -178,7 +207,7 @@ def _stamp_rows(partial: Path, stamp: Dict) -> None:
 
 
 def run(args) -> int:
-    from capeval.core.scoring import RUNTIME_OPTIONS, get_scorer_spec, load_scorer
+    from capeval.core.scoring import get_scorer_spec, load_scorer
 
     if args.from_features:
         return _score_features(args)
@@ -223,6 +252,8 @@ def run(args) -> int:
     # written under a temporary name and renamed once complete: a killed shard leaves no output to merge
     partial = Path(f"{args.output}.partial") if args.output else None
     out = open(partial, "w", encoding="utf-8") if partial else None
+    if partial:
+        remove_sidecar(args.output)
     try:
         for batch in _batches(records, chunk_size):
             captions, images, references = record_columns(batch, images_dir, scorer, fields=fields,
@@ -237,8 +268,10 @@ def run(args) -> int:
                 elif not key.endswith("_per_sample") and isinstance(value, (int, float)):
                     summary.add_counter(key, value)
             if out:
+                digests = scored_digests(inputs)
                 for i, record in enumerate(batch):
-                    row = {**record, "scores": {k: v[i] for k, v in per_sample.items()}, "hashcode": result["hashcode"]}
+                    row = {**record, "scores": {k: v[i] for k, v in per_sample.items()}, "hashcode": result["hashcode"],
+                           "scored_digest": digests[i]}
                     if num_shards > 1:
                         row["shard"] = f"{shard}/{num_shards}"
                     if isinstance(row.get("image"), dict):  # embedded image bytes: keep the path only
@@ -246,26 +279,31 @@ def run(args) -> int:
                     out.write(json.dumps(row, default=_json_value) + "\n")
                 out.flush()
             n += len(batch)
+        stamp = None
+        if num_shards > 1:  # the input is read to its end: its fingerprint is complete
+            stamp = {"input": fingerprint.hexdigest(), "records": fingerprint.records, "metric": args.metric,
+                     "hashcode": scorer.hashcode, "fields": scored_fields(args, scorer)}
         if out:
             out.close()
-            if num_shards > 1 and n:  # the input is read to its end: its fingerprint is complete
-                _stamp_rows(partial, {"input": fingerprint.hexdigest(), "records": fingerprint.records,
-                                      "metric": args.metric,
-                                      "options": {k: v for k, v in options.items() if k not in RUNTIME_OPTIONS}})
+            if stamp and n:
+                _stamp_rows(partial, stamp)
     except BaseException:
         if out:
             out.close()
             partial.unlink(missing_ok=True)
         raise
-    if n == 0:
+    if n == 0 and not fingerprint.records:  # an empty input; a shard without records of a longer one is written
         if partial:
             partial.unlink(missing_ok=True)
-        raise InputError(f"{args.input} holds no records" + (f" for shard {args.shard}" if num_shards > 1 else ""))
-    if partial:
+        raise InputError(f"{args.input} holds no records")
+    if partial:  # the sidecar first: an output never appears without its own
+        shard_tag = {"shard": f"{shard}/{num_shards}", "shard_of": stamp} if stamp else {}
+        write_sidecar(args.output, rows=n, hashcode=scorer.hashcode, provenance=scorer.provenance,
+                      metric=args.metric, **shard_tag)
         os.replace(partial, args.output)
     means = summary.result()
     if corpus_level:
         means.update(corpus_values)  # e.g. BLEU's corpus value is not the mean of its per-sample values
     print(json.dumps({"metric": args.metric, "n": n, **({"shard": args.shard} if num_shards > 1 else {}), **means,
-                      "hashcode": scorer.hashcode, "provenance": scorer.provenance}, indent=2))
+                      **identity(scorer.hashcode, scorer.provenance)}, indent=2))
     return 0
