@@ -2,6 +2,7 @@
 
 import inspect
 
+import numpy as np
 import pytest
 from PIL import Image
 
@@ -110,3 +111,73 @@ def test_every_scorer_returns_per_sample_lists_and_their_means(name, built):
     if spec.references == "optional":  # reference-free scores do not change when references are given
         free = scorer.score(CAPTIONS, **_inputs(spec, references=False))
         assert free[name] == pytest.approx(result[name], abs=1e-6)
+
+
+EMPTY_AT = [Image.new("RGB", (40, 30), "red"), Image.new("RGB", (36, 36), "green"), Image.new("RGB", (30, 40), "blue")]
+WITH_EMPTY = ["a red square on a table", "  ", "a blue square"]
+REFERENCES_3 = [["a red picture", "red"], ["a green picture"], ["a blue picture"]]
+
+
+def _three(spec):
+    return {"images": EMPTY_AT if spec.images != "unused" else None,
+            "references": REFERENCES_3 if spec.references != "unused" else None}
+
+
+def _kept(spec):
+    return {k: None if v is None else [v[0], v[2]] for k, v in _three(spec).items()}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_skipped_empty_captions_get_no_score_and_the_rest_is_scored_as_its_own_corpus(name, built):
+    spec, scorer = scorers()[name], built(name)
+    if name == "spice":
+        pytest.skip("SPICE needs the CoreNLP jars")
+    with pytest.raises(InputError, match=r"predictions\[1\] is an empty caption"):
+        scorer.score(WITH_EMPTY, **_three(spec))  # the default policy
+    skipped = scorer.score(WITH_EMPTY, **_three(spec), empty_caption="skip")
+    alone = scorer.score([WITH_EMPTY[0], WITH_EMPTY[2]], **_kept(spec))
+    assert skipped["skipped_empty_captions"] == 1
+    for key, value in alone.items():
+        if key.endswith("_per_sample"):
+            assert skipped[key] == [value[0], None, value[1]]
+        elif isinstance(value, float):  # corpus values (BLEU's, CIDEr's IDF) of the non-empty captions
+            assert skipped[key] == value or (value != value and skipped[key] != skipped[key])
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_fixed_empty_caption_score_counts_in_the_means_and_is_refused_by_corpus_level_scorers(name, built):
+    spec, scorer = scorers()[name], built(name)
+    if spec.is_corpus_level({}):
+        with pytest.raises(InputError, match=f"{name} is corpus-level.*empty_caption='skip'"):
+            scorer.score(WITH_EMPTY, **_three(spec), empty_caption=0.0)
+        return
+    if name == "spice":
+        pytest.skip("SPICE needs the CoreNLP jars")
+    fixed = scorer.score(WITH_EMPTY, **_three(spec), empty_caption=-1)
+    alone = scorer.score([WITH_EMPTY[0], WITH_EMPTY[2]], **_kept(spec))
+    assert fixed["empty_captions"] == 1
+    for key, value in alone.items():
+        if key.endswith("_per_sample"):
+            column = [value[0], -1.0, value[1]]
+            assert fixed[key] == column
+            mean = fixed[key[: -len("_per_sample")]]
+            own = alone[key[: -len("_per_sample")]]
+            if own == own:  # a defined mean counts the fixed score (HICE-S's local terms leave NaN values out)
+                assert mean == pytest.approx(np.mean([v for v in column if v == v]), abs=0, rel=1e-12)
+                assert np.isfinite(mean)
+
+
+@pytest.mark.parametrize("policy", [float("nan"), float("inf"), True, "zero", None, "Skip"])
+def test_empty_caption_policy_must_be_error_skip_or_a_finite_score(policy, built):
+    with pytest.raises(InputError, match="empty_caption must be 'error', 'skip' or a finite score"):
+        built("rouge_l").score(WITH_EMPTY, references=REFERENCES_3, empty_caption=policy)
+
+
+def test_skipped_samples_are_still_validated_and_all_empty_scores_nothing(built):
+    scorer = built("clip_s")
+    with pytest.raises(InputError, match=r"images\[1\]: image file not found"):
+        scorer.score(WITH_EMPTY, images=[EMPTY_AT[0], "/no/such/image.png", EMPTY_AT[2]], empty_caption="skip")
+    with pytest.raises(InputError, match=r"references\[1\] is an empty reference list"):
+        scorer.score(WITH_EMPTY, images=EMPTY_AT, references=[["a"], [], ["b"]], empty_caption=0)
+    nothing = scorer.score(["", " "], images=EMPTY_AT[:2], empty_caption="skip")
+    assert {k: v for k, v in nothing.items() if k not in ("provenance", "hashcode")} == {"skipped_empty_captions": 2}

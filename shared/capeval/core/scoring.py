@@ -5,11 +5,25 @@ accepts, the backbones it can share and whether its values are corpus-level. Eve
 ``load_scorer``, the CLI, the Trainer hook, the demos) goes through :meth:`Scorer.score`, which validates the input
 with one shared step (:func:`capeval.core.inputs.validate_inputs`) before any model runs. A scorer returns, for each
 of its scores ``k``, the corpus mean under ``k`` and the per-sample list under ``f"{k}_per_sample"``.
+
+Empty captions follow one policy at every entry point, ``empty_caption`` (:func:`empty_caption_policy`):
+
+* ``"error"`` (default): :class:`InputError` naming ``predictions[i]``;
+* ``"skip"``: those samples get no score (``None`` in every per-sample list); means and corpus-level statistics
+  (BLEU's n-gram counts, METEOR's alignments, CIDEr's document frequencies) are those of the other samples, scored
+  as a corpus of their own; ``skipped_empty_captions`` counts them;
+* a finite number ``x``: each empty caption scores ``x`` in every per-sample list and the means count it
+  (``empty_captions`` counts them). A corpus-level scorer refuses a fixed score: its corpus value is not a mean
+  of per-sample values, so no per-sample score can stand for a caption in it (use ``"skip"``).
+
+Images and references of empty-caption samples are validated like any other. When every caption is empty,
+nothing is scored and the result holds the count only.
 """
 
 from __future__ import annotations
 
 import importlib
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
@@ -19,7 +33,7 @@ import numpy as np
 from capeval.core.discovery import load_registrations
 from capeval.core.errors import InputError
 from capeval.core.hub import recording_resolutions
-from capeval.core.inputs import NEEDS, ValidInputs, validate_inputs
+from capeval.core.inputs import NEEDS, ValidInputs, as_list, validate_inputs
 from capeval.core.provenance import build_provenance, effective_options, hashcode
 
 # options every scorer factory accepts (CPU-only text metrics accept and do not need device/dtype)
@@ -141,6 +155,8 @@ def load_scorer(name: str, **options) -> "Scorer":
     if isinstance(scorer, Scorer):
         scorer.provenance = build_provenance(spec.name, effective_options(factory, options), loaded, scorer,
                                              shared=[option for option, _ in spec.shares])
+        if not hasattr(scorer, "corpus_level"):  # its registry entry's answer (a scorer may share another's name)
+            scorer.corpus_level = spec.is_corpus_level(options)
     return scorer
 
 
@@ -162,19 +178,44 @@ class Scorer(ABC):
         return hashcode(self.provenance) if self.provenance is not None else None
 
     def score(self, predictions: Sequence[str], images: Optional[Sequence] = None,
-              references: Optional[Sequence] = None) -> dict:
-        return self.score_inputs(self.validate(predictions, images, references))
+              references: Optional[Sequence] = None, *, empty_caption: EmptyCaption = "error", **options) -> dict:
+        """Scores of the captions; ``empty_caption``: the policy for empty captions (module docstring); ``options``:
+        the scorer's own per-call options (e.g. HICE-S's ``return_report``)."""
+        return self.score_inputs(self.validate(predictions, images, references, empty_caption=empty_caption),
+                                 **options)
 
-    def validate(self, predictions, images=None, references=None, *,
-                 indices: Optional[Sequence[int]] = None) -> ValidInputs:
-        """The shared validation step; ``indices`` name the samples in errors (record numbers of a chunk)."""
-        return validate_inputs(predictions, images, references, images_needed=self.images,
-                               references_needed=self.references, metric=self.name, indices=indices)
+    def validate(self, predictions, images=None, references=None, *, indices: Optional[Sequence[int]] = None,
+                 empty_caption: EmptyCaption = "error") -> ValidInputs:
+        """The shared validation step; ``indices`` name the samples in errors (record numbers of a chunk). Under a
+        ``"skip"`` or fixed-score policy the result holds the samples to score and where the empty captions were."""
+        policy = empty_caption_policy(empty_caption, metric=self.name, corpus_level=self.is_corpus_level())
+        valid, empty = validate_allowing_empty(predictions, images, references, images_needed=self.images,
+                                               references_needed=self.references, metric=self.name,
+                                               indices=indices, empty_caption=policy)
+        if policy == "error":
+            return valid
+        skipped = set(empty)
+        kept = [i for i in range(len(valid)) if i not in skipped]
+        return PolicyInputs([valid.predictions[i] for i in kept], _pick(valid.images, kept),
+                            _pick(valid.references, kept), empty=tuple(empty), size=len(valid),
+                            empty_caption=policy)
+
+    def is_corpus_level(self) -> bool:
+        """Whether per-sample values depend on the whole scored corpus: ``corpus_level`` (EnsembEval's own, which
+        depends on its weights; :func:`load_scorer` sets the registry entry's), else the entry of its name."""
+        if hasattr(self, "corpus_level"):
+            return bool(self.corpus_level)
+        spec = _SCORERS.get(self.name)
+        return bool(spec and spec.is_corpus_level())
 
     def score_inputs(self, inputs: ValidInputs, **options) -> dict:
         """Score input that :meth:`validate` returned (for callers that validate with record numbers); with the
         scorer's ``provenance`` and ``hashcode`` when it was built by :func:`load_scorer`."""
-        result = self._score(inputs, **options)
+        if isinstance(inputs, PolicyInputs):
+            result = self._score(inputs, **options) if len(inputs) else {}
+            result = with_empty_captions(result, inputs.empty, inputs.size, inputs.empty_caption)
+        else:
+            result = self._score(inputs, **options)
         if self.provenance is not None:
             result = {**result, "provenance": self.provenance, "hashcode": self.hashcode}
         return result
@@ -182,6 +223,90 @@ class Scorer(ABC):
     @abstractmethod
     def _score(self, inputs: ValidInputs) -> dict:
         """The scores of validated input."""
+
+
+EmptyCaption = Union[str, float]
+EMPTY_CAPTION_POLICIES = ("error", "skip")
+
+
+def empty_caption_policy(value, *, metric: str = "", corpus_level: bool = False) -> EmptyCaption:
+    """``"error"``, ``"skip"`` or a finite score (a float); anything else is an :class:`InputError`, and so is a
+    fixed score for a ``corpus_level`` metric (see the module docstring)."""
+    if isinstance(value, str) and value in EMPTY_CAPTION_POLICIES:
+        return value
+    if not (isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+            and math.isfinite(value)):
+        raise InputError(f"empty_caption must be 'error', 'skip' or a finite score, not {value!r}")
+    if corpus_level:
+        raise InputError(f"{metric} is corpus-level: a fixed score for empty captions has no place in its corpus "
+                         "value; use empty_caption='skip' (the other captions scored as a corpus)")
+    return float(value)
+
+
+def _is_empty_caption(caption) -> bool:
+    return isinstance(caption, str) and not caption.strip()
+
+
+def validate_allowing_empty(predictions, images=None, references=None, *, empty_caption: EmptyCaption,
+                            **validate_options) -> Tuple[ValidInputs, List[int]]:
+    """The whole input validated by :func:`validate_inputs` (images and references of every sample), with the
+    positions of its empty captions when ``empty_caption`` allows them (they stay in ``predictions`` as given)."""
+    if empty_caption == "error" or predictions is None or isinstance(predictions, str):
+        return validate_inputs(predictions, images, references, **validate_options), []
+    given = as_list(predictions, "predictions")
+    empty = [i for i, caption in enumerate(given) if _is_empty_caption(caption)]
+    placeholders = ["empty caption" if _is_empty_caption(caption) else caption for caption in given]
+    valid = validate_inputs(placeholders, images, references, **validate_options)
+    return ValidInputs([given[i] if _is_empty_caption(given[i]) else c for i, c in enumerate(valid.predictions)],
+                       valid.images, valid.references), empty
+
+
+@dataclass(frozen=True)
+class PolicyInputs(ValidInputs):
+    """Validated input under a ``"skip"`` or fixed-score policy: the samples to score (the fields), the positions of
+    the empty captions in the whole input (``empty``) and its length (``size``)."""
+
+    empty: Tuple[int, ...] = ()
+    size: int = 0
+    empty_caption: EmptyCaption = "skip"
+
+
+def _pick(values: Optional[List], positions: Sequence[int]) -> Optional[List]:
+    return None if values is None else [values[i] for i in positions]
+
+
+def with_empty_captions(result: Dict[str, object], empty: Sequence[int], size: int,
+                        empty_caption: EmptyCaption) -> Dict[str, object]:
+    """A result on the non-empty samples of an input of ``size`` samples (empty captions at positions ``empty``) as a
+    result on the whole input under the ``"skip"`` or fixed-score policy: every per-sample list gets the empty
+    captions back in place (``None`` when skipped, else the fixed score in score lists and ``None`` in other lists
+    such as reports), the means count the fixed scores, and the count is added."""
+    skipped = set(empty)
+    kept = [i for i in range(size) if i not in skipped]
+    fixed = empty_caption if isinstance(empty_caption, float) else None
+    out = dict(result)
+    for key, value in result.items():
+        if not isinstance(value, list) or len(value) != len(kept) or len(kept) == size:
+            continue
+        is_score = key.endswith("_per_sample")
+        column: List = [fixed if is_score else None] * size
+        for position, v in zip(kept, value):
+            column[position] = v
+        out[key] = column
+        mean_key = key[: -len("_per_sample")]
+        if is_score and fixed is not None and isinstance(result.get(mean_key), float):
+            out[mean_key] = _mean_with_fixed(result[mean_key], column)
+    out["empty_captions" if fixed is not None else "skipped_empty_captions"] = len(skipped)
+    return out
+
+
+def _mean_with_fixed(own_mean: float, column: List[float]) -> float:
+    """The mean of a score column holding fixed scores, as the scorer averages: a NaN mean (a NaN value averaged in)
+    stays NaN; otherwise the mean over the defined values (a scorer that leaves undefined NaN values out, such as
+    HICE-S's local terms, leaves them out still)."""
+    if math.isnan(own_mean):
+        return own_mean
+    return float(np.mean([v for v in column if v == v]))
 
 
 def summarize(per_sample: Dict[str, Sequence[float]]) -> Dict[str, object]:

@@ -133,13 +133,14 @@ class EnsembleScorer(Scorer):
     def needs_images(self) -> List[str]:
         return [key for name, keys in self.groups.items() for key in keys if scorers()[name].needs_images]
 
-    def validate(self, predictions, images=None, references=None, *, indices=None) -> ValidInputs:
+    def validate(self, predictions, images=None, references=None, *, indices=None,
+                 empty_caption="error") -> ValidInputs:
         """The shared validation step, after naming the components that need missing images or references."""
         for field, value, needed in (("references", references, self.needs_references),
                                      ("images", images, self.needs_images)):
             if value is None and needed:
                 raise InputError(f"EnsembEval ({self.spec.get('name', 'custom')} weights) needs {field} for {needed}")
-        return super().validate(predictions, images, references, indices=indices)
+        return super().validate(predictions, images, references, indices=indices, empty_caption=empty_caption)
 
     def _score(self, inputs: ValidInputs) -> dict:
         per_sample: Dict[str, List[float]] = {}

@@ -93,9 +93,11 @@ class HiceScorer(Scorer):
         return {"masks": masks, "empty": sum(1 for m in found if not m)}
 
     def score(self, predictions: Sequence[str], images: Optional[Sequence] = None,
-              references: Optional[Sequence] = None, *, return_report: bool = False) -> dict:
+              references: Optional[Sequence] = None, *, return_report: bool = False,
+              empty_caption="error") -> dict:
         """As :meth:`Scorer.score`; ``return_report`` adds the per-phrase / per-region report."""
-        return self.score_inputs(self.validate(predictions, images, references), return_report=return_report)
+        return super().score(predictions, images, references, empty_caption=empty_caption,
+                             return_report=return_report)
 
     def provenance_extras(self) -> dict:
         """What the phrase extractor records about itself (the spaCy parser: which spaCy model ran)."""

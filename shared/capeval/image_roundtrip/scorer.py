@@ -84,9 +84,11 @@ class ImageRoundTripScorer(Scorer):
         return truncated
 
     def score(self, predictions: Sequence[str], images: Optional[Sequence] = None,
-              references: Optional[Sequence] = None, *, return_images: bool = False) -> dict:
+              references: Optional[Sequence] = None, *, return_images: bool = False,
+              empty_caption="error") -> dict:
         """As :meth:`Scorer.score`; ``return_images`` adds the generated images to the result."""
-        return self.score_inputs(self.validate(predictions, images, references), return_images=return_images)
+        return super().score(predictions, images, references, empty_caption=empty_caption,
+                             return_images=return_images)
 
     def _score(self, inputs: ValidInputs, *, return_images: bool = False) -> dict:
         predictions, originals, n = inputs.predictions, inputs.images, len(inputs)

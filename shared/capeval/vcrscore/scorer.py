@@ -450,9 +450,11 @@ class VcrScorer(Scorer):
         return np.asarray(predict(self.regressor, np.asarray(features, dtype=np.float64)), dtype=np.float64)
 
     def score(self, predictions: Sequence[str], images: Optional[Sequence] = None,
-              references: Optional[Sequence] = None, return_features: bool = False) -> dict:
+              references: Optional[Sequence] = None, return_features: bool = False, *,
+              empty_caption="error") -> dict:
         """As :meth:`Scorer.score`; ``return_features`` adds the feature rows and the detected objects."""
-        return self.score_inputs(self.validate(predictions, images, references), return_features=return_features)
+        return super().score(predictions, images, references, empty_caption=empty_caption,
+                             return_features=return_features)
 
     def _score(self, inputs: ValidInputs, *, return_features: bool = False) -> dict:
         feats = self._features(inputs)
