@@ -10,7 +10,10 @@ import io
 import json
 import os
 import pickle
+import subprocess
+import sys
 import threading
+import time
 import zipfile
 from pathlib import Path
 from types import SimpleNamespace
@@ -35,10 +38,14 @@ REGIONS = {"points_per_side": 4, "pred_iou_thresh": 0.0, "stability_score_thresh
 class Server:
     """``http.server`` in a thread on 127.0.0.1 (random port) serving ``files`` (name → bytes) with HTTP Range
     support; names in ``truncate`` announce their full length but send half; names in ``html`` are sent as an HTML
-    page. ``requests`` records (name, Range header) of every GET."""
+    page. Each version of a file has an ``ETag`` (its sha256's head) and ``If-Range`` is honoured, as by the hub and
+    GitHub; ``validators = False`` sends no ETag, ``honour_if_range = False`` sends the range whatever the version;
+    each body takes ``seconds`` to send.
+    ``requests`` records (name, Range header) of every GET."""
 
     def __init__(self):
         self.files, self.truncate, self.html, self.requests = {}, set(), set(), []
+        self.validators, self.honour_if_range, self.seconds = True, True, 0.0
         server = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -49,17 +56,27 @@ class Server:
                     self.send_error(404)
                     return
                 data, start = server.files[name], 0
-                if self.headers.get("Range"):
-                    start = int(self.headers["Range"].split("=")[1].split("-")[0])
+                etag = f'"{hashlib.sha256(data).hexdigest()[:16]}"'
+                wanted = self.headers.get("Range")
+                if wanted and server.honour_if_range and self.headers.get("If-Range") not in (None, etag):
+                    wanted = None  # another version than the client's: the whole file
+                if wanted:
+                    start = int(wanted.split("=")[1].split("-")[0])
                     self.send_response(206)
                     self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
                 else:
                     self.send_response(200)
                 body = data[start:]
+                if server.validators:
+                    self.send_header("ETag", etag)
                 self.send_header("Content-Type", "text/html" if name in server.html else "application/octet-stream")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(body[: len(body) // 2] if name in server.truncate else body)
+                body = body[: len(body) // 2] if name in server.truncate else body
+                step = max(1, len(body) // 50)
+                for at in range(0, len(body), step):  # 50 writes, ``seconds`` spread over them
+                    time.sleep(server.seconds / 50)
+                    self.wfile.write(body[at:at + step])
 
             def log_message(self, *args):
                 pass
@@ -428,3 +445,76 @@ def test_an_archive_without_exactly_one_checkpoint_is_refused(online):
         resolve("polos")
     _nothing_left("polos")
     assert not (converted_dir("polos").parent.parent / "escape").exists()
+
+
+# -- one version per file, one fetch at a time ------------------------------------------------------------------
+
+PACS = "pacs-clip-vit-b-32"  # no published sha256: only the download itself vouches for the file
+PACS_FILE = "clip_ViT-B-32.pth"
+
+
+def pacs_version(tmp: Path, seed: int):
+    """(the official PAC-S file of a tiny CLIP drawn with ``seed``, that CLIP's tensors)."""
+    from capeval.testing import tiny_clip_factory
+
+    tiny_clip_factory(seed=seed)(tmp / f"seed{seed}")
+    state = load_safetensors(tmp / f"seed{seed}" / "open_clip_model.safetensors")
+    return _saved({"state_dict": {f"module.{k}": v for k, v in state.items()}, "epoch": 7}), state
+
+
+def assert_converted_from(directory: Path, data: bytes, state) -> None:
+    converted = load_safetensors(directory / "open_clip_model.safetensors")
+    assert sorted(converted) == sorted(state) and all(torch.equal(converted[k], state[k]) for k in state)
+    assert json.loads((directory / PROVENANCE_FILE).read_text())["sha256"] == sha256(data)
+
+
+def test_a_part_of_one_version_is_never_completed_with_another(online, tmp_path):
+    """Version A breaks off mid-file; the server now serves version B (another ETag): the part is not resumed but
+    replaced, and the cached weights and their recorded sha256 are B's alone."""
+    version_a, _ = pacs_version(tmp_path, 0)
+    version_b, state_b = pacs_version(tmp_path, 9)
+    online.files[PACS_FILE] = version_a
+    online.truncate.add(PACS_FILE)
+    with pytest.raises(ModelNotAvailableError, match="resume"):
+        resolve(PACS)
+    assert (downloads_dir() / f"{PACS_FILE}.part").read_bytes() == version_a[: len(version_a) // 2]
+    online.truncate.clear()
+    online.files[PACS_FILE] = version_b
+    assert_converted_from(resolve(PACS), version_b, state_b)
+    assert online.requests[-1] == (PACS_FILE, f"bytes={len(version_a) // 2}-")  # asked, conditionally
+    assert not any(downloads_dir().iterdir())
+
+
+@pytest.mark.parametrize("server_kind", ["ignores If-Range", "sends no validator"])
+def test_a_part_that_cannot_be_proven_the_same_version_is_downloaded_again(online, tmp_path, server_kind):
+    version_a, state_a = pacs_version(tmp_path, 0)
+    version_b, state_b = pacs_version(tmp_path, 9)
+    online.honour_if_range = server_kind != "ignores If-Range"
+    online.validators = server_kind != "sends no validator"
+    online.files[PACS_FILE] = version_a
+    online.truncate.add(PACS_FILE)
+    with pytest.raises(ModelNotAvailableError, match="resume"):
+        resolve(PACS)
+    online.truncate.clear()
+    expected, state = (version_b, state_b) if server_kind == "ignores If-Range" else (version_a, state_a)
+    online.files[PACS_FILE] = expected
+    assert_converted_from(resolve(PACS), expected, state)
+    assert online.requests[-1] == (PACS_FILE, None)  # the whole file, from the start
+
+
+def test_two_concurrent_fetches_of_one_weight_both_succeed(online, tmp_path):
+    """Two ``capeval fetch`` processes of one weight while its download is slow: one downloads and converts, the
+    other waits for it and finds the weight converted; no "No such file … .part"."""
+    data, state = pacs_version(tmp_path, 0)
+    online.files[PACS_FILE] = data
+    online.seconds = 6.0
+    env = {**os.environ, MIRROR_ENV: online.url}
+    command = [sys.executable, "-m", "capeval.cli", "fetch", PACS]
+    processes = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for _ in range(2)]
+    outputs = [process.communicate(timeout=600) for process in processes]
+    for process, (out, err) in zip(processes, outputs):
+        assert process.returncode == 0, err[-2000:]
+        assert f"{PACS}: {converted_dir(PACS)}" in out
+    assert_converted_from(converted_dir(PACS), data, state)
+    assert [r for r in online.requests if r[0] == PACS_FILE] == [(PACS_FILE, None)]  # downloaded once

@@ -276,63 +276,90 @@ def _file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def locks_dir() -> Path:
+    """Where the inter-process locks of fetches live (one per weight)."""
+    return default_cache_dir() / "locks"
+
+
+def _writable(directory: Path) -> Path:
+    """``directory``, created if needed; a folder capeval cannot write to is a one-line error naming it."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as exc:
+        raise ModelNotAvailableError(f"cannot write to capeval's cache folder {directory} ({exc.strerror or exc}): "
+                                     f"set CAPEVAL_CACHE to a writable folder") from exc
+    return directory
+
+
 def fetch_upstream(spec: WeightSpec, *, file: Optional[os.PathLike] = None) -> Path:
     """Download ``spec``'s upstream file (or take the local ``file``), check its sha256, convert it with the
     registered converter and cache the result with a provenance JSON; return the converted directory.
 
     ``$CAPEVAL_UPSTREAM_MIRROR``, when set, is a base URL serving the official files by name (a mirror of your own;
-    tests). A failure leaves no converted directory; only an interrupted download's ``.part`` file stays, to be
-    resumed."""
-    from capeval.core.convert import convert
-    from capeval.core.download import download
-    from capeval.core.version import __version__
-
+    tests). Processes fetching the same weight take turns (a file lock): the later ones find it converted. A failure
+    leaves no converted directory; only an interrupted download's ``.part`` file stays, to be resumed."""
     upstream = spec.upstream
     if upstream is None:
         raise ValueError(f"weights {spec.name!r} have no upstream file: they are fetched from the hub")
     mirror = os.environ.get(MIRROR_ENV)
     url = f"{mirror.rstrip('/')}/{upstream.filename}" if mirror else upstream.url
-    downloaded = file is None
-    if file is not None:
-        official = Path(file)
-        if not official.is_file():
-            raise ModelNotAvailableError(f"{official}: no such file (the official {upstream.filename} for "
-                                         f"{spec.name!r})")
-        sha256 = _file_sha256(official)
-    elif url is None:
+    if file is not None and not Path(file).is_file():
+        raise ModelNotAvailableError(f"{file}: no such file (the official {upstream.filename} for {spec.name!r})")
+    if file is None and url is None:
         raise ModelNotAvailableError(
             f"the authors publish {upstream.filename} ({spec.name!r}) without a direct download link: download it by "
             f"hand from {upstream.page}, then run\n    capeval fetch {spec.name} --file <path to {upstream.filename}>")
-    else:
+    from capeval.core.download import file_lock
+
+    target = converted_dir(spec.name)
+    for folder in (locks_dir(), target.parent, *(() if file is not None else (downloads_dir(),))):
+        _writable(folder)
+    with file_lock(locks_dir() / f"{spec.name}.lock"):
+        if file is None and _complete(target, spec.files):  # another process fetched it meanwhile
+            return target
+        if file is not None:
+            return _convert_official(spec, Path(file), _file_sha256(Path(file)), f"local file {Path(file).name}")
+        from capeval.core.download import download
+
         official = downloads_dir() / upstream.filename
         sha256 = download(url, official, sha256=upstream.sha256)
-    try:
-        if upstream.sha256 and sha256 != upstream.sha256:
-            raise ModelNotAvailableError(f"{official}: sha256 {sha256} differs from the published {upstream.sha256} "
-                                         f"of {upstream.filename}: not the official file")
-        target = converted_dir(spec.name)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix=f".{spec.name}-", dir=target.parent) as tmp:
-            source = _archive_member(official, upstream, Path(tmp) / "official") if upstream.member else official
-            out = Path(tmp) / "out"
-            convert(upstream.converter, source, out)
-            missing = [f for f in spec.files if not (out / f).is_file()]
-            if missing:
-                raise ModelNotAvailableError(f"converter {upstream.converter!r} did not write {missing}")
-            (out / PROVENANCE_FILE).write_text(json.dumps({
-                "weight": spec.name, "source": upstream.url or upstream.page, "file": upstream.filename, "sha256": sha256,
-                "converter": upstream.converter, "capeval_version": __version__,
-                "downloaded_from": url if downloaded else f"local file {official.name}",
-                "files": {f: {"sha256": _file_sha256(out / f), "bytes": (out / f).stat().st_size} for f in spec.files},
-            }, indent=2))
-            shutil.rmtree(target, ignore_errors=True)
-            os.replace(out, target)
-    except Exception:
-        if downloaded:  # a refused file is not kept for a later resume
+        try:
+            return _convert_official(spec, official, sha256, url)
+        finally:  # the converted weights are what is kept; a refused file is not kept for a later resume
             official.unlink(missing_ok=True)
-        raise
-    if downloaded:
-        official.unlink(missing_ok=True)  # the converted weights are what is kept
+
+
+def _convert_official(spec: WeightSpec, official: Path, sha256: str, origin: str) -> Path:
+    """Check the official file's sha256 and kind, convert it, and put the result with its provenance in place."""
+    from capeval.core.convert import convert
+    from capeval.core.download import looks_like_html
+    from capeval.core.version import __version__
+
+    upstream = spec.upstream
+    with open(official, "rb") as handle:
+        if looks_like_html(handle.read(64)):
+            raise ModelNotAvailableError(f"{official} (from {origin}) is an HTML page, not {upstream.filename}: a "
+                                         f"server returned a web page (login, quota or error page?) instead of it")
+    if upstream.sha256 and sha256 != upstream.sha256:
+        raise ModelNotAvailableError(f"{official}: sha256 {sha256} differs from the published {upstream.sha256} "
+                                     f"of {upstream.filename}: not the official file")
+    target = converted_dir(spec.name)
+    with tempfile.TemporaryDirectory(prefix=f".{spec.name}-", dir=target.parent) as tmp:
+        source = _archive_member(official, upstream, Path(tmp) / "official") if upstream.member else official
+        out = Path(tmp) / "out"
+        convert(upstream.converter, source, out)
+        missing = [f for f in spec.files if not (out / f).is_file()]
+        if missing:
+            raise ModelNotAvailableError(f"converter {upstream.converter!r} did not write {missing}")
+        (out / PROVENANCE_FILE).write_text(json.dumps({
+            "weight": spec.name, "source": upstream.url or upstream.page, "file": upstream.filename, "sha256": sha256,
+            "converter": upstream.converter, "capeval_version": __version__, "downloaded_from": origin,
+            "files": {f: {"sha256": _file_sha256(out / f), "bytes": (out / f).stat().st_size} for f in spec.files},
+        }, indent=2))
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(out, target)
     return target
 
 
