@@ -191,7 +191,7 @@ def test_blip2_text_path_equals_max_length_padding_on_a_full_size_qformer(tmp_pa
 
     def set_batch_size(batch_size):
         backbone.batch_size = batch_size
-        backbone.text_cache = EmbeddingCache("blip2-test")
+        backbone.text_cache = EmbeddingCache(backbone.text_cache.namespace)
 
     _invariance(encode, texts, expected, set_batch_size)
 
@@ -256,7 +256,7 @@ def test_mpnet_path_equals_384_token_padding_on_full_size_mpnet(tmp_path):
 
     def set_batch_size(batch_size):
         scorer.batch_size = batch_size
-        scorer.cache = EmbeddingCache("mpnet-test")
+        scorer.cache = EmbeddingCache(scorer.cache.namespace)
 
     _invariance(scorer.embed, HF_TEXTS, expected, set_batch_size)
 

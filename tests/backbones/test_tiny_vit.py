@@ -269,7 +269,7 @@ def test_tiny_mobile_sam_segments_through_the_hub_cache(tiny_hub, segments_each_
     assert isinstance(regions.generator.predictor.model.image_encoder, TinyViTEncoder)
     by_weight_name = SegmentEverything("mobile-sam", settings=SETTINGS, device="cpu")
     assert regions._namespace == by_weight_name._namespace
-    assert "models--capeval--mobile-sam" in regions._namespace
+    assert '"capeval/mobile-sam@' in regions._namespace.description
     segments_each_image_once(regions)
 
 

@@ -5,6 +5,7 @@ import pytest
 import torch
 from PIL import Image
 
+from capeval.core.cache_keys import cache_namespace
 from capeval.core.runtime import EmbeddingCache, encode_cached
 
 
@@ -15,7 +16,7 @@ def test_each_distinct_item_encoded_once_in_input_order():
         calls.append(list(batch))
         return torch.tensor([[float(x)] for x in batch])
 
-    cache = EmbeddingCache("t")
+    cache = EmbeddingCache(cache_namespace("t", ()))
     out = encode_cached([3, 1, 3, 2, 1], ["3", "1", "3", "2", "1"], encode, cache, batch_size=2, desc="x")
     assert out[:, 0].tolist() == [3, 1, 3, 2, 1]
     assert calls == [[3, 1], [2]]
@@ -24,7 +25,7 @@ def test_each_distinct_item_encoded_once_in_input_order():
 
 
 def test_lru_bound_and_calls_larger_than_the_bound():
-    cache = EmbeddingCache("t", max_items=2)
+    cache = EmbeddingCache(cache_namespace("t", ()), max_items=2)
     out = encode_cached(list(range(5)), [str(i) for i in range(5)], lambda b: torch.tensor([[float(x)] for x in b]),
                         cache, batch_size=4, desc="x")
     assert out[:, 0].tolist() == [0, 1, 2, 3, 4]
@@ -32,7 +33,7 @@ def test_lru_bound_and_calls_larger_than_the_bound():
 
 
 def test_persisted_cache_concurrent_writers(tmp_path):
-    caches = [EmbeddingCache("model|rev", tmp_path) for _ in range(4)]
+    caches = [EmbeddingCache(cache_namespace("model", ()), tmp_path) for _ in range(4)]
 
     def write(cache):
         for i in range(20):
@@ -43,18 +44,17 @@ def test_persisted_cache_concurrent_writers(tmp_path):
         t.start()
     for t in threads:
         t.join()
-    fresh = EmbeddingCache("model|rev", tmp_path)
+    fresh = EmbeddingCache(cache_namespace("model", ()), tmp_path)
     assert fresh.get("k7").tolist() == [7.0, 7.0, 7.0]
     assert not list(tmp_path.rglob("*.tmp"))
 
 
 def test_cached_rows_share_large_blocks_not_one_allocation_each():
-    cache = EmbeddingCache("t")
+    cache = EmbeddingCache(cache_namespace("t", ()))
     batch = torch.randn(10, 8)
     for i, row in enumerate(batch):
         cache.put(str(i), row)
-    pointers = {cache.get(str(i)).untyped_storage().data_ptr() for i in range(10)}
-    assert len(pointers) == 1  # one block holds them all
+    assert len({id(block) for block, _ in cache._memory.values()}) == 1  # one block holds them all
     assert torch.equal(torch.stack([cache.get(str(i)) for i in range(10)]), batch)
     batch.zero_()  # copies, not views of the caller's tensor
     assert cache.get("3").abs().sum() > 0
@@ -65,17 +65,18 @@ def test_a_damaged_persisted_embedding_is_recomputed_not_trusted(tmp_path):
 
     from capeval.core.runtime import EmbeddingCache
 
-    cache = EmbeddingCache("model|rev|fp32", tmp_path)
+    cache = EmbeddingCache(cache_namespace("model", ()), tmp_path)
     cache.put("k", torch.arange(4, dtype=torch.float32))
     (entry,) = list(tmp_path.rglob("k.safetensors"))
     entry.write_bytes(entry.read_bytes()[:10])  # truncated on disk
-    fresh = EmbeddingCache("model|rev|fp32", tmp_path)
+    fresh = EmbeddingCache(cache_namespace("model", ()), tmp_path)
     with pytest.warns(UserWarning, match=r"damaged embedding cache entry: .*k\.safetensors"):
         assert fresh.get("k") is None
     fresh.put("k", torch.arange(4, dtype=torch.float32))
     with _warnings.catch_warnings():
         _warnings.simplefilter("error")
-        assert torch.equal(EmbeddingCache("model|rev|fp32", tmp_path).get("k"), torch.arange(4, dtype=torch.float32))
+        reread = EmbeddingCache(cache_namespace("model", ()), tmp_path).get("k")
+        assert torch.equal(reread, torch.arange(4, dtype=torch.float32))
 
 
 def test_sort_key_buckets_pending_items_and_prepare_feeds_the_encoder():
@@ -89,7 +90,7 @@ def test_sort_key_buckets_pending_items_and_prepare_feeds_the_encoder():
         for batch in batches:
             yield {"texts": batch}
 
-    cache = EmbeddingCache("t")
+    cache = EmbeddingCache(cache_namespace("t", ()))
     cache.put("ccc", torch.tensor([-1.0]))  # cached items are not encoded again
     texts = ["aaaa", "b", "ccc", "dd", "b", "eeeee", "f"]
     out = encode_cached(texts, texts, encode, cache, batch_size=2, desc="x", sort_key=len, prepare=prepare)
@@ -166,9 +167,10 @@ def test_encode_cached_batches_never_mix_groups_of_the_sort_key():
         batches.append(list(batch))
         return torch.tensor([[float(len(t))] for t in batch])
 
-    out = encode_cached(items, items, encode, EmbeddingCache("t"), batch_size=2, desc="t", show_progress=False,
-                        sort_key=len, group_key=lambda length: length > 2)
+    out = encode_cached(items, items, encode, EmbeddingCache(cache_namespace("t", ())), batch_size=2, desc="t",
+                        show_progress=False, sort_key=len, group_key=lambda length: length > 2)
     assert out.flatten().tolist() == [float(len(t)) for t in items]
     assert batches == [["b", "e"], ["h", "cc"], ["gg"], ["ddd", "aaaa"], ["ffff"]]
     with pytest.raises(ValueError, match="sort_key"):
-        encode_cached(items, items, encode, EmbeddingCache("u"), batch_size=2, desc="t", group_key=len)
+        encode_cached(items, items, encode, EmbeddingCache(cache_namespace("u", ())), batch_size=2, desc="t",
+                      group_key=len)

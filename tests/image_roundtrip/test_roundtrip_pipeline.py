@@ -63,7 +63,8 @@ def test_cache_key_covers_generator_settings_caption_and_seed():
 
 def test_diffusers_generator_images_do_not_depend_on_the_batch(tiny_hub):
     generator = DiffusersGenerator("sd-turbo", steps=2, height=32, width=32, device="cpu", batch_size=3)
-    assert generator.identity.startswith("stabilityai--sd-turbo@")
+    assert '"stabilityai/sd-turbo@' in generator.cache_namespace.description
+    assert generator.identity == str(generator.cache_namespace)
     together = generator.generate(["a dog on grass", "a red car", "two cats"], [1, 2, 3])
     alone = generator.generate(["a red car"], [2])
     assert generator.pipeline_calls == 2 and generator.images_generated == 4

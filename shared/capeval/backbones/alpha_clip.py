@@ -20,7 +20,7 @@ from PIL import Image
 
 from capeval.backbones.clip import ClipBackbone, build_clip, load_open_clip
 from capeval.backbones.clip_pooled import encode_image_pooled
-from capeval.core.runtime import EmbeddingCache, encode_cached, image_key, in_fixed_rows
+from capeval.core.runtime import encode_cached, image_key, in_fixed_rows
 
 ALPHA_KEY = "visual.conv1_alpha.weight"
 MASK_MEAN, MASK_STD = 0.5, 0.26
@@ -91,8 +91,7 @@ class AlphaClip(ClipBackbone):
 
     def reset_caches(self) -> None:
         super().reset_caches()
-        self.region_cache = EmbeddingCache(f"alpha-clip-region|{self.mask_alignment}|{self._namespace}",
-                                           self._persist_dir)
+        self.region_cache = self.feature_cache("alpha-clip-region", mask_alignment=self.mask_alignment)
 
     def preprocess_mask(self, mask: np.ndarray, image_size: Tuple[int, int]) -> torch.Tensor:
         """A boolean [H, W] mask → the normalised [1, n, n] alpha tensor."""

@@ -16,8 +16,16 @@ from typing import Callable, Dict, List, Optional, Protocol, Sequence, runtime_c
 import torch
 from PIL import Image
 
+from capeval.core.cache_keys import cache_namespace
 from capeval.core.hub import resolve
-from capeval.core.runtime import EmbeddingCache, encode_cached, image_keys, resolve_device, resolve_dtype
+from capeval.core.runtime import (
+    DEFAULT_CACHE_BYTES,
+    EmbeddingCache,
+    encode_cached,
+    image_keys,
+    resolve_device,
+    resolve_dtype,
+)
 
 DINOV2_FILES = ("config.json", "model.safetensors", "preprocessor_config.json")
 _PIL_RESAMPLE = {0: "NEAREST", 1: "LANCZOS", 2: "BILINEAR", 3: "BICUBIC", 4: "BOX", 5: "HAMMING"}
@@ -25,7 +33,7 @@ _PIL_RESAMPLE = {0: "NEAREST", 1: "LANCZOS", 2: "BILINEAR", 3: "BICUBIC", 4: "BO
 
 @runtime_checkable
 class ImageFeatureExtractor(Protocol):
-    identity: str  # model, revision and dtype: features of different extractors never mix
+    identity: str  # its features' cache namespace (capeval.core.cache_keys): other extractors' never mix
 
     def encode_images(self, images: Sequence[Image.Image], *, show_progress: Optional[bool] = None) -> torch.Tensor:
         """(n, d) float32 features on CPU."""
@@ -35,12 +43,12 @@ class ClipImageFeatures:
     """CLIP image features (unnormalised) of an open_clip CLIP."""
 
     def __init__(self, weights: str, *, device: str = "auto", dtype=None, batch_size: int = 64, cache_dir=None,
-                 persist_dir=None):
+                 persist_dir=None, cache_bytes: int = DEFAULT_CACHE_BYTES):
         from capeval.backbones.clip import ClipBackbone
 
         self.backbone = ClipBackbone(weights, device=device, dtype=dtype, batch_size=batch_size,
-                                     cache_dir=cache_dir, persist_dir=persist_dir)
-        self.identity = f"clip|{self.backbone._namespace}"
+                                     cache_dir=cache_dir, persist_dir=persist_dir, cache_bytes=cache_bytes)
+        self.identity = str(self.backbone.image_cache.namespace)
 
     def encode_images(self, images, *, show_progress=None):
         return self.backbone.encode_images(images, show_progress=show_progress)
@@ -50,7 +58,7 @@ class Dinov2ImageFeatures:
     """DINOv2 (transformers ``Dinov2Model``) CLS features after the final layer norm."""
 
     def __init__(self, weights: str, *, device: str = "auto", dtype=None, batch_size: int = 64, cache_dir=None,
-                 persist_dir=None):
+                 persist_dir=None, cache_bytes: int = DEFAULT_CACHE_BYTES):
         from transformers import Dinov2Model
 
         directory = resolve(weights, DINOV2_FILES, cache_dir=cache_dir)
@@ -59,8 +67,9 @@ class Dinov2ImageFeatures:
         self.batch_size = batch_size
         self.model = Dinov2Model.from_pretrained(str(directory), dtype=self.dtype).to(self.device).eval()
         self._transform = _dinov2_transform(json.loads((directory / "preprocessor_config.json").read_text()))
-        self.identity = f"dinov2|{directory.resolve()}|{self.dtype}"
-        self.cache = EmbeddingCache(self.identity, persist_dir)
+        self.cache = EmbeddingCache(cache_namespace("dinov2-image", directory, dtype=self.dtype), persist_dir,
+                                    max_bytes=cache_bytes)
+        self.identity = str(self.cache.namespace)
 
     def preprocess(self, image: Image.Image) -> torch.Tensor:
         return self._transform(image)

@@ -21,6 +21,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 from PIL import Image
 
+from capeval.core.cache_keys import cache_namespace
 from capeval.core.hub import load_safetensors, resolve
 from capeval.core.runtime import LruCache, image_key, resolve_device
 
@@ -217,7 +218,7 @@ class SegmentEverything:
         sam, directory = load_sam(weights, cache_dir=cache_dir)
         options = {k: v for k, v in asdict(self.settings).items() if k not in ("min_area", "max_regions")}
         self.generator = SamAutomaticMaskGenerator(sam.to(self.device), output_mode="binary_mask", **options)
-        self._namespace = f"{directory.resolve()}|{self.settings}"
+        self._namespace = cache_namespace("sam-masks", directory, settings=asdict(self.settings))
         self.cache: LruCache[List[np.ndarray]] = LruCache(max_cached_images, max_bytes=max_cached_masks_bytes,
                                                           sizeof=masks_nbytes)
 

@@ -14,11 +14,13 @@ import torch
 
 from capeval.blip2.lavis_precision import lavis_image_embeds
 from capeval.blip2.registration import BLIP2_FILES
+from capeval.core.cache_keys import cache_namespace
 from capeval.core.constants import OPENAI_MEAN, OPENAI_STD
 from capeval.core.errors import InputError
 from capeval.core.hub import resolve
 from capeval.core.inputs import ValidInputs
 from capeval.core.runtime import (
+    DEFAULT_CACHE_BYTES,
     EmbeddingCache,
     TruncationCounter,
     encode_cached,
@@ -56,7 +58,8 @@ class Blip2Backbone:
     """
 
     def __init__(self, weights: str = "blip2-itm-vit-g", *, device: str = "auto", dtype=None,
-                 precision: Optional[str] = None, batch_size: int = 32, cache_dir=None, persist_dir=None):
+                 precision: Optional[str] = None, batch_size: int = 32, cache_dir=None, persist_dir=None,
+                 cache_bytes: int = DEFAULT_CACHE_BYTES):
         from transformers import AutoTokenizer, Blip2ForImageTextRetrieval
 
         if precision not in PRECISIONS:
@@ -73,11 +76,12 @@ class Blip2Backbone:
         size = self.model.config.vision_config.image_size
         self.image_size = (size, size) if isinstance(size, int) else tuple(size)
         self._transform = self._build_transform()
-        namespace = f"{directory.resolve()}|{self.dtype}"  # the snapshot path pins the revision
-        if precision is not None:
-            namespace += f"|{precision}"
-        self.image_cache = EmbeddingCache(f"blip2-itc-image|{namespace}", persist_dir)
-        self.text_cache = EmbeddingCache(f"blip2-itc-text|{namespace}", persist_dir)
+        numerics = {"dtype": self.dtype, "precision": precision, "image_size": self.image_size,
+                    "max_tokens": MAX_TEXT_TOKENS}
+        self.image_cache = EmbeddingCache(cache_namespace("blip2-itc-image", directory, **numerics), persist_dir,
+                                          max_bytes=cache_bytes)
+        self.text_cache = EmbeddingCache(cache_namespace("blip2-itc-text", directory, **numerics), persist_dir,
+                                         max_bytes=cache_bytes)
         self.truncation = TruncationCounter(
             lambda text: len(self.tokenizer(lavis_clean_caption(text), truncation=False)["input_ids"]),
             MAX_TEXT_TOKENS, "BLIP-2")
@@ -148,12 +152,13 @@ class Blip2Scorer(Scorer):
 
     def __init__(self, weights: str = "blip2-itm-vit-g", *, device: str = "auto", dtype=None,
                  precision: Optional[str] = None, batch_size: int = 32, cache_dir=None, persist_dir=None,
-                 backbone: Optional[Blip2Backbone] = None):
+                 cache_bytes: int = DEFAULT_CACHE_BYTES, backbone: Optional[Blip2Backbone] = None):
         if backbone is not None and backbone.precision != precision:
             raise InputError(f"backbone runs with precision={backbone.precision!r} but these scores need "
                              f"precision={precision!r}")
         self.backbone = backbone or Blip2Backbone(weights, device=device, dtype=dtype, precision=precision,
-                                                  batch_size=batch_size, cache_dir=cache_dir, persist_dir=persist_dir)
+                                                  batch_size=batch_size, cache_dir=cache_dir, persist_dir=persist_dir,
+                                                  cache_bytes=cache_bytes)
 
     def _score(self, inputs: ValidInputs) -> dict:
         predictions, pil_images = inputs.predictions, inputs.images

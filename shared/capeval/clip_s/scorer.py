@@ -11,7 +11,7 @@ from capeval.backbones.clip import OPENAI_FP16, ClipBackbone, check_shared_backb
 from capeval.core.constants import CLIPSCORE_PREFIX
 from capeval.core.errors import InputError
 from capeval.core.inputs import ValidInputs
-from capeval.core.runtime import warn_truncated
+from capeval.core.runtime import DEFAULT_CACHE_BYTES, warn_truncated
 from capeval.core.scoring import Scorer, summarize
 
 
@@ -29,7 +29,8 @@ class ClipScorer(Scorer):
     def __init__(self, weights: Optional[str] = "openai-clip-vit-b-32", *, w: float = 2.5, name: str = "clip_s",
                  prefix: str = CLIPSCORE_PREFIX, device: str = "auto", dtype=None, precision: Optional[str] = None,
                  official_fp16: bool = True, batch_size: int = 64, cache_dir=None, persist_dir=None,
-                 preprocess_workers: int = 0, clip_backbone: Optional[ClipBackbone] = None):
+                 cache_bytes: int = DEFAULT_CACHE_BYTES, preprocess_workers: int = 0,
+                 clip_backbone: Optional[ClipBackbone] = None):
         if precision not in PRECISIONS:
             raise InputError(f"precision must be one of {PRECISIONS}, not {precision!r}")
         if precision is not None and dtype is not None:
@@ -45,7 +46,7 @@ class ClipScorer(Scorer):
         else:
             self.backbone = ClipBackbone(weights, device=device, dtype=dtype, precision=backbone_precision,
                                          batch_size=batch_size, cache_dir=cache_dir, persist_dir=persist_dir,
-                                         preprocess_workers=preprocess_workers)
+                                         cache_bytes=cache_bytes, preprocess_workers=preprocess_workers)
 
     def _score(self, inputs: ValidInputs) -> dict:
         predictions, pil_images, refs = inputs.predictions, inputs.images, inputs.references
@@ -89,21 +90,21 @@ def pac_s_weights(options: dict) -> str:
 
 
 def clip_s(weights: str = CLIP_S_WEIGHTS, *, device: str = "auto", dtype=None, precision: Optional[str] = None,
-           batch_size: int = 64, cache_dir=None, persist_dir=None, preprocess_workers: int = 0,
-           clip_backbone: Optional[ClipBackbone] = None) -> ClipScorer:
+           batch_size: int = 64, cache_dir=None, persist_dir=None, cache_bytes: int = DEFAULT_CACHE_BYTES,
+           preprocess_workers: int = 0, clip_backbone: Optional[ClipBackbone] = None) -> ClipScorer:
     """CLIP-S (w = 2.5) and, with references, RefCLIP-S. ``precision="official"``: the official GPU numerics (OpenAI's
     mixed fp16 CLIP, fp16 scoring), those of the published numbers. ``preprocess_workers``: the official image
     preprocessing in that many worker processes (same pixels; for many-core hosts feeding a GPU)."""
     return ClipScorer(weights, w=2.5, name="clip_s", device=device, dtype=dtype, precision=precision,
                       official_fp16=True, batch_size=batch_size, cache_dir=cache_dir, persist_dir=persist_dir,
-                      preprocess_workers=preprocess_workers, clip_backbone=clip_backbone)
+                      cache_bytes=cache_bytes, preprocess_workers=preprocess_workers, clip_backbone=clip_backbone)
 
 
 def pac_s(weights: str = PAC_S_WEIGHTS, *, device: str = "auto", dtype=None, precision: Optional[str] = None,
-          batch_size: int = 64, cache_dir=None, persist_dir=None, preprocess_workers: int = 0,
-          clip_backbone: Optional[ClipBackbone] = None) -> ClipScorer:
+          batch_size: int = 64, cache_dir=None, persist_dir=None, cache_bytes: int = DEFAULT_CACHE_BYTES,
+          preprocess_workers: int = 0, clip_backbone: Optional[ClipBackbone] = None) -> ClipScorer:
     """PAC-S (w = 2.0) and, with references, RefPAC-S. ``precision="official"``: the official numerics (the official
     code casts CLIP to fp32 and scores in fp32 numpy)."""
     return ClipScorer(weights, w=2.0, name="pac_s", device=device, dtype=dtype, precision=precision,
                       official_fp16=False, batch_size=batch_size, cache_dir=cache_dir, persist_dir=persist_dir,
-                      preprocess_workers=preprocess_workers, clip_backbone=clip_backbone)
+                      cache_bytes=cache_bytes, preprocess_workers=preprocess_workers, clip_backbone=clip_backbone)

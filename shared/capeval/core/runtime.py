@@ -6,10 +6,12 @@ import hashlib
 import itertools
 import math
 import os
+import sys
 import threading
 import uuid
 import warnings
 from collections import OrderedDict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, Generic, Hashable, Iterator, List, Optional, Sequence, Tuple, TypeVar
 
@@ -17,7 +19,7 @@ import torch
 from PIL import Image
 from tqdm.auto import tqdm
 
-from capeval.core.errors import ModelNotAvailableError, TruncationWarning
+from capeval.core.errors import InputError, ModelNotAvailableError, TruncationWarning
 from capeval.core.hub import load_safetensors
 
 _DTYPES = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.float16, "fp16": torch.float16,
@@ -240,25 +242,75 @@ def text_key(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-class EmbeddingCache:
-    """Embeddings by content key, in memory and optionally persisted one file per key.
+@dataclass(frozen=True)
+class CacheNamespace:
+    """What the features of one cache are a function of: made by :func:`capeval.core.cache_keys.cache_namespace`
+    (the one key function) and nowhere else. ``kind``: what is cached; ``digest``: sha256 of ``description``, the
+    canonical JSON of the weights' content identity, the forward's numerics, the preprocessing and the dtype."""
 
-    Persisted files are written to a temporary name and renamed, so concurrent writers are safe.
-    ``namespace`` must identify the model, its revision and dtype so different models never mix.
+    kind: str
+    digest: str
+    description: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}-{self.digest[:32]}"
+
+
+DEFAULT_CACHE_BYTES = 256 * 2**20  # the in-memory bound of each embedding cache (option ``cache_bytes``)
+ENTRY_OVERHEAD = 256  # bytes an entry costs besides its row and its key string (map node, slot; measured ~210)
+BLOCK_BYTES = 2**20  # rows are stored in blocks of about this size (at most the cache's bound)
+
+
+class _Block:
+    """Rows of one shape and dtype in one tensor; ``free``: the row indices not in use."""
+
+    __slots__ = ("rows", "free")
+
+    def __init__(self, rows: torch.Tensor):
+        self.rows = rows
+        self.free = list(range(len(rows) - 1, -1, -1))
+
+    @property
+    def in_use(self) -> int:
+        return len(self.rows) - len(self.free)
+
+
+class EmbeddingCache:
+    """Embeddings by content key, in memory (least recently used leave first, within ``max_bytes``) and optionally
+    persisted one file per key under ``persist_dir/<namespace>``.
+
+    ``namespace``: a :class:`CacheNamespace` from :func:`capeval.core.cache_keys.cache_namespace`, so features of
+    other weights (content, not path), numerics, preprocessing or dtype never mix. Memory: rows are copied into
+    blocks of about :data:`BLOCK_BYTES` (millions of small long-lived tensors fragment the C heap); a freed row is
+    reused and a block with no row in use is released. ``nbytes`` counts every allocated block whole plus
+    :data:`ENTRY_OVERHEAD` and the key's size per entry, and stays at most ``max_bytes``; an entry larger than that
+    on its own is not kept in memory. ``max_items`` (optional) also bounds the number of entries. Values returned
+    are copies: later evictions never change them. Persisted files are written to a temporary name and renamed, so
+    concurrent writers are safe.
     """
 
-    def __init__(self, namespace: str, persist_dir: Optional[os.PathLike] = None, max_items: int = 200_000):
+    def __init__(self, namespace: CacheNamespace, persist_dir: Optional[os.PathLike] = None, *,
+                 max_bytes: int = DEFAULT_CACHE_BYTES, max_items: Optional[int] = None):
+        if not isinstance(namespace, CacheNamespace):
+            raise TypeError(f"an EmbeddingCache needs a CacheNamespace from capeval.core.cache_keys.cache_namespace, "
+                            f"not {namespace!r}")
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
+            raise InputError(f"cache_bytes must be an int ≥ 0 (bytes of each in-memory cache), not {max_bytes!r}")
         self.namespace = namespace
-        self.max_items = max_items  # least recently used entries leave memory first (bounded memory on streams)
-        self._memory: "OrderedDict[Hashable, torch.Tensor]" = OrderedDict()
-        self._block: Optional[torch.Tensor] = None
-        self._block_used = 0
-        self._dir = Path(persist_dir) / _safe(namespace) if persist_dir else None
+        self.max_bytes, self.max_items = max_bytes, max_items
+        self.nbytes = 0
+        self.evictions = 0
+        self._memory: "OrderedDict[Hashable, Tuple[_Block, int]]" = OrderedDict()
+        self._blocks: Dict[Tuple[Tuple[int, ...], torch.dtype], List[_Block]] = {}
+        self._lock = threading.Lock()
+        self._dir = Path(persist_dir) / str(namespace) if persist_dir else None
 
     def get(self, key: str) -> Optional[torch.Tensor]:
-        if key in self._memory:
-            self._memory.move_to_end(key)
-            return self._memory[key]
+        with self._lock:
+            slot = self._memory.get(key)
+            if slot is not None:
+                self._memory.move_to_end(key)
+                return slot[0].rows[slot[1]].clone()
         if self._dir is not None:
             path = self._dir / f"{key}.safetensors"
             if path.exists():
@@ -272,47 +324,79 @@ class EmbeddingCache:
         return None
 
     def put(self, key: str, value: torch.Tensor) -> torch.Tensor:
-        """Store ``value`` (CPU) under ``key`` and return the stored tensor."""
-        value = self._store(value.detach().cpu())
+        """Store ``value`` under ``key`` and return it on the CPU."""
+        value = value.detach().cpu()
         self._remember(key, value)
         if self._dir is not None:
             from safetensors.torch import save_file
 
             self._dir.mkdir(parents=True, exist_ok=True)
-            path = self._dir / f"{key}.safetensors"
-            tmp = path.with_suffix(f".{uuid.uuid4().hex}.tmp")  # unique per writer (processes and threads)
-            save_file({"embedding": value.contiguous()}, str(tmp))
-            os.replace(tmp, path)
+            described = self._dir / "namespace.json"
+            if not described.exists():
+                _write_atomically(described, lambda tmp: tmp.write_text(self.namespace.description, encoding="utf-8"))
+            _write_atomically(self._dir / f"{key}.safetensors",
+                              lambda tmp: save_file({"embedding": value.contiguous()}, str(tmp)))
         return value
 
-    _BLOCK_ROWS = 4096
-
-    def _store(self, value: torch.Tensor) -> torch.Tensor:
-        """Copy ``value`` into a row of a large block: millions of tiny long-lived tensors fragment the C heap
-        (RSS grew ~100 KB per cached embedding with glibc); a block is freed once all its rows are evicted."""
-        flat = value.reshape(-1)
-        block = self._block
-        if block is None or self._block_used == block.shape[0] or block.shape[1] != flat.numel() \
-                or block.dtype != flat.dtype:
-            self._block = block = torch.empty((self._BLOCK_ROWS, flat.numel()), dtype=flat.dtype)
-            self._block_used = 0
-        row = block[self._block_used]
-        row.copy_(flat)
-        self._block_used += 1
-        return row.view(value.shape)
+    def _entry_bytes(self, key: Hashable) -> int:
+        return ENTRY_OVERHEAD + sys.getsizeof(key)
 
     def _remember(self, key: str, value: torch.Tensor) -> None:
-        self._memory[key] = value
-        self._memory.move_to_end(key)
-        while len(self._memory) > self.max_items:
-            self._memory.popitem(last=False)
+        row_bytes = value.numel() * value.element_size()
+        with self._lock:
+            self._forget(key)
+            if self.max_items == 0 or row_bytes + self._entry_bytes(key) > self.max_bytes:
+                return
+            self.nbytes += self._entry_bytes(key)
+            block, row = self._free_row(tuple(value.shape), value.dtype, row_bytes + self._entry_bytes(key))
+            block.rows[row].copy_(value)
+            self._memory[key] = (block, row)
+            while self.nbytes > self.max_bytes or (self.max_items is not None and len(self._memory) > self.max_items):
+                self._evict()
+
+    def _free_row(self, shape: Tuple[int, ...], dtype: torch.dtype, entry_bytes: int) -> Tuple[_Block, int]:
+        """A row not in use for a value of ``shape`` and ``dtype``: a freed one, else one of a new block with room
+        for its rows' entries (``entry_bytes`` each, row included), evicting the least recently used entries first
+        while not even one row would fit."""
+        blocks = self._blocks.setdefault((shape, dtype), [])
+        while True:
+            with_room = next((block for block in blocks if block.free), None)
+            if with_room is not None:
+                return with_room, with_room.free.pop()
+            rows = min(BLOCK_BYTES, self.max_bytes - self.nbytes) // entry_bytes
+            if rows >= 1 or not self._memory:
+                break
+            self._evict()
+        block = _Block(torch.empty((max(1, rows), *shape), dtype=dtype))
+        blocks.append(block)
+        self.nbytes += block.rows.nbytes
+        return block, block.free.pop()
+
+    def _evict(self) -> None:
+        key, _ = next(iter(self._memory.items()))
+        self._forget(key)
+        self.evictions += 1
+
+    def _forget(self, key: Hashable) -> None:
+        slot = self._memory.pop(key, None)
+        if slot is None:
+            return
+        block, row = slot
+        block.free.append(row)
+        self.nbytes -= self._entry_bytes(key)
+        if not block.in_use:  # released: its memory goes back
+            self._blocks[(tuple(block.rows.shape[1:]), block.rows.dtype)].remove(block)
+            self.nbytes -= block.rows.nbytes
 
     def __len__(self) -> int:
         return len(self._memory)
 
 
-def _safe(namespace: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in namespace)
+def _write_atomically(path: Path, write: Callable[[Path], Any]) -> None:
+    """``write(tmp)`` to a name unique per writer (processes and threads), then renamed to ``path``."""
+    tmp = path.with_suffix(f".{uuid.uuid4().hex}.tmp")
+    write(tmp)
+    os.replace(tmp, path)
 
 
 def encode_cached(

@@ -38,8 +38,8 @@ from capeval.core.provenance import build_provenance, effective_options, hashcod
 
 # options every scorer factory accepts (CPU-only text metrics accept and do not need device/dtype)
 RUNTIME_OPTIONS = ("device", "dtype", "batch_size")
-# options of scorers that cache embeddings (in memory, optionally persisted)
-CACHE_OPTIONS = ("cache_dir", "persist_dir")
+# options of scorers that cache embeddings (in memory within ``cache_bytes`` per cache, optionally persisted)
+CACHE_OPTIONS = ("cache_dir", "persist_dir", "cache_bytes")
 
 
 @dataclass(frozen=True)

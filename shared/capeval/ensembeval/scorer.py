@@ -22,7 +22,7 @@ from capeval.core.constants import ENSEMBEVAL_WEIGHTS_FILE as WEIGHTS_FILE
 from capeval.core.errors import InputError, TruncationWarning
 from capeval.core.hub import resolve
 from capeval.core.inputs import ValidInputs
-from capeval.core.runtime import warn_truncated
+from capeval.core.runtime import DEFAULT_CACHE_BYTES, warn_truncated
 from capeval.core.scoring import CACHE_OPTIONS, Scorer, import_attr, load_scorer, scorers, summarize
 from capeval.ensembeval.components import COMPONENTS, OFFICIAL_WEIGHTS
 from capeval.functional.ensemble import weighted_sum
@@ -60,15 +60,16 @@ class EnsembleScorer(Scorer):
     ``precision="official"``: passed to every component with a ``precision`` option (each then reproduces its own
     official pipeline's numerics and loads its own CLIP instead of sharing one).
     ``component_options``: per registered component scorer (e.g. ``{"polos": {"statistics": "batch"}}``), checked
-    against what that scorer accepts. ``cache_dir`` / ``persist_dir`` reach every component that caches;
-    ``preprocess_workers`` every component (and shared CLIP backbone) that preprocesses CLIP images.
+    against what that scorer accepts. ``cache_dir`` / ``persist_dir`` / ``cache_bytes`` reach every component that
+    caches; ``preprocess_workers`` every component (and shared CLIP backbone) that preprocesses CLIP images.
     """
 
     name = "ensembeval"
 
     def __init__(self, weights: Union[str, os.PathLike, Mapping] = "official", *, device: str = "auto", dtype=None,
                  precision: Optional[str] = None, batch_size: int = 64, cache_dir=None, persist_dir=None,
-                 preprocess_workers: int = 0, component_options: Optional[Mapping[str, Mapping]] = None,
+                 cache_bytes: int = DEFAULT_CACHE_BYTES, preprocess_workers: int = 0,
+                 component_options: Optional[Mapping[str, Mapping]] = None,
                  extra_components: Optional[Mapping[str, ExtraComponent]] = None,
                  cider_idf=None):
         self.spec = load_weights(weights)
@@ -90,7 +91,7 @@ class EnsembleScorer(Scorer):
                          "preprocess_workers": preprocess_workers}
         if precision is not None:  # reaches the components with a precision option (CLIP-S, PAC-S, Polos, BLIP2Score)
             self._runtime["precision"] = precision
-        self._caches = {"cache_dir": cache_dir, "persist_dir": persist_dir}
+        self._caches = {"cache_dir": cache_dir, "persist_dir": persist_dir, "cache_bytes": cache_bytes}
         self.clip_backbones: Dict[tuple, Any] = {}  # (CLIP weights directory, settings) -> ClipBackbone
         self.scorers = {name: self._build(name, options.get(name, {}), cider_idf) for name in self.groups}
         # per-sample values depend on the corpus only through official CIDEr (IDF over the scored references)
@@ -117,10 +118,11 @@ class EnsembleScorer(Scorer):
         from capeval.backbones.clip import ClipBackbone
 
         settings = {k: options.get(k, self._runtime.get(k, self._caches.get(k)))
-                    for k in ("device", "dtype", "batch_size", "cache_dir", "persist_dir", "preprocess_workers")}
+                    for k in ("device", "dtype", "batch_size", "cache_dir", "persist_dir", "cache_bytes",
+                              "preprocess_workers")}
         directory = resolve(weights, list(CLIP_FILES), cache_dir=settings["cache_dir"]).resolve()
         key = (str(directory), *(str(settings[k]) for k in ("device", "dtype", "batch_size", "persist_dir",
-                                                            "preprocess_workers")))
+                                                            "cache_bytes", "preprocess_workers")))
         if key not in self.clip_backbones:
             self.clip_backbones[key] = ClipBackbone(weights, **settings)
         return self.clip_backbones[key]

@@ -135,18 +135,22 @@ class FactualParser:
                  max_cached_captions: int = MAX_CACHED_CAPTIONS):
         from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
+        from capeval.core.cache_keys import cache_namespace
         from capeval.core.hub import resolve
         from capeval.core.runtime import LruCache, TruncationCounter, resolve_device, resolve_dtype
         from capeval.hice_s.registration import FACTUAL_FILES
 
         directory = str(resolve(weights, list(FACTUAL_FILES), cache_dir=cache_dir))
-        self.device = resolve_device(device)
+        self.device, dtype = resolve_device(device), resolve_dtype(dtype)
         self.tokenizer = AutoTokenizer.from_pretrained(directory)
-        self.model = AutoModelForSeq2SeqLM.from_pretrained(directory).to(self.device, resolve_dtype(dtype)).eval()
+        self.model = AutoModelForSeq2SeqLM.from_pretrained(directory).to(self.device, dtype).eval()
         self.batch_size, self.num_beams, self.show_progress = batch_size, num_beams, show_progress
         self.max_input_length, self.max_output_length = max_input_length, max_output_length
         self.attribute_phrases = attribute_phrases
         self.truncated_inputs = self.malformed_pieces = 0
+        self.graph_namespace = cache_namespace("scene-graphs", directory, dtype=dtype, num_beams=num_beams,
+                                               max_input_length=max_input_length, max_output_length=max_output_length)
+        # (graph_namespace, caption) -> its scene graph
         self.graph_cache: "LruCache[SceneGraph]" = LruCache(max_cached_captions)
         # keyed by the stripped caption; its length is that of the prompted input the tokenizer truncates
         self.truncation = TruncationCounter(self._input_length, max_input_length, "FACTUAL")
@@ -185,7 +189,7 @@ class FactualParser:
         found: Dict[str, SceneGraph] = {}  # this call's graphs: the cache may evict some before the call ends
         todo = []
         for text in dict.fromkeys(texts):
-            graph = self.graph_cache.get(text)
+            graph = self.graph_cache.get((self.graph_namespace, text))
             if graph is None:
                 todo.append(text)
             else:
@@ -200,7 +204,7 @@ class FactualParser:
                 chunk = todo[start:start + self.batch_size]
                 for text, output in zip(chunk, self.generate(chunk)):
                     found[text] = parse_scene_graph(output)
-                    self.graph_cache.put(text, found[text])
+                    self.graph_cache.put((self.graph_namespace, text), found[text])
                     self.malformed_pieces += found[text].malformed
                 bar.update(len(chunk))
         return [found[t] for t in texts]

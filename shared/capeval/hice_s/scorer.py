@@ -13,7 +13,7 @@ from capeval.backbones.alpha_clip import AlphaClip
 from capeval.backbones.sam import MAX_CACHED_IMAGES, MAX_CACHED_MASKS_BYTES, RegionSettings, SegmentEverything
 from capeval.core.constants import CLIPSCORE_PREFIX
 from capeval.core.inputs import ValidInputs, load_images, parse_references
-from capeval.core.runtime import warn_truncated
+from capeval.core.runtime import DEFAULT_CACHE_BYTES, warn_truncated
 from capeval.core.scoring import Scorer, summarize
 from capeval.functional import hice as H
 
@@ -49,8 +49,9 @@ class HiceScorer(Scorer):
                  w: float = 2.5, text_w: float = 1.0, threshold: float = 0.5, caption_prefix: str = CLIPSCORE_PREFIX,
                  phrase_prefix: str = "", empty_phrases: str = "global", region_settings=None,
                  mask_alignment: str = "official", device: str = "auto", dtype=None, batch_size: int = 64,
-                 cache_dir=None, persist_dir=None, phrase_options: Optional[Dict] = None,
-                 max_cached_images: int = MAX_CACHED_IMAGES, max_cached_masks_bytes: int = MAX_CACHED_MASKS_BYTES):
+                 cache_dir=None, persist_dir=None, cache_bytes: int = DEFAULT_CACHE_BYTES,
+                 phrase_options: Optional[Dict] = None, max_cached_images: int = MAX_CACHED_IMAGES,
+                 max_cached_masks_bytes: int = MAX_CACHED_MASKS_BYTES):
         if empty_phrases not in EMPTY_PHRASE_POLICIES:
             raise ValueError(f"empty_phrases must be one of {EMPTY_PHRASE_POLICIES}, not {empty_phrases!r}")
         self.w, self.text_w, self.threshold = w, text_w, threshold
@@ -58,7 +59,8 @@ class HiceScorer(Scorer):
         if isinstance(region_settings, dict):
             region_settings = RegionSettings(**region_settings)
         self.backbone = AlphaClip(weights, mask_alignment=mask_alignment, device=device, dtype=dtype,
-                                  batch_size=batch_size, cache_dir=cache_dir, persist_dir=persist_dir)
+                                  batch_size=batch_size, cache_dir=cache_dir, persist_dir=persist_dir,
+                                  cache_bytes=cache_bytes)
         self.regions = SegmentEverything(sam, settings=region_settings, device=device, cache_dir=cache_dir,
                                          max_cached_images=max_cached_images,
                                          max_cached_masks_bytes=max_cached_masks_bytes)

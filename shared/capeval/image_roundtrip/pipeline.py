@@ -1,7 +1,7 @@
 """Caption → image generation for the image round-trip metric: the generator interface, a diffusers
 text-to-image generator, per-caption seeds and the on-disk cache of generated images.
 
-Any object with ``identity`` (model and revision), ``settings`` (everything else that changes the pixels),
+Any object with ``identity`` (its weights' content), ``settings`` (everything else that changes the pixels),
 ``batch_size`` and ``generate(prompts, seeds) -> list of PIL images`` is a generator, so an API-backed model
 can be plugged in without new dependencies. A generator that truncates long prompts may also offer
 ``truncated_prompts(prompts) -> list of bool`` and ``text_token_limit`` (:class:`DiffusersGenerator` does), so that
@@ -23,6 +23,7 @@ from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 from tqdm.auto import tqdm
 
+from capeval.core.cache_keys import cache_namespace
 from capeval.core.hub import default_cache_dir, resolve
 from capeval.core.runtime import resolve_device
 
@@ -46,7 +47,7 @@ DIFFUSERS_FILES = (
 class TextToImageGenerator(Protocol):
     """What the round-trip metric needs from a text-to-image model."""
 
-    identity: str  # model and revision, e.g. "stabilityai/sd-turbo@<commit>"
+    identity: str  # what the weights are: a model and its revision, or (DiffusersGenerator) a cache namespace
     settings: Mapping[str, Any]  # JSON-serialisable; every option that changes the generated pixels
     batch_size: int
 
@@ -58,14 +59,6 @@ def caption_seed(caption: str, seed: int = 0, index: int = 0) -> int:
     """A 63-bit seed for the ``index``-th image of ``caption``: independent of batch composition and order."""
     digest = hashlib.sha256(f"{seed}\x00{index}\x00{caption}".encode("utf-8")).digest()
     return int.from_bytes(digest[:8], "big") & (2**63 - 1)
-
-
-def _weights_identity(directory: Path) -> str:
-    """``org--name@commit`` for a hub-cache snapshot, else the absolute directory."""
-    directory = directory.resolve()
-    if directory.parent.name == "snapshots":
-        return f"{directory.parent.parent.name.removeprefix('models--')}@{directory.name}"
-    return str(directory)
 
 
 def _default_generation_dtype(device, dtype):
@@ -103,7 +96,9 @@ class DiffusersGenerator:
             self.pipeline = AutoPipelineForText2Image.from_pretrained(str(directory), torch_dtype=self.dtype)
         self.pipeline.to(self.device)
         self.pipeline.set_progress_bar_config(disable=True)
-        self.identity = _weights_identity(directory)
+        # the weights' content (a local folder rewritten in place is another generator); settings: the rest
+        self.cache_namespace = cache_namespace("text-to-image", directory)
+        self.identity = str(self.cache_namespace)
         self.settings = {
             "steps": steps, "guidance_scale": float(guidance_scale), "height": height, "width": width,
             "dtype": str(self.dtype).removeprefix("torch."), "pipeline": type(self.pipeline).__name__,

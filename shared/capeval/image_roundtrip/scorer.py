@@ -8,7 +8,7 @@ from typing import Optional, Sequence, Union
 
 from capeval.backbones.image_features import ImageFeatureExtractor, load_image_features
 from capeval.core.inputs import ValidInputs, check_captions
-from capeval.core.runtime import warn_truncated
+from capeval.core.runtime import DEFAULT_CACHE_BYTES, warn_truncated
 from capeval.core.scoring import Scorer, summarize
 from capeval.functional.roundtrip import SIMILARITIES, roundtrip_score
 from capeval.image_roundtrip.pipeline import DiffusersGenerator, GeneratedImageCache, TextToImageGenerator, render
@@ -40,7 +40,8 @@ class ImageRoundTripScorer(Scorer):
                  similarity: str = "cosine", steps: int = 1, guidance_scale: float = 0.0, height: int = 512,
                  width: int = 512, images_per_caption: int = 1, seed: int = 0, device: str = "auto", dtype=None,
                  generation_dtype=None, batch_size: int = 64, generation_batch_size: int = 4, cache_dir=None,
-                 persist_dir=None, image_cache_dir=None, use_image_cache: bool = True):
+                 persist_dir=None, cache_bytes: int = DEFAULT_CACHE_BYTES, image_cache_dir=None,
+                 use_image_cache: bool = True):
         if similarity not in SIMILARITIES:
             raise ValueError(f"unknown similarity {similarity!r}; use one of {sorted(SIMILARITIES)}")
         if images_per_caption < 1:
@@ -56,7 +57,8 @@ class ImageRoundTripScorer(Scorer):
         self.generator = generator
         if isinstance(features, str):
             features = load_image_features(features, feature_weights, device=device, dtype=dtype,
-                                           batch_size=batch_size, cache_dir=cache_dir, persist_dir=persist_dir)
+                                           batch_size=batch_size, cache_dir=cache_dir, persist_dir=persist_dir,
+                                           cache_bytes=cache_bytes)
         self.extractor = features
         self.image_cache = GeneratedImageCache(image_cache_dir) if use_image_cache else None
 

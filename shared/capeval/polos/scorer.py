@@ -11,11 +11,13 @@ import torch
 from tqdm.auto import tqdm
 
 from capeval.backbones.clip import OPENAI_FP16, ClipBackbone, check_shared_backbone
+from capeval.core.cache_keys import cache_namespace
 from capeval.core.constants import CLIPSCORE_PREFIX
 from capeval.core.errors import InputError
 from capeval.core.hub import load_safetensors, registered_weights, resolve
 from capeval.core.inputs import ValidInputs, load_images
 from capeval.core.runtime import (
+    DEFAULT_CACHE_BYTES,
     EmbeddingCache,
     TruncationCounter,
     encode_cached,
@@ -153,8 +155,9 @@ class PolosScorer(Scorer):
 
     def __init__(self, weights: Optional[str] = "polos", *, statistics: str = "per_sentence", device: str = "auto",
                  dtype=None, precision: Optional[str] = None, batch_size: int = 64, cache_dir=None,
-                 persist_dir=None, preprocess_workers: int = 0, head: Optional[PolosHead] = None,
-                 config: Optional[Dict] = None, clip_backbone: Optional[ClipBackbone] = None):
+                 persist_dir=None, cache_bytes: int = DEFAULT_CACHE_BYTES, preprocess_workers: int = 0,
+                 head: Optional[PolosHead] = None, config: Optional[Dict] = None,
+                 clip_backbone: Optional[ClipBackbone] = None):
         if statistics not in STATISTICS:
             raise ValueError(f"statistics must be one of {STATISTICS}, not {statistics!r}")
         if precision not in PRECISIONS:
@@ -177,10 +180,10 @@ class PolosScorer(Scorer):
         else:
             self.clip = ClipBackbone(config["clip_weights"], device=device, dtype=dtype, precision=clip_precision,
                                      batch_size=batch_size, cache_dir=cache_dir, persist_dir=persist_dir,
-                                     preprocess_workers=preprocess_workers)
+                                     cache_bytes=cache_bytes, preprocess_workers=preprocess_workers)
         self.encoder = SimcseEncoder(config["text_encoder"], device=self.device, dtype=self.dtype, cache_dir=cache_dir)
         self._check_dimensions()
-        self._persist_dir = persist_dir
+        self._persist_dir, self._cache_bytes = persist_dir, cache_bytes
         self.reset_caches()
 
     def _check_dimensions(self) -> None:
@@ -196,8 +199,9 @@ class PolosScorer(Scorer):
         backbone is borrowed, CLIP features."""
         if self._owns_clip:
             self.clip.reset_caches()
-        namespace = f"polos-simcse|{self.encoder.directory.resolve()}|{self.head.digest()}|{self.dtype}"
-        self.text_cache = EmbeddingCache(namespace, self._persist_dir)
+        namespace = cache_namespace("polos-simcse", self.encoder.directory, scalar_mix=self.head.digest(),
+                                    dtype=self.dtype, max_tokens=self.encoder.truncation.limit)
+        self.text_cache = EmbeddingCache(namespace, self._persist_dir, max_bytes=self._cache_bytes)
 
     def _sentence_vectors(self, states: List[torch.Tensor], mask: torch.Tensor, *, per_sentence: bool) -> torch.Tensor:
         """Position 0 of the layer-normalised scalar mix of all hidden states (CPU, float32)."""

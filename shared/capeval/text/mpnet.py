@@ -7,9 +7,11 @@ from typing import Sequence
 
 import torch
 
+from capeval.core.cache_keys import cache_namespace
 from capeval.core.hub import get_spec, resolve
 from capeval.core.inputs import ValidInputs
 from capeval.core.runtime import (
+    DEFAULT_CACHE_BYTES,
     EmbeddingCache,
     TruncationCounter,
     encode_cached,
@@ -30,7 +32,7 @@ class MPNetScorer(Scorer):
     name, images, references = "mpnet_score", "unused", "required"
 
     def __init__(self, weights: str = "all-mpnet-base-v2", *, device: str = "auto", dtype=None, batch_size: int = 64,
-                 cache_dir=None, persist_dir=None):
+                 cache_dir=None, persist_dir=None, cache_bytes: int = DEFAULT_CACHE_BYTES):
         from transformers import AutoModel, AutoTokenizer
 
         files = list(get_spec(weights).files) if weights == "all-mpnet-base-v2" else None
@@ -38,7 +40,8 @@ class MPNetScorer(Scorer):
         self.device, self.dtype, self.batch_size = resolve_device(device), resolve_dtype(dtype), batch_size
         self.tokenizer = AutoTokenizer.from_pretrained(str(directory))
         self.model = AutoModel.from_pretrained(str(directory)).to(self.device, self.dtype).eval()
-        self.cache = EmbeddingCache(f"mpnet|{directory.resolve()}|{self.dtype}", persist_dir)
+        self.cache = EmbeddingCache(cache_namespace("mpnet-text", directory, dtype=self.dtype, max_tokens=MAX_TOKENS),
+                                    persist_dir, max_bytes=cache_bytes)
         self.truncation = TruncationCounter(lambda text: len(self.tokenizer(text)["input_ids"]), MAX_TOKENS, "MPNet")
 
     def text_length(self, text: str) -> int:

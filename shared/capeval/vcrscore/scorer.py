@@ -20,6 +20,7 @@ official preprocessing handles is processed exactly as before, and the others sc
 
 from __future__ import annotations
 
+import sys
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -31,10 +32,13 @@ import torch
 from PIL import Image
 
 from capeval.backbones.clip import ClipBackbone
+from capeval.core.cache_keys import cache_namespace
 from capeval.core.errors import ModelNotAvailableError
 from capeval.core.hub import registered_weights, resolve
 from capeval.core.inputs import ValidInputs
 from capeval.core.runtime import (
+    DEFAULT_CACHE_BYTES,
+    ENTRY_OVERHEAD,
     EmbeddingCache,
     LruCache,
     TruncationCounter,
@@ -167,7 +171,7 @@ class ObjectDetector:
 
     def __init__(self, weights: str, *, threshold: float, label_names: Optional[Dict[str, str]] = None,
                  small_image_resize: bool = True, device: str = "auto", dtype=None, batch_size: int = 8,
-                 cache_dir=None, num_workers: Optional[int] = None):
+                 cache_dir=None, num_workers: Optional[int] = None, cache_bytes: int = DEFAULT_CACHE_BYTES):
         import inspect
 
         from transformers import AutoModelForObjectDetection
@@ -183,7 +187,10 @@ class ObjectDetector:
         self._takes_mask = "pixel_mask" in inspect.signature(self.model.forward).parameters
         self._mod = 16 if getattr(self.model.config, "model_type", None) == "yolos" else None
         self._pool = ThreadPoolExecutor(max_workers=num_workers or 4)
-        self.cache: LruCache[List[str]] = LruCache(200_000)  # image key -> detected names (this detector, threshold)
+        self.namespace = cache_namespace("detections", self.directory, dtype=self.dtype, threshold=self.threshold,
+                                         label_names=self.label_names, small_image_resize=small_image_resize)
+        # (namespace, image key) -> detected names
+        self.cache: LruCache[List[str]] = LruCache(200_000, max_bytes=cache_bytes, sizeof=_names_nbytes)
 
     def resize_target(self, image: Image.Image) -> Optional[Tuple[int, int]]:
         """``(height, width)`` the processor resizes ``image`` to, where it is a DETR-family shortest/longest-edge
@@ -220,7 +227,7 @@ class ObjectDetector:
         for key, image in zip(keys, images):
             if key in found or key in first:
                 continue
-            cached = self.cache.get(key)
+            cached = self.cache.get((self.namespace, key))
             if cached is not None:
                 found[key] = cached
             else:
@@ -231,8 +238,13 @@ class ObjectDetector:
             for chunk in _groups_by_shape(todo, pixels, self.batch_size):
                 for key, names in zip(chunk, self._detect_batch(torch.stack([pixels[k] for k in chunk]))):
                     found[key] = names
-                    self.cache.put(key, names)
+                    self.cache.put((self.namespace, key), names)
         return [list(found[key]) for key in keys]
+
+
+def _names_nbytes(names: List[str]) -> int:
+    """Memory of a cached list of detected names, its entry included."""
+    return ENTRY_OVERHEAD + sys.getsizeof(names) + sum(sys.getsizeof(name) for name in names)
 
 
 def _seeded(function, seed: int, *args, **kwargs):
@@ -281,7 +293,8 @@ class ViltRetrieval:
     """
 
     def __init__(self, weights: str = "vilt-b32-finetuned-coco", *, device: str = "auto", dtype=None,
-                 batch_size: int = 32, cache_dir=None, persist_dir=None, num_workers: Optional[int] = None):
+                 batch_size: int = 32, cache_dir=None, persist_dir=None, num_workers: Optional[int] = None,
+                 cache_bytes: int = DEFAULT_CACHE_BYTES):
         from transformers import AutoTokenizer, ViltForImageAndTextRetrieval
 
         self.device, self.dtype, self.batch_size = resolve_device(device), resolve_dtype(dtype), batch_size
@@ -292,7 +305,9 @@ class ViltRetrieval:
         self.tokenizer = AutoTokenizer.from_pretrained(str(self.directory))
         self.processor = load_pil_image_processor(self.directory)
         self._pool = ThreadPoolExecutor(max_workers=num_workers or 4)
-        self.cache = EmbeddingCache(f"vilt-itr|{self.directory.resolve()}|{self.dtype}", persist_dir)
+        self.cache = EmbeddingCache(cache_namespace("vilt-itr", self.directory, dtype=self.dtype,
+                                                    max_tokens=VILT_MAX_TEXT_TOKENS, patch_seed=VILT_PATCH_SEED),
+                                    persist_dir, max_bytes=cache_bytes)
         self.truncation = TruncationCounter(lambda text: len(self.tokenizer(text, verbose=False)["input_ids"]),
                                             VILT_MAX_TEXT_TOKENS, "ViLT")  # [CLS] and [SEP] included
 
@@ -389,7 +404,8 @@ class VcrScorer(Scorer):
                  mcip: str = "mcip-vit-l-14-336", detr_threshold: float = DETR_THRESHOLD,
                  yolo_threshold: float = YOLO_THRESHOLD, yolo_label_names: str = "darknet",
                  max_references: Optional[int] = None, device: str = "auto", dtype=None, batch_size: int = 32,
-                 cache_dir=None, persist_dir=None, regressor: Optional[dict] = None):
+                 cache_dir=None, persist_dir=None, cache_bytes: int = DEFAULT_CACHE_BYTES,
+                 regressor: Optional[dict] = None):
         from capeval.vcrscore.regressor import load_regressor
 
         if yolo_label_names not in LABEL_NAMES:
@@ -398,7 +414,7 @@ class VcrScorer(Scorer):
             raise ValueError(f"max_references must be None (all) or at least 1, not {max_references!r}")
         self.max_references = max_references
         self.regressor = regressor if regressor is not None else load_regressor(weights)
-        options = {"device": device, "dtype": dtype, "cache_dir": cache_dir}
+        options = {"device": device, "dtype": dtype, "cache_dir": cache_dir, "cache_bytes": cache_bytes}
         self.detr = ObjectDetector(detr, threshold=detr_threshold, small_image_resize=True, batch_size=batch_size,
                                    **options) if detr else None
         self.yolo = ObjectDetector(yolo, threshold=yolo_threshold, small_image_resize=False, batch_size=batch_size,
