@@ -4,8 +4,11 @@ from pathlib import Path
 
 import gradio as gr
 
+import warnings
+
+from capeval.core.errors import InputError
 from capeval.demo import blocks, card_markdown, markdown_table
-from capeval.functional.correlation import STATISTICS
+from capeval.functional.correlation import STATISTICS, UndefinedStatisticWarning
 
 EXAMPLES = [["0.1 0.4 0.35 0.8 0.62", "1, 2, 2, 4, 3"], ["0.9 0.7 0.5 0.3 0.1", "1 2 3 4 5"]]
 
@@ -19,7 +22,14 @@ def correlate(metric_text: str, human_text: str):
         raise gr.Error(f"scores must be numbers separated by spaces or commas: {exc}") from exc
     if len(metric) != len(human) or len(metric) < 3:
         raise gr.Error(f"need the same number (at least 3) of metric and human scores: {len(metric)} vs {len(human)}")
-    return {name: statistic(metric, human) for name, statistic in STATISTICS.items()}
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", UndefinedStatisticWarning)
+            values = {name: statistic(metric, human) for name, statistic in STATISTICS.items()}
+    except InputError as exc:
+        raise gr.Error(str(exc)) from exc
+    reasons = iter(str(w.message) for w in caught if issubclass(w.category, UndefinedStatisticWarning))
+    return {name: next(reasons) if value != value else value for name, value in values.items()}
 
 
 def table(values):

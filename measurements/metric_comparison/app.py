@@ -31,6 +31,8 @@ def compare(metric_a_text: str, metric_b_text: str, human_text: str, statistic: 
         out = {"value_a": boot["value_a"], "value_b": boot["value_b"], "delta": boot["delta"],
                "delta_ci_low": boot["ci"][0], "delta_ci_high": boot["ci"][1], "p_bootstrap": boot["p_value"],
                "p_permutation": perm["p_value"]}
+        if "undefined" in boot:
+            out["undefined"] = boot["undefined"]
         if statistic == "pearson":
             out["p_williams"] = significance.williams(a, b, human)["p_value"]
     except (InputError, ValueError) as exc:

@@ -1,8 +1,11 @@
 """Is metric A better than metric B on the same human judgments? Paired bootstrap, permutation and Williams' tests."""
 
+import warnings
+
 import datasets
 import evaluate
 
+from capeval.functional.correlation import UndefinedStatisticWarning
 from capeval.meta_eval import significance
 
 _CITATION = """\
@@ -17,7 +20,9 @@ Compares two caption metrics scored on the same human judgments: the difference 
 (Kendall tau-b/tau-c, Pearson or Spearman) with a paired bootstrap confidence interval and p-value, a paired
 permutation test (PERM-BOTH: both metrics z-scored, a unit's scores swapped between them), and for Pearson
 Williams' test. `units` keeps rows together in every resample (e.g. the image of each row, or its caption where
-several raters rated it).
+several raters rated it). Where a metric's statistic is undefined (a constant column), its value, the difference,
+the interval and every p-value are NaN, with a warning and the cause under `undefined`. A missing (NaN/None) score
+or judgment is an error naming its rows, unless `nan_policy="omit"` drops those rows.
 """
 
 _KWARGS_DESCRIPTION = """
@@ -28,9 +33,12 @@ Args:
     units (`list`, optional): a label per row; rows with the same label are resampled and swapped together.
     resamples (`int`, default 1000); seed (`int`, default 0); confidence (`float`, default 0.95).
     alternative (`str`, default "two-sided"): "greater" tests A > B, "less" A < B.
+    nan_policy (`str`, default "raise"): a missing score or judgment is an error naming its rows; "omit" drops
+        every row with one.
 Returns:
     value_a, value_b, delta (A − B), delta_ci = [low, high], p_bootstrap, p_permutation, and for Pearson
-    p_williams; units (number of units), resamples.
+    p_williams (NaN where undefined, the cause under `undefined`); units (number of units), resamples, omitted
+    (rows dropped by nan_policy="omit").
 Examples:
     >>> import evaluate
     >>> compare = evaluate.load("capeval/metric_comparison")
@@ -57,14 +65,21 @@ class MetricComparison(evaluate.Measurement):
         )
 
     def _compute(self, metric_a, metric_b, human, statistic="kendall_tau_c", units=None, resamples=1000, seed=0,
-                 confidence=0.95, alternative="two-sided"):
-        options = dict(statistic=statistic, units=units, resamples=resamples, seed=seed, alternative=alternative)
+                 confidence=0.95, alternative="two-sided", nan_policy="raise"):
+        options = dict(statistic=statistic, units=units, resamples=resamples, seed=seed, alternative=alternative,
+                       nan_policy=nan_policy)
         boot = significance.paired_bootstrap(metric_a, metric_b, human, confidence=confidence, **options)
-        perm = significance.paired_permutation(metric_a, metric_b, human, **options)
+        with warnings.catch_warnings():  # the bootstrap has said it: one warning per undefined comparison
+            warnings.simplefilter("ignore", UndefinedStatisticWarning)
+            perm = significance.paired_permutation(metric_a, metric_b, human, **options)
+            williams = significance.williams(metric_a, metric_b, human, alternative=alternative,
+                                             nan_policy=nan_policy) if statistic == "pearson" else None
         out = {"statistic": statistic, "value_a": boot["value_a"], "value_b": boot["value_b"],
                "delta": boot["delta"], "delta_ci": boot["ci"], "p_bootstrap": boot["p_value"],
                "p_permutation": perm["p_value"], "alternative": alternative, "units": boot["units"],
-               "resamples": resamples}
-        if statistic == "pearson":
-            out["p_williams"] = significance.williams(metric_a, metric_b, human, alternative=alternative)["p_value"]
+               "resamples": resamples, "omitted": boot["omitted"]}
+        if "undefined" in boot:
+            out["undefined"] = boot["undefined"]
+        if williams is not None:
+            out["p_williams"] = williams["p_value"]
         return out

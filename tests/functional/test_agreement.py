@@ -1,7 +1,9 @@
 import numpy as np
 import pytest
 
+from capeval.core.errors import InputError
 from capeval.functional.agreement import krippendorff_alpha, reliability_table
+from capeval.functional.correlation import UndefinedStatisticWarning
 
 nan = np.nan
 # Krippendorff (2011), "Computing Krippendorff's Alpha-Reliability", section C: 4 observers x 12 units
@@ -44,10 +46,18 @@ def test_reliability_table_from_judgment_rows():
         reliability_table(["a"], [0, 1], [1, 2])
 
 
-def test_undefined_cases_raise():
-    with pytest.raises(ValueError, match="two or more"):
-        krippendorff_alpha([[1, nan], [nan, 2]])
-    with pytest.raises(ValueError, match="same value"):
-        krippendorff_alpha([[2, 2], [2, 2]])
+def test_undefined_cases_are_nan_with_a_warning_naming_the_cause():
+    with pytest.warns(UndefinedStatisticWarning, match="two or more"):
+        assert np.isnan(krippendorff_alpha([[1, nan], [nan, 2]]))
+    with pytest.warns(UndefinedStatisticWarning, match="same value"):
+        assert np.isnan(krippendorff_alpha([[2, 2], [2, 2]]))
     with pytest.raises(ValueError, match="level"):
         krippendorff_alpha(CANONICAL, "cosine")
+
+
+def test_a_missing_or_infinite_rating_is_refused_naming_its_rows():
+    """NaN marks "no rating" inside the table; a judgment row that carries NaN is not silently taken as missing."""
+    with pytest.raises(InputError, match=r"values: missing value \(NaN\) at row 1 \(1 of 3 rows\)"):
+        reliability_table(["a", "a", "b"], [0, 1, 0], [1, nan, 2])
+    with pytest.raises(InputError, match=r"values: infinite value at row 2"):
+        reliability_table(["a", "a", "b"], [0, 1, 0], [1, 2, np.inf])

@@ -194,7 +194,7 @@ def test_correct_pairs_agrees_with_pairwise_accuracy():
 def test_bad_input_names_field_and_index():
     a, b, human, _ = _data(n=20)
     b[7] = np.nan
-    with pytest.raises(InputError, match=r"metric_b\[7\]"):
+    with pytest.raises(InputError, match=r"metric_b: missing value \(NaN\) at row 7 \(1 of 20 rows\)"):
         paired_bootstrap(a, b, human, resamples=10)
     with pytest.raises(InputError, match="metric_a: 19 values, expected 20"):
         paired_permutation(a[:19], b, human, resamples=10)

@@ -29,6 +29,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plot", metavar="PATH", help="write a PNG: metric vs human scores (correlation "
                                                          "benchmarks) or accuracy per category (pairwise)")
     parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples for the CI (0: none)")
+    parser.add_argument("--nan-policy", choices=["raise", "omit"], default="raise",
+                        help="missing (NaN/null) human judgments or metric scores: an error naming the rows "
+                             "(default), or drop those rows (pairs) and report how many")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--batch-size", type=int, default=64)
     configure_ensembeval_text(parser)
@@ -40,4 +43,4 @@ def run(args: argparse.Namespace) -> Dict:
     return run_benchmark(args.metric, args.dataset, data_dir=args.data_dir, revision=args.revision,
                          images_dir=args.images, statistic=args.statistic, ties=args.ties,
                          resamples=args.resamples, plot=args.plot, device=args.device, batch_size=args.batch_size,
-                         sample_references_per=args.sample_references_per)
+                         sample_references_per=args.sample_references_per, nan_policy=args.nan_policy)

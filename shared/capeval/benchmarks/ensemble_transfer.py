@@ -133,8 +133,9 @@ def ensemble_text_transfer(fit_on: str, evaluate_on: Sequence[str], *, data_dir=
                  "role": "fit (in-sample)" if name == fit_on else "zero-shot",
                  "ensemble": _value(benchmark.statistic, ensemble, benchmark.human),
                  "components": {c: _value(benchmark.statistic, scored[name][c], benchmark.human) for c in used}}
-        entry["best_component"] = max(entry["components"], key=entry["components"].get)
-        if resamples:
+        defined = {c: v for c, v in entry["components"].items() if not np.isnan(v)}  # undefined: never ranked
+        entry["best_component"] = max(defined, key=defined.get) if defined else None
+        if resamples and defined:
             entry.update(_intervals(benchmark, ensemble, scored[name][entry["best_component"]], resamples, seed))
         report[name] = entry
     return {"fit_on": fit_on, "n_fit": fit.rows, "candidates": used, "skipped": skipped,

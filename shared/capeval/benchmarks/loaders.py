@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections import defaultdict
 from dataclasses import dataclass
@@ -26,6 +27,21 @@ class Benchmark:
     corpus_per_category: bool = False  # corpus-level metrics (CIDEr's IDF) are computed within each category
 
 
+def rating(value, file: str, record, field: str) -> float:
+    """A human score from a release: a number, or NaN where the release has none (null: a missing judgment, which
+    the runner and the leaderboard refuse or drop by their ``nan_policy``); anything else is an ``InputError``
+    naming the file, the record and the field."""
+    if value is None:
+        return math.nan
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.inf
+    if isinstance(value, bool) or math.isinf(number):
+        raise InputError(f"{file}: record {record}: field {field!r}: {value!r} is not a finite number")
+    return number
+
+
 def raw_file(data_dir: Path, *parts: str) -> Path:
     path = data_dir.joinpath(*parts)
     if not path.exists():
@@ -34,12 +50,14 @@ def raw_file(data_dir: Path, *parts: str) -> Path:
 
 
 def flickr8k_expert(data_dir: Path) -> Benchmark:
-    data = json.loads(raw_file(data_dir, "flickr8k", "flickr8k_expert_clipscore_format.json").read_text())
+    file = "flickr8k_expert_clipscore_format.json"
+    data = json.loads(raw_file(data_dir, "flickr8k", file).read_text())
     rows, raters = [], []
-    for entry in data.values():
+    for key, entry in data.items():
         seen: Dict[str, int] = defaultdict(int)  # the experts' ratings of one caption follow each other
-        for j in entry["human_judgement"]:
-            rows.append((j["caption"], entry["ground_truth"], entry["image_path"], float(j["rating"])))
+        for k, j in enumerate(entry["human_judgement"]):
+            rows.append((j["caption"], entry["ground_truth"], entry["image_path"],
+                         rating(j["rating"], file, f"{key!r} human_judgement[{k}]", "rating")))
             raters.append(seen[j["caption"]])
             seen[j["caption"]] += 1
     return Benchmark("flickr8k_expert", *map(list, zip(*rows)), statistic="kendall_tau_c",
@@ -83,10 +101,11 @@ def flickr8k_cf(data_dir: Path, reference_set: str = "per_image") -> Benchmark:
             if captions[caption_id] in refs:
                 refs.remove(captions[caption_id])  # one occurrence, as list.remove in the published script
     rows = []
-    for image, caption_id, percent_yes, *_ in judgments:
+    for line, (image, caption_id, percent_yes, *_) in enumerate(judgments, 1):
         refs = image_refs[image] if reference_set == "per_image" else \
             [captions[c] for c in by_image[image] if c != caption_id]
-        rows.append((captions[caption_id], list(refs), image, float(percent_yes)))
+        rows.append((captions[caption_id], list(refs), image,
+                     rating(percent_yes, "CrowdFlowerAnnotations.txt", f"line {line}", "percent_yes")))
     protocol = ("share of 'yes' votes per (image, caption) pair; " +
                 ("every judged caption of the image removed from its 5 reference captions, the same references on "
                  "all of the image's rows (published protocol)" if reference_set == "per_image" else
@@ -161,7 +180,9 @@ def composite(data_dir: Path, reference_set: str = "per_image") -> Benchmark:
                     "(same words, ignoring case and punctuation) is removed from that row's references")
     categories = [COMPOSITE_SOURCES.get(image.split("/")[0], image.split("/")[0]) for image in images]
     return Benchmark("composite", candidates, references, images,
-                     [float(s["human_correctness"]) for s in table["scores"]], statistic="kendall_tau_c",
+                     [rating(s["human_correctness"], "composite_candidates_refs_ratings.parquet", k,
+                             "scores.human_correctness") for k, s in zip(table.index, table["scores"])],
+                     statistic="kendall_tau_c",
                      protocol=protocol + "; corpus-level metrics (CIDEr's IDF) computed within each source dataset",
                      categories=categories, corpus_per_category=True)
 
@@ -172,17 +193,20 @@ def thumb(data_dir: Path) -> Benchmark:
         if line.strip():
             row = json.loads(line)
             refs[row["seg_id"]] = row["refs"]
-    rows = [json.loads(line) for line in raw_file(data_dir, "thumb", "THumB-1.0.jsonl").read_text().splitlines()
-            if line.strip()]
+    lines = raw_file(data_dir, "thumb", "THumB-1.0.jsonl").read_text().splitlines()
+    numbered = [(k, json.loads(line)) for k, line in enumerate(lines, 1) if line.strip()]
+    rows = [r for _, r in numbered]
     return Benchmark("thumb", [r["hyp"] for r in rows], [refs[r["seg_id"]] for r in rows], [r["image"] for r in rows],
-                     [float(r["human_score"]) for r in rows], statistic="pearson",
+                     [rating(r["human_score"], "THumB-1.0.jsonl", f"line {k}", "human_score") for k, r in numbered],
+                     statistic="pearson",
                      protocol="5 systems x 500 COCO images, 4 references, THumB total score")
 
 
 def polaris(data_dir: Path) -> Benchmark:
     rows = json.loads(raw_file(data_dir, "polaris_val", "polaris_val_subset.json").read_text())
     return Benchmark("polaris", [r["mt"] for r in rows], [[] for _ in rows], [r["imgid"] for r in rows],
-                     [float(r["score"]) for r in rows], statistic="kendall_tau_c",
+                     [rating(r["score"], "polaris_val_subset.json", k, "score") for k, r in enumerate(rows)],
+                     statistic="kendall_tau_c",
                      protocol="Polaris validation subset: one row per candidate, score = mean of its raters' "
                               "normalised ratings; this release holds no references (reference-free metrics only)")
 

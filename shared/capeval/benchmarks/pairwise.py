@@ -79,10 +79,14 @@ def pascal50s(data_dir: Path) -> PairwiseBenchmark:
     """
     import pandas as pd
 
-    table = pd.read_parquet(raw_file(data_dir, "pascal50s", "pascal50s_pairs_48refs.parquet"))
-    labels = [int(s["label"]) for s in table["scores"]]
-    if set(labels) - {PREFERS_A, PREFERS_B}:
-        raise InputError("pascal50s: labels must be 0 (candidate A preferred) or 1 (candidate B preferred)")
+    file = "pascal50s_pairs_48refs.parquet"
+    table = pd.read_parquet(raw_file(data_dir, "pascal50s", file))
+    labels = [s["label"] for s in table["scores"]]
+    for record, label in enumerate(labels):
+        if label not in (PREFERS_A, PREFERS_B) or isinstance(label, bool):
+            raise InputError(f"{file}: record {record}: field 'scores.label': {label!r} is not 0 (candidate A "
+                             f"preferred) or 1 (candidate B preferred)")
+    labels = [int(label) for label in labels]
     return PairwiseBenchmark(
         "pascal50s", [c.strip() for c in table["candidate_a"]], [c.strip() for c in table["candidate_b"]],
         [[r.strip() for r in refs] for refs in table["references"]],

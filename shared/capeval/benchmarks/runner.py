@@ -2,6 +2,10 @@
 (a correlation over judgment rows, or a pairwise accuracy per category over seeded draws).
 
 Per-sample scores are cached (``<capeval cache>/benchmarks``), so re-running with another statistic is instant.
+
+A statistic that is undefined (e.g. constant metric scores) is NaN with its CI (NaN, NaN) and the cause under
+``undefined``. A missing (NaN/null) human judgment or metric score is an ``InputError`` naming the benchmark, the
+column and the rows, unless ``nan_policy="omit"`` drops those rows (pairs) and reports how many (``omitted``).
 """
 
 from __future__ import annotations
@@ -19,11 +23,15 @@ from capeval.benchmarks.pairwise import PairwiseBenchmark
 from capeval.benchmarks.plots import category_bar_plot, scatter_plot
 from capeval.core.errors import InputError
 from capeval.functional.agreement import krippendorff_alpha, reliability_table
-from capeval.functional.correlation import STATISTICS, bootstrap_interval, pairwise_accuracy
+from capeval.functional.correlation import (
+    NAN_POLICIES, STATISTICS, bootstrap_interval, describe_rows, finite_rows, pairwise_accuracy, undefined_reason,
+)
 from capeval.core.hub import default_cache_dir
 from capeval.core.scoring import canonical_metric, scorer_of
 
 ENSEMBLE_TEXT = "ensembeval-text"
+
+
 def scorer_and_key(metric: str) -> Tuple[str, str]:
     """``bleu1`` → (``bleu``, ``bleu_1``); any other metric → (its scorer, its key), in capeval's spelling."""
     return scorer_of(metric), canonical_metric(metric)
@@ -104,6 +112,22 @@ def _pairwise_draws(metric: str, benchmark: PairwiseBenchmark, loaded: Dict,
     return draws
 
 
+def _scored_pairs(draws, benchmark: PairwiseBenchmark, metric: str, nan_policy: str) -> np.ndarray:
+    """The pairs whose two scores are present in every draw; a missing one is an error naming the pairs, unless
+    ``nan_policy="omit"`` (then those pairs are left out)."""
+    missing = np.zeros(len(benchmark.candidates_a), dtype=bool)
+    for seed, (_, a, b) in enumerate(draws):
+        absent = np.isnan(a) | np.isnan(b)
+        if absent.any() and nan_policy == "raise":
+            raise InputError(f"{benchmark.name}: {metric} scores missing (NaN) in draw {seed} at pair "
+                             f"{describe_rows(np.flatnonzero(absent), len(absent))}; pass --nan-policy omit to "
+                             f"drop those pairs")
+        missing |= absent
+    if missing.all():
+        raise InputError(f"{benchmark.name}: {metric} scored no pair in every draw")
+    return np.flatnonzero(~missing)
+
+
 def _category_accuracies(draws, categories: np.ndarray, rows: np.ndarray, ties: str) -> Dict[str, np.ndarray]:
     """Per category, the accuracy of each draw over the pairs ``rows``."""
     picked = categories[rows]
@@ -113,30 +137,31 @@ def _category_accuracies(draws, categories: np.ndarray, rows: np.ndarray, ties: 
 
 
 def run_pairwise(metric: str, benchmark: PairwiseBenchmark, *, ties: str = "wrong", resamples: int = 1000,
-                 seed: int = 0, plot: Optional[str] = None, **scoring) -> Dict:
+                 seed: int = 0, plot: Optional[str] = None, nan_policy: str = "raise", **scoring) -> Dict:
     """Pairwise accuracy per category and the mean over categories, each a mean (± std) over the draws."""
     loaded: Dict = {}
     draws = _pairwise_draws(metric, benchmark, loaded, **scoring)
-    n = len(benchmark.candidates_a)
-    categories = np.asarray(benchmark.categories or ["all"] * n)
+    everything = _scored_pairs(draws, benchmark, metric, nan_policy)
+    n = len(everything)
+    categories = np.asarray(benchmark.categories or ["all"] * len(benchmark.candidates_a))
 
     def value(rows: np.ndarray) -> float:
         per_category = _category_accuracies(draws, categories, rows, ties)
         return float(np.mean(np.mean(list(per_category.values()), axis=0)))
 
-    everything = np.arange(n)
     per_category = _category_accuracies(draws, categories, everything, ties)
     overall = np.mean(list(per_category.values()), axis=0)  # per draw, the mean over categories
     out = {"metric": metric, "dataset": benchmark.name, "statistic": benchmark.statistic, "ties": ties,
            "value": 100 * float(overall.mean()), "std": 100 * float(overall.std()), "n": n,
+           "omitted": len(benchmark.candidates_a) - n,
            "draws": benchmark.draws, "protocol": benchmark.protocol,
            "references_sampled_per": benchmark.sample_references_per if benchmark.references_per_draw else None,
            "categories": {c: {"mean": 100 * float(v.mean()), "std": 100 * float(v.std()),
                               "per_draw": [100 * float(x) for x in v]} for c, v in per_category.items()},
            **_provenance_of(metric, loaded)}
     if resamples:  # percentile bootstrap over pairs (the same resampled pairs in every draw)
-        low, high = bootstrap_interval(lambda rows, _: value(rows.astype(int)), everything, np.zeros(n),
-                                       resamples=resamples, seed=seed)
+        low, high = bootstrap_interval(lambda rows, _: value(rows.astype(int)), everything.astype(float),
+                                       np.zeros(n), resamples=resamples, seed=seed)
         out["ci95"] = [100 * low, 100 * high]
     if plot:
         category_bar_plot(plot, out["categories"], title=f"{metric} on {benchmark.name}: "
@@ -151,29 +176,48 @@ def _provenance_of(metric: str, loaded: Dict) -> Dict:
     return {"hashcode": scorer.hashcode, "provenance": scorer.provenance}
 
 
-def raters_agreement(benchmark: Benchmark) -> Dict[str, float]:
-    """Krippendorff's α of the benchmark's raters (×100, ordinal and interval), items = (image, candidate)."""
-    table = reliability_table(list(zip(benchmark.images, benchmark.candidates)), benchmark.raters, benchmark.human)
+def raters_agreement(benchmark: Benchmark, rows: Optional[np.ndarray] = None) -> Dict[str, float]:
+    """Krippendorff's α of the benchmark's raters (×100, ordinal and interval), items = (image, candidate), over
+    ``rows`` (default: all of them)."""
+    rows = np.arange(len(benchmark.human)) if rows is None else rows
+    items = [(benchmark.images[k], benchmark.candidates[k]) for k in rows]
+    table = reliability_table(items, [benchmark.raters[k] for k in rows], [benchmark.human[k] for k in rows])
     return {level: 100 * krippendorff_alpha(table, level) for level in ("ordinal", "interval")}
 
 
+def judged_scores(metric: str, scores, benchmark: Benchmark, nan_policy: str):
+    """(metric scores, human scores, indices of the rows kept) without missing values (:func:`finite_rows`; the
+    error names the benchmark)."""
+    try:
+        kept, omitted = finite_rows({"human": benchmark.human, metric: scores}, nan_policy)
+    except InputError as exc:
+        raise InputError(f"{benchmark.name}: {exc}".replace("nan_policy='omit'", "--nan-policy omit")) from exc
+    rows = np.setdiff1d(np.arange(len(benchmark.human)), omitted)
+    return kept[metric], kept["human"], rows
+
+
 def run_correlation(metric: str, benchmark: Benchmark, *, statistic: Optional[str] = None, resamples: int = 1000,
-                    seed: int = 0, plot: Optional[str] = None, **scoring) -> Dict:
+                    seed: int = 0, plot: Optional[str] = None, nan_policy: str = "raise", **scoring) -> Dict:
     statistic = statistic or benchmark.statistic
     if statistic not in STATISTICS:
         raise InputError(f"unknown statistic {statistic!r}; use one of {sorted(STATISTICS)}")
     loaded: Dict = {}
-    scores = metric_scores(metric, benchmark, loaded=loaded, **scoring)
-    value = STATISTICS[statistic](scores, benchmark.human)
+    scores, human, rows = judged_scores(metric, metric_scores(metric, benchmark, loaded=loaded, **scoring),
+                                        benchmark, nan_policy)
+    value = STATISTICS[statistic](scores, human)
     out = {"metric": metric, "dataset": benchmark.name, "statistic": statistic, "value": 100 * value,
-           "n": len(scores), "protocol": benchmark.protocol, **_provenance_of(metric, loaded)}
+           "n": len(scores), "omitted": len(benchmark.human) - len(scores), "protocol": benchmark.protocol,
+           **_provenance_of(metric, loaded)}
+    reason = undefined_reason(scores, human)
+    if reason is not None:
+        out["undefined"] = reason
     if resamples:
-        low, high = bootstrap_interval(STATISTICS[statistic], scores, benchmark.human, resamples=resamples, seed=seed)
+        low, high = bootstrap_interval(STATISTICS[statistic], scores, human, resamples=resamples, seed=seed)
         out["ci95"] = [100 * low, 100 * high]
     if benchmark.raters is not None:
-        out["krippendorff_alpha"] = raters_agreement(benchmark)
+        out["krippendorff_alpha"] = raters_agreement(benchmark, rows)
     if plot:
-        scatter_plot(plot, scores, benchmark.human, metric=metric,
+        scatter_plot(plot, scores, human, metric=metric,
                      title=f"{metric} on {benchmark.name}: {statistic} {out['value']:.1f}")
         out["plot"] = str(plot)
     return out
@@ -182,9 +226,12 @@ def run_correlation(metric: str, benchmark: Benchmark, *, statistic: Optional[st
 def run_benchmark(metric: str, dataset: str, *, data_dir=None, images_dir=None, statistic: Optional[str] = None,
                   ties: str = "wrong", resamples: int = 1000, seed: int = 0, plot: Optional[str] = None,
                   revision: Optional[str] = None, cache_dir=None, device: str = "auto", batch_size: int = 64,
-                  sample_references_per: Optional[str] = None) -> Dict:
+                  sample_references_per: Optional[str] = None, nan_policy: str = "raise") -> Dict:
     """``sample_references_per`` (pairwise benchmarks that sample references): ``"image"`` (the default, the
-    EnsembEval code's Pascal-50S protocol) or ``"pair"`` (an independent sample for every pair)."""
+    EnsembEval code's Pascal-50S protocol) or ``"pair"`` (an independent sample for every pair).
+    ``nan_policy``: ``"raise"`` (missing judgments or scores are an error naming the rows) or ``"omit"``."""
+    if nan_policy not in NAN_POLICIES:
+        raise InputError(f"nan_policy: {nan_policy!r} is not one of {NAN_POLICIES}")
     benchmark = load(dataset, data_dir, revision=revision)
     scoring = dict(images_dir=images_dir, cache_dir=cache_dir, device=device, batch_size=batch_size)
     if sample_references_per is not None and not isinstance(benchmark, PairwiseBenchmark):
@@ -194,6 +241,7 @@ def run_benchmark(metric: str, dataset: str, *, data_dir=None, images_dir=None, 
             raise InputError(f"{dataset} is a pairwise benchmark: its statistic is {benchmark.statistic}")
         if sample_references_per is not None:
             benchmark.sample_references_per = sample_references_per
-        return run_pairwise(metric, benchmark, ties=ties, resamples=resamples, seed=seed, plot=plot, **scoring)
+        return run_pairwise(metric, benchmark, ties=ties, resamples=resamples, seed=seed, plot=plot,
+                            nan_policy=nan_policy, **scoring)
     return run_correlation(metric, benchmark, statistic=statistic, resamples=resamples, seed=seed, plot=plot,
-                           **scoring)
+                           nan_policy=nan_policy, **scoring)

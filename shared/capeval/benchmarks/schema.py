@@ -1,7 +1,8 @@
 """The uniform benchmark schema (one parquet table per benchmark) and its round trip with the loaded benchmarks.
 
 Scored benchmarks: ``image, candidate, references, human_score, rater, category`` (one row per judgment;
-``rater`` is the rater's index where each rating is its own row). Pairwise benchmarks: ``image, candidate_a,
+``rater`` is the rater's index where each rating is its own row; a null ``human_score`` is a missing judgment,
+read as NaN). Pairwise benchmarks: ``image, candidate_a,
 candidate_b, references, preference, votes_a, votes_b, category`` (``preference`` 0: A, 1: B, -1: tied votes,
 broken at random per draw). Images are path strings as in the release. The protocol (statistic, references
 sampled per draw, number of draws) travels in the parquet schema metadata under ``capeval``.
@@ -77,6 +78,11 @@ def from_table(table) -> Union[Benchmark, PairwiseBenchmark]:
         raise InputError(f"benchmark table columns {table.schema.names} differ from the schema {expected}")
     cols = table.to_pydict()
     if meta["kind"] == "pairwise":
+        bad = [k for k, p in enumerate(cols["preference"]) if p not in (0, 1, -1)]
+        if bad:
+            raise InputError(f"{meta['name']} table: record {bad[0]}: field 'preference': "
+                             f"{cols['preference'][bad[0]]!r} is not 0 (A), 1 (B) or -1 (tied) "
+                             f"({len(bad)} such records)")
         return PairwiseBenchmark(meta["name"], cols["candidate_a"], cols["candidate_b"], cols["references"],
                                  cols["image"], cols["preference"], meta["protocol"],
                                  categories=_none_if_all_null(cols["category"]),

@@ -14,6 +14,7 @@ def configure(parser) -> None:
 
 def run(args) -> int:
     from capeval.benchmarks.command import run as run_benchmark
+    from capeval.meta_eval.leaderboard import json_safe
 
-    print(json.dumps(run_benchmark(args), indent=None if args.json else 2))
+    print(json.dumps(json_safe(run_benchmark(args)), indent=None if args.json else 2, allow_nan=False))
     return 0

@@ -28,6 +28,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--correction", choices=CORRECTIONS, default="holm",
                         help="multiple-comparison control over each benchmark's metric pairs")
     parser.add_argument("--ties", choices=["wrong", "half"], default="wrong", help="pairwise benchmarks: metric ties")
+    parser.add_argument("--nan-policy", choices=["raise", "omit"], default="raise",
+                        help="missing (NaN/null) human judgments or metric scores: an error naming the rows "
+                             "(default), or drop those rows from every metric of the benchmark (the count is "
+                             "reported)")
     parser.add_argument("--weights", nargs="*", default=[], metavar="METRIC=PATH",
                         help="load a metric's weights from a local folder (e.g. mpnet_score=/models/all-mpnet-base-v2)")
     parser.add_argument("--images", help="benchmark images (image metrics only)")
@@ -48,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     scores = Scores(weights=weights, images_dir=args.images, device=args.device, batch_size=args.batch_size)
     board = leaderboard(args.metrics, args.benchmarks, data_dir=args.data_dir, unit=args.unit, test=args.test,
                         resamples=args.resamples, seed=args.seed, alpha=args.alpha, correction=args.correction,
-                        ties=args.ties, scores=scores)
+                        ties=args.ties, scores=scores, nan_policy=args.nan_policy)
     files = write(board, args.output_dir)
     print(to_markdown(board))
     print("written: " + ", ".join(files.values()))

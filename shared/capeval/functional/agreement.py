@@ -1,4 +1,7 @@
-"""Inter-annotator agreement: Krippendorff's α (nominal, ordinal, interval, ratio) from a raters × units table."""
+"""Inter-annotator agreement: Krippendorff's α (nominal, ordinal, interval, ratio) from a raters × units table.
+
+Where α is undefined (no unit with two ratings, or no variation among the ratings) it is NaN with an
+:class:`~capeval.functional.correlation.UndefinedStatisticWarning` naming the cause."""
 
 from __future__ import annotations
 
@@ -6,23 +9,28 @@ from typing import Hashable, Sequence
 
 import numpy as np
 
+from capeval.core.errors import InputError
+from capeval.functional.correlation import finite_rows, warn_undefined
+
 LEVELS = ("nominal", "ordinal", "interval", "ratio")
 
 
 def reliability_table(units: Sequence[Hashable], raters: Sequence[Hashable], values: Sequence[float]) -> np.ndarray:
     """One judgment per row (unit, rater, value) → a raters × units float table, NaN where a rater gave none.
 
-    A rater rating the same unit twice is an error: α counts one value per rater and unit.
+    A rater rating the same unit twice is an error: α counts one value per rater and unit. A missing (NaN) or
+    infinite value is an error naming its rows (leave an unrated unit out instead of passing NaN).
     """
     if not len(units) == len(raters) == len(values):
-        raise ValueError(f"units, raters and values differ in length: {len(units)}, {len(raters)}, {len(values)}")
+        raise InputError(f"units, raters and values differ in length: {len(units)}, {len(raters)}, {len(values)}")
+    values = finite_rows({"values": values})[0]["values"]
     unit_index = {u: i for i, u in enumerate(dict.fromkeys(units))}
     rater_index = {r: i for i, r in enumerate(dict.fromkeys(raters))}
     table = np.full((len(rater_index), len(unit_index)), np.nan)
     for unit, rater, value in zip(units, raters, values):
         i, j = rater_index[rater], unit_index[unit]
         if not np.isnan(table[i, j]):
-            raise ValueError(f"rater {rater!r} rated unit {unit!r} more than once")
+            raise InputError(f"rater {rater!r} rated unit {unit!r} more than once")
         table[i, j] = float(value)
     return table
 
@@ -54,13 +62,18 @@ def krippendorff_alpha(table, level: str = "interval") -> float:
         raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
     table = np.asarray(table, dtype=float)
     if table.ndim != 2:
-        raise ValueError(f"expected a raters x units table, got shape {table.shape}")
+        raise InputError(f"expected a raters x units table, got shape {table.shape}")
+    if np.isinf(table).any():
+        raise InputError("table: infinite rating (NaN marks a missing one)")
     table = table[:, (~np.isnan(table)).sum(axis=0) >= 2]  # pairable units only
     if table.size == 0:
-        raise ValueError("no unit has two or more ratings: α is undefined")
+        warn_undefined("Krippendorff's alpha", "no unit has two or more ratings")
+        return float("nan")
     values = np.unique(table[~np.isnan(table)])
     if len(values) < 2:
-        raise ValueError("every rating has the same value: α is undefined (no variation to agree on)")
+        warn_undefined("Krippendorff's alpha", f"every rating has the same value ({values[0]:g}): no variation to "
+                                               f"agree on")
+        return float("nan")
     counts = np.stack([(table == v).sum(axis=0) for v in values], axis=1).astype(float)  # units × values
     per_unit = counts.sum(axis=1)
     weighted = counts / (per_unit - 1)[:, None]

@@ -6,6 +6,10 @@ metric of rank r significantly outperforms, each outperformed by some metric ran
 Multiple comparisons: the ``m(m−1)/2`` one-sided p-values of a benchmark are one family. ``correction="holm"``
 (default) adjusts them with Holm's step-down method, so the chance of any false "better" in the table is at most
 ``alpha``; ``"bonferroni"`` multiplies by the family size; ``"none"`` is WMT's practice (each test at ``alpha``).
+
+A metric whose statistic is undefined on the benchmark (constant scores; every metric where the human scores are
+constant) gets no rank: it is listed under ``undefined`` with the cause, its value and CI are NaN, and it takes no
+part in the tests (nor in the family the correction counts).
 """
 
 from __future__ import annotations
@@ -15,10 +19,12 @@ from typing import Dict, List, Mapping, Optional, Sequence
 import numpy as np
 
 from capeval.core.errors import InputError
-from capeval.functional.correlation import STATISTICS
+from capeval.functional.correlation import STATISTICS, warn_undefined
 from capeval.meta_eval.resampled import AccuracyResampler, Resampler
 from capeval.meta_eval.resampling import bootstrap_counts, swap_masks, unit_codes
-from capeval.meta_eval.significance import as_scores, bootstrap_p, percentile_interval, permutation_p
+from capeval.meta_eval.significance import (
+    bootstrap_p, correct_table, paired_columns, percentile_interval, permutation_p, undefined_of,
+)
 
 CORRECTIONS = ("holm", "bonferroni", "none")
 TESTS = ("permutation", "bootstrap")
@@ -84,36 +90,49 @@ def _bootstrap_values(resampler: Resampler, scores: np.ndarray, n_units: int, re
 def correlation_clusters(scores: Mapping[str, Sequence[float]], human, *, statistic: str,
                          units: Optional[Sequence] = None, test: str = "permutation", resamples: int = 1000,
                          seed: int = 0, confidence: float = 0.95, alpha: float = 0.05,
-                         correction: str = "holm") -> Dict:
+                         correction: str = "holm", nan_policy: str = "raise") -> Dict:
     """Value, bootstrap CI and cluster rank of each metric, from one-sided paired tests of every pair (higher vs
-    lower): the permutation test (PERM-BOTH, WMT's) or the paired bootstrap. One seed for every draw."""
+    lower): the permutation test (PERM-BOTH, WMT's) or the paired bootstrap. One seed for every draw.
+
+    ``nan_policy="omit"`` drops every row where the human score or any metric's score is missing (``omitted``)."""
     _check(test, alpha, resamples)
     if statistic not in STATISTICS:
         raise InputError(f"statistic: unknown {statistic!r}; use one of {sorted(STATISTICS)}")
-    human = as_scores(human, "human")
     names = list(scores)
     if len(names) < 1:
         raise InputError("scores: no metric given")
-    arrays = [as_scores(scores[m], f"scores[{m!r}]", len(human)) for m in names]
+    fields = {f"scores[{m!r}]": m for m in names}
+    kept, units, omitted = paired_columns({"human": human, **{f: scores[m] for f, m in fields.items()}}, units,
+                                          nan_policy)
+    human = kept.pop("human")
+    arrays = {fields[f]: x for f, x in kept.items()}
+    undefined = undefined_of(arrays, human)
+    for metric, reason in undefined.items():
+        warn_undefined(f"{statistic} of {metric}", reason)
+    ranked = [m for m in names if m not in undefined]
     codes, n_units = unit_codes(units, len(human))
     resampler = Resampler(human, codes, n_units, statistic)
-    values = np.array([STATISTICS[statistic](x, human) for x in arrays])
-    boot = np.stack([_bootstrap_values(resampler, x, n_units, resamples, seed) for x in arrays], 1)
+    values = np.array([STATISTICS[statistic](arrays[m], human) for m in ranked])
+    boot = np.stack([_bootstrap_values(resampler, arrays[m], n_units, resamples, seed) for m in ranked], 1) \
+        if ranked else np.empty((resamples, 0))
 
     def pair_p(i: int, j: int) -> float:
         if test == "bootstrap":
             return bootstrap_p(boot[:, i] - boot[:, j], "greater")
-        a, b = resampler.prepare(arrays[i]), resampler.prepare(arrays[j])  # one metric pair in memory at a time
+        a, b = resampler.prepare(arrays[ranked[i]]), resampler.prepare(arrays[ranked[j]])  # one pair at a time
         cross = resampler.cross(a, b)
         null = np.concatenate([resampler.permuted(a, b, cross, s) - resampler.permuted(a, b, cross, 1 - s)
                                for s in swap_masks(n_units, resamples, seed)])
         return permutation_p(null, resampler.observed(a, b, cross), "greater")
 
-    low, high = percentile_interval(boot, confidence)
-    out = _cluster(names, values, pair_p, alpha, correction)
-    return {"statistic": statistic, "values": dict(zip(names, values.tolist())),
-            "ci": {m: [float(lo), float(hi)] for m, lo, hi in zip(names, low, high)}, **out, "test": test,
-            "resamples": resamples, "seed": seed, "units": n_units, "confidence": confidence}
+    low, high = percentile_interval(boot, confidence, f"{statistic}")
+    ci = {m: [float(lo), float(hi)] for m, lo, hi in zip(ranked, low, high)}
+    out = _cluster(ranked, values, pair_p, alpha, correction)
+    return {"statistic": statistic,
+            "values": {m: float(values[ranked.index(m)]) if m in ci else float("nan") for m in names},
+            "ci": {m: ci.get(m, [float("nan"), float("nan")]) for m in names}, **out, "undefined": undefined,
+            "test": test, "resamples": resamples, "seed": seed, "units": n_units, "confidence": confidence,
+            "omitted": len(omitted)}
 
 
 def accuracy_clusters(correct: Mapping[str, np.ndarray], *, categories: Optional[Sequence] = None,
@@ -122,7 +141,9 @@ def accuracy_clusters(correct: Mapping[str, np.ndarray], *, categories: Optional
     """As :func:`correlation_clusters` for pairwise accuracy: ``correct[metric]`` is draws × pairs."""
     _check(test, alpha, resamples)
     names = list(correct)
-    arrays = [np.atleast_2d(np.asarray(correct[m], float)) for m in names]
+    if len(names) < 1:
+        raise InputError("correct: no metric given")
+    arrays = [correct_table(correct[m], f"correct[{m!r}]") for m in names]
     n = arrays[0].shape[1]
     if any(a.shape != arrays[0].shape for a in arrays):
         raise InputError(f"correct: every metric needs the same draws × pairs shape {arrays[0].shape}")
@@ -144,5 +165,6 @@ def accuracy_clusters(correct: Mapping[str, np.ndarray], *, categories: Optional
     low, high = percentile_interval(boot, confidence)
     out = _cluster(names, values, pair_p, alpha, correction)
     return {"statistic": "pairwise_accuracy", "values": dict(zip(names, values.tolist())),
-            "ci": {m: [float(lo), float(hi)] for m, lo, hi in zip(names, low, high)}, **out, "test": test,
-            "resamples": resamples, "seed": seed, "units": n_units, "confidence": confidence}
+            "ci": {m: [float(lo), float(hi)] for m, lo, hi in zip(names, low, high)}, **out, "undefined": {},
+            "test": test, "resamples": resamples, "seed": seed, "units": n_units, "confidence": confidence,
+            "omitted": 0}

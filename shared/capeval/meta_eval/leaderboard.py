@@ -6,6 +6,11 @@ Per-sample scores come from the benchmark runner's cache (:func:`capeval.benchma
 noun/verb overlaps from :func:`capeval.benchmarks.ensemble_transfer.overlap_scores`): a metric is scored once per
 benchmark (per draw on Pascal-50S) and reused for every statistic, resample and later run (the runner keys the
 cache by the rows and the scorer's weights and options).
+
+A metric whose statistic is undefined on a benchmark (e.g. constant scores) is listed as ``undefined`` with the
+cause and gets no value, CI or rank. Scores that came from tiny random test weights are flagged
+(``tiny_random_weights``) in every output. Missing (NaN) scores or human judgments are refused, naming the
+benchmark, the column and the rows, unless ``nan_policy="omit"`` drops their rows (``omitted``: how many).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from capeval.benchmarks.loaders import Benchmark
 from capeval.benchmarks.pairwise import PairwiseBenchmark
 from capeval.benchmarks.runner import metric_scores, scorer_and_key
 from capeval.core.errors import InputError, ModelNotAvailableError
+from capeval.functional.correlation import NAN_POLICIES, describe_rows
 from capeval.meta_eval.clusters import accuracy_clusters, correlation_clusters
 from capeval.meta_eval.significance import correct_pairs
 
@@ -44,8 +50,9 @@ PUBLISHED: Dict[str, Dict[str, tuple]] = {  # benchmark -> metric -> (value ×10
     "pascal50s": {"bleu1": (77.3, _T5), "bleu4": (73.7, _T5), "rouge_l": (77.6, _T5), "meteor": (80.4, _T5),
                   "cider": (79.8, _T5), "mpnet_score": (86.7, _T5)},
 }
-COLUMNS = ("benchmark", "statistic", "metric", "value", "ci_low", "ci_high", "rank", "published", "published_source",
-           "n", "units", "test", "correction")
+COLUMNS = ("benchmark", "statistic", "metric", "value", "ci_low", "ci_high", "rank", "undefined",
+           "tiny_random_weights", "published", "published_source", "n", "omitted", "units", "test", "correction")
+TINY_NOTE = "TINY RANDOM TEST WEIGHTS"
 
 
 def benchmark_units(benchmark, unit: str) -> Optional[List]:
@@ -80,77 +87,148 @@ class Scores:
         return metric_scores(metric, benchmark, images_dir=self.images_dir, cache_dir=self.cache_dir,
                              device=self.device, batch_size=self.batch_size, loaded=self.loaded)
 
-    def correct(self, metric: str, benchmark: PairwiseBenchmark, *, ties: str = "wrong") -> np.ndarray:
+    def tiny(self, metric: str) -> bool:
+        """Whether ``metric``'s scores came from tiny random test weights (its scorer's provenance says so)."""
+        if metric in OVERLAP_COMPONENTS:
+            return False  # spaCy pipelines, no capeval weights
+        scorer = self.loaded.get(scorer_and_key(metric)[0])
+        return bool(scorer is not None and (scorer.provenance or {}).get("tiny_random_weights"))
+
+    def correct(self, metric: str, benchmark: PairwiseBenchmark, *, ties: str = "wrong",
+                nan_policy: str = "raise") -> np.ndarray:
         """draws × pairs: whether the metric orders each pair as people did, in each seeded draw (A and B scored in
-        one call per draw, as :func:`capeval.benchmarks.runner.run_pairwise`)."""
+        one call per draw, as :func:`capeval.benchmarks.runner.run_pairwise`). A pair with a missing score is an
+        error, or NaN with ``nan_policy="omit"`` (the caller drops it)."""
         n, out = len(benchmark.candidates_a), []
         for seed in range(benchmark.draws):
             prefers_a, references = benchmark.draw(seed)
             rows = Benchmark(f"{benchmark.name}-draw{seed}", benchmark.candidates_a + benchmark.candidates_b,
                              references + references, benchmark.images * 2, [], statistic="", protocol="")
             scores = np.asarray(self.rows(metric, rows), dtype=float)
-            out.append(correct_pairs(scores[:n], scores[n:], prefers_a, ties=ties))
+            missing = np.isnan(scores[:n]) | np.isnan(scores[n:])
+            if missing.any() and nan_policy == "raise":
+                raise InputError(f"{benchmark.name}: {metric} scores missing (NaN) in draw {seed} at pair "
+                                 f"{describe_rows(np.flatnonzero(missing), n)}; pass nan_policy='omit' "
+                                 f"(--nan-policy omit) to drop those pairs")
+            correct = np.full(n, np.nan)
+            correct[~missing] = correct_pairs(scores[:n][~missing], scores[n:][~missing], prefers_a[~missing],
+                                              ties=ties)
+            out.append(correct)
         return np.stack(out)
+
+
+def _complete_pairs(per_metric: Dict[str, np.ndarray], benchmark: PairwiseBenchmark, units: Optional[List]):
+    """The pairs every metric scored in every draw (``nan_policy="omit"`` marks the others NaN): outcomes,
+    categories and units of those pairs, and the number dropped."""
+    n = len(benchmark.candidates_a)
+    keep = np.ones(n, dtype=bool)
+    for correct in per_metric.values():
+        keep &= ~np.isnan(correct).any(axis=0)
+    if not keep.any():
+        raise InputError(f"{benchmark.name}: no pair left after dropping the pairs with missing scores")
+    categories = None if benchmark.categories is None else [c for c, k in zip(benchmark.categories, keep) if k]
+    units = None if units is None else [u for u, k in zip(units, keep) if k]
+    return {m: c[:, keep] for m, c in per_metric.items()}, categories, units, int(n - keep.sum())
+
+
+def _benchmark_scores(scores: Scores, metrics: Sequence[str], benchmark, ties: str, nan_policy: str):
+    """Per metric, its per-row scores (or draws × pairs outcomes), and ``{metric: reason}`` for those skipped."""
+    per_metric, skipped = {}, {}
+    for metric in metrics:
+        try:
+            per_metric[metric] = (scores.correct(metric, benchmark, ties=ties, nan_policy=nan_policy)
+                                  if isinstance(benchmark, PairwiseBenchmark) else scores.rows(metric, benchmark))
+        except ModelNotAvailableError as exc:
+            skipped[metric] = f"weights not available: {str(exc).splitlines()[0]}"
+        except InputError as exc:
+            if "reference" not in str(exc):
+                raise
+            skipped[metric] = str(exc)
+    return per_metric, skipped
+
+
+def _clusters(benchmark, per_metric: Dict, units, nan_policy: str, options: Dict) -> Dict:
+    if isinstance(benchmark, PairwiseBenchmark):
+        per_metric, categories, units, omitted = _complete_pairs(per_metric, benchmark, units)
+        return {**accuracy_clusters(per_metric, categories=categories, units=units, **options), "omitted": omitted}
+    try:
+        return correlation_clusters(per_metric, benchmark.human, statistic=benchmark.statistic, units=units,
+                                    nan_policy=nan_policy, **options)
+    except InputError as exc:
+        raise InputError(f"{benchmark.name}: {exc}".replace("nan_policy='omit'",
+                                                             "nan_policy='omit' (--nan-policy omit)")) from exc
+
+
+def _rows(name: str, benchmark, result: Dict, scores: Scores, test: str, correction: str) -> List[Dict]:
+    """The table rows of one benchmark: ranked metrics in cluster order, then the undefined ones (no rank)."""
+    n = len(benchmark.candidates_a) if isinstance(benchmark, PairwiseBenchmark) else len(benchmark.human)
+    rows = []
+    for metric in [*result["order"], *result["undefined"]]:
+        published = PUBLISHED.get(name, {}).get(metric, (None, None))
+        defined = metric not in result["undefined"]
+        low, high = result["ci"][metric]
+        rows.append({"benchmark": name, "statistic": result["statistic"], "metric": metric,
+                     "value": 100 * result["values"][metric] if defined else None,
+                     "ci_low": 100 * low if defined else None, "ci_high": 100 * high if defined else None,
+                     "rank": result["ranks"][metric] if defined else None,
+                     "undefined": None if defined else result["undefined"][metric],
+                     "tiny_random_weights": scores.tiny(metric), "published": published[0],
+                     "published_source": published[1], "n": n - result["omitted"], "omitted": result["omitted"],
+                     "units": result["units"], "test": test, "correction": correction})
+    return rows
 
 
 def leaderboard(metrics: Sequence[str] = TEXT_METRICS, benchmarks: Sequence[str] = BENCHMARKS, *, data_dir=None,
                 unit: str = "image", test: str = "bootstrap", resamples: int = 1000, seed: int = 0,
                 alpha: float = 0.05, correction: str = "holm", ties: str = "wrong", scores: Optional[Scores] = None,
-                loaded_benchmarks: Optional[Mapping[str, object]] = None) -> Dict:
+                loaded_benchmarks: Optional[Mapping[str, object]] = None, nan_policy: str = "raise") -> Dict:
     """The table (``rows``, one per metric × benchmark), each benchmark's clusters and p-values, and the metrics
     skipped per benchmark with the reason (weights not available, no references in the release)."""
+    if nan_policy not in NAN_POLICIES:
+        raise InputError(f"nan_policy: {nan_policy!r} is not one of {NAN_POLICIES}")
     scores = scores or Scores()
     loaded_benchmarks = dict(loaded_benchmarks or {})
     rows, details, skipped = [], {}, {}
     for name in benchmarks:
         benchmark = loaded_benchmarks.get(name) or load(name, data_dir)
         units = benchmark_units(benchmark, unit)
-        per_metric, skipped[name] = {}, {}
-        for metric in metrics:
-            try:
-                per_metric[metric] = (scores.correct(metric, benchmark, ties=ties)
-                                      if isinstance(benchmark, PairwiseBenchmark) else scores.rows(metric, benchmark))
-            except ModelNotAvailableError as exc:
-                skipped[name][metric] = f"weights not available: {str(exc).splitlines()[0]}"
-            except InputError as exc:
-                if "reference" not in str(exc):
-                    raise
-                skipped[name][metric] = str(exc)
+        per_metric, skipped[name] = _benchmark_scores(scores, metrics, benchmark, ties, nan_policy)
         if not per_metric:
             continue
-        options = dict(units=units, test=test, resamples=resamples, seed=seed, alpha=alpha, correction=correction)
-        if isinstance(benchmark, PairwiseBenchmark):
-            result = accuracy_clusters(per_metric, categories=benchmark.categories, **options)
-        else:
-            result = correlation_clusters(per_metric, benchmark.human, statistic=benchmark.statistic, **options)
-        details[name] = result
-        n = len(benchmark.candidates_a) if isinstance(benchmark, PairwiseBenchmark) else len(benchmark.human)
-        for metric in result["order"]:
-            published = PUBLISHED.get(name, {}).get(metric, (None, None))
-            low, high = result["ci"][metric]
-            rows.append({"benchmark": name, "statistic": result["statistic"], "metric": metric,
-                         "value": 100 * result["values"][metric], "ci_low": 100 * low, "ci_high": 100 * high,
-                         "rank": result["ranks"][metric], "published": published[0],
-                         "published_source": published[1], "n": n, "units": result["units"], "test": test,
-                         "correction": correction})
+        options = dict(test=test, resamples=resamples, seed=seed, alpha=alpha, correction=correction)
+        details[name] = _clusters(benchmark, per_metric, units, nan_policy, options)
+        rows += _rows(name, benchmark, details[name], scores, test, correction)
     return {"rows": rows, "benchmarks": details, "skipped": {k: v for k, v in skipped.items() if v},
+            "tiny_random_weights": sorted({r["metric"] for r in rows if r["tiny_random_weights"]}),
             "unit": unit, "test": test, "resamples": resamples, "seed": seed, "alpha": alpha,
-            "correction": correction}
+            "correction": correction, "nan_policy": nan_policy}
+
+
+def _metric_label(row: Dict) -> str:
+    return f"{row['metric']} ({TINY_NOTE})" if row["tiny_random_weights"] else row["metric"]
 
 
 def to_markdown(board: Dict) -> str:
-    """One table per benchmark: cluster rank, metric, ours ×100 with its CI, published value."""
+    """One table per benchmark: cluster rank, metric, ours ×100 with its CI, published value; undefined metrics
+    last, without a rank; metrics scored with tiny random test weights marked in the header and in their row."""
     lines = [f"Clusters: one-sided paired {board['test']} tests over {board['unit']} units, {board['resamples']} "
              f"resamples, seed {board['seed']}, alpha {board['alpha']}, {board['correction']} correction over each "
              f"benchmark's pairs. 95% CI: paired bootstrap over the same units."]
+    if board["tiny_random_weights"]:
+        lines.append(f"\n**{TINY_NOTE}**: the scores of {', '.join(board['tiny_random_weights'])} come from tiny "
+                     f"random test weights; their values, CIs and ranks mean nothing.")
     for name in dict.fromkeys(r["benchmark"] for r in board["rows"]):
         rows = [r for r in board["rows"] if r["benchmark"] == name]
-        lines += ["", f"### {name} ({rows[0]['statistic']} ×100, {rows[0]['n']} rows, {rows[0]['units']} units)", "",
-                  "| rank | metric | ours | 95% CI | published |", "|---|---|---|---|---|"]
+        omitted = f", {rows[0]['omitted']} omitted (missing values)" if rows[0]["omitted"] else ""
+        lines += ["", f"### {name} ({rows[0]['statistic']} ×100, {rows[0]['n']} rows{omitted}, {rows[0]['units']} "
+                      f"units)", "", "| rank | metric | ours | 95% CI | published |", "|---|---|---|---|---|"]
         for r in rows:
             published = "" if r["published"] is None else f"{r['published']:g} ({r['published_source']})"
-            lines.append(f"| {r['rank']} | {r['metric']} | {r['value']:.2f} | {r['ci_low']:.2f}–{r['ci_high']:.2f} "
-                         f"| {published} |")
+            if r["undefined"] is not None:
+                lines.append(f"| undefined | {_metric_label(r)} | undefined: {r['undefined']} | | {published} |")
+                continue
+            lines.append(f"| {r['rank']} | {_metric_label(r)} | {r['value']:.2f} | {r['ci_low']:.2f}–"
+                         f"{r['ci_high']:.2f} | {published} |")
         for metric, reason in board["skipped"].get(name, {}).items():
             lines.append(f"| – | {metric} | skipped: {reason} | | |")
     return "\n".join(lines) + "\n"
@@ -163,8 +241,20 @@ def to_csv(board: Dict, path: os.PathLike) -> None:
         writer.writerows(board["rows"])
 
 
+def json_safe(value):
+    """``value`` with every NaN as ``None`` (JSON has no NaN)."""
+    if isinstance(value, float) and value != value:
+        return None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
 def plot(board: Dict, path: os.PathLike) -> None:
-    """One panel per benchmark: each metric's value with its CI, coloured by cluster rank, published values as ×."""
+    """One panel per benchmark: each ranked metric's value with its CI, coloured by cluster rank, published values
+    as ×."""
     try:
         import matplotlib
     except ImportError as exc:
@@ -172,19 +262,20 @@ def plot(board: Dict, path: os.PathLike) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = list(dict.fromkeys(r["benchmark"] for r in board["rows"]))
-    fig, axes = plt.subplots(1, len(names), figsize=(4 * len(names), 0.35 * len(board["rows"]) / len(names) + 2),
+    ranked = [r for r in board["rows"] if r["undefined"] is None]
+    names = list(dict.fromkeys(r["benchmark"] for r in ranked))
+    fig, axes = plt.subplots(1, len(names), figsize=(4 * len(names), 0.35 * len(ranked) / len(names) + 2),
                              squeeze=False, dpi=100)
     colours = plt.get_cmap("tab10")
     for ax, name in zip(axes[0], names):
-        rows = [r for r in board["rows"] if r["benchmark"] == name][::-1]
+        rows = [r for r in ranked if r["benchmark"] == name][::-1]
         y = np.arange(len(rows))
         for k, r in enumerate(rows):
             ax.errorbar(r["value"], k, xerr=[[r["value"] - r["ci_low"]], [r["ci_high"] - r["value"]]], fmt="o",
                         color=colours((r["rank"] - 1) % 10), capsize=3)
             if r["published"] is not None:
                 ax.plot(r["published"], k, "x", color="black")
-        ax.set_yticks(y, [f"{r['metric']} ({r['rank']})" for r in rows])
+        ax.set_yticks(y, [f"{_metric_label(r)} ({r['rank']})" for r in rows])
         ax.set_title(f"{name} ({rows[0]['statistic']})", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, format="png")
@@ -200,7 +291,7 @@ def write(board: Dict, output_dir: os.PathLike) -> Dict[str, str]:
     files = {kind: str(out / f"leaderboard.{kind}") for kind in ("md", "csv", "json", "png")}
     Path(files["md"]).write_text(to_markdown(board))
     to_csv(board, files["csv"])
-    Path(files["json"]).write_text(json.dumps(board, indent=1))
-    if board["rows"]:
+    Path(files["json"]).write_text(json.dumps(json_safe(board), indent=1, allow_nan=False))
+    if any(r["undefined"] is None for r in board["rows"]):
         plot(board, files["png"])
     return files

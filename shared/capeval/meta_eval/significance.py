@@ -9,37 +9,56 @@
 p-values: permutation ``P(δ* ≥ δ)`` (``greater``), ``P(δ* ≤ δ)`` (``less``), ``P(|δ*| ≥ |δ|)`` (two-sided), counted
 as ``mt-metrics-eval`` does (hits / resamples); bootstrap ``P(δ* ≤ 0)`` for ``greater`` (Koehn 2004),
 ``P(δ* ≥ 0)`` for ``less``, twice the smaller of the two for two-sided.
+
+Undefined statistics: where a metric's statistic is undefined on the full sample (a constant column, too few
+rows), its value, the difference, the CI and every p-value are NaN, with an ``UndefinedStatisticWarning`` naming
+the cause and the cause under ``undefined``. A resample where the statistic is undefined is left out of the CI and
+the p-value, and counted (``undefined_resamples``, with a warning). Missing (NaN) inputs are an ``InputError``
+naming the column and rows, or with ``nan_policy="omit"`` their rows are dropped (``omitted``: how many).
 """
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Sequence
+from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
 from scipy import stats
 
 from capeval.core.errors import InputError
-from capeval.functional.correlation import STATISTICS, pairwise_correct, pearson
+from capeval.functional.correlation import (
+    STATISTICS, describe_rows, finite_rows, pairwise_correct, pearson, quiet, resampled_interval, undefined_reason,
+    warn_undefined,
+)
 from capeval.meta_eval.resampled import AccuracyResampler, Resampler
 from capeval.meta_eval.resampling import bootstrap_counts, swap_masks, unit_codes
 
+NAN = float("nan")
 ALTERNATIVES = ("two-sided", "greater", "less")
 
 
-def as_scores(values, field: str, n: Optional[int] = None) -> np.ndarray:
-    """A 1-D float array with finite values, else ``InputError`` naming the field and the first bad index."""
-    try:
-        array = np.asarray(values, dtype=float)
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"{field}: expected a list of numbers ({exc})") from exc
-    if array.ndim != 1:
-        raise InputError(f"{field}: expected a flat list of numbers, got shape {array.shape}")
-    if n is not None and len(array) != n:
-        raise InputError(f"{field}: {len(array)} values, expected {n} (one per judgment row)")
-    bad = np.flatnonzero(~np.isfinite(array))
-    if len(bad):
-        raise InputError(f"{field}[{bad[0]}]: {array[bad[0]]} is not a finite number")
-    return array
+def paired_columns(columns: Dict[str, Sequence[float]], units: Optional[Sequence], nan_policy: str
+                   ) -> Tuple[Dict[str, np.ndarray], Optional[list], np.ndarray]:
+    """Finite float columns of one length (the first column's), the units of the rows kept, and the rows omitted
+    (:func:`capeval.functional.correlation.finite_rows`)."""
+    n = None
+    for field, values in columns.items():
+        length = len(np.atleast_1d(np.asarray(values, dtype=object)))
+        if n is not None and length != n:
+            raise InputError(f"{field}: {length} values, expected {n} (one per judgment row)")
+        n = length if n is None else n
+    kept, omitted = finite_rows(columns, nan_policy)
+    if units is not None and len(units) != n:
+        raise InputError(f"units: {len(units)} entries for {n} rows (one unit label per row)")
+    if units is not None and len(omitted):
+        drop = set(omitted.tolist())
+        units = [u for k, u in enumerate(units) if k not in drop]
+    return kept, units, omitted
+
+
+def undefined_of(values: Dict[str, np.ndarray], human: np.ndarray) -> Dict[str, str]:
+    """``{name: why its correlation with people is undefined}`` for the metrics where it is."""
+    reasons = {name: undefined_reason(x, human) for name, x in values.items()}
+    return {name: reason for name, reason in reasons.items() if reason is not None}
 
 
 def _check_options(statistic: Optional[str], alternative: str, resamples: int) -> None:
@@ -52,6 +71,9 @@ def _check_options(statistic: Optional[str], alternative: str, resamples: int) -
 
 
 def permutation_p(null: np.ndarray, delta: float, alternative: str) -> float:
+    null = null[~np.isnan(null)]
+    if np.isnan(delta) or not len(null):
+        return NAN
     if alternative == "greater":
         return float(np.mean(null >= delta))
     if alternative == "less":
@@ -60,6 +82,9 @@ def permutation_p(null: np.ndarray, delta: float, alternative: str) -> float:
 
 
 def bootstrap_p(deltas: np.ndarray, alternative: str) -> float:
+    deltas = deltas[~np.isnan(deltas)]
+    if not len(deltas):
+        return NAN
     at_most, at_least = float(np.mean(deltas <= 0)), float(np.mean(deltas >= 0))
     if alternative == "greater":
         return at_most
@@ -68,45 +93,75 @@ def bootstrap_p(deltas: np.ndarray, alternative: str) -> float:
     return min(1.0, 2 * min(at_most, at_least))
 
 
-def percentile_interval(values: np.ndarray, confidence: float):
-    tail = (1 - confidence) / 2
-    low, high = np.nanquantile(values, [tail, 1 - tail], axis=0)
-    return low, high
+def percentile_interval(values: np.ndarray, confidence: float, what: str = "the difference"):
+    """Percentile interval over the resamples where the statistic is defined (the others counted in a warning)."""
+    return resampled_interval(values, confidence, what)
 
 
-def _inputs(metric_a, metric_b, human, statistic, alternative, resamples):
+def undefined_resamples(values: np.ndarray) -> int:
+    return int(np.isnan(values).sum())
+
+
+def _inputs(metric_a, metric_b, human, statistic, alternative, resamples, units=None, nan_policy="raise"):
     _check_options(statistic, alternative, resamples)
-    human = as_scores(human, "human")
-    return as_scores(metric_a, "metric_a", len(human)), as_scores(metric_b, "metric_b", len(human)), human
+    kept, units, omitted = paired_columns({"human": human, "metric_a": metric_a, "metric_b": metric_b}, units,
+                                          nan_policy)
+    return kept["metric_a"], kept["metric_b"], kept["human"], units, len(omitted)
+
+
+def _undefined_comparison(a: np.ndarray, b: np.ndarray, human: np.ndarray, statistic: str) -> Optional[Dict]:
+    """Where A's or B's statistic is undefined: NaN values, delta and p-values with the cause (and a warning)."""
+    undefined = undefined_of({"metric_a": a, "metric_b": b}, human)
+    if not undefined:
+        return None
+    by_reason: Dict[str, list] = {}
+    for name, reason in undefined.items():
+        by_reason.setdefault(reason, []).append(name)
+    cause = "; ".join(f"{' and '.join(names)}: {reason}" for reason, names in by_reason.items())
+    warn_undefined(f"the {statistic} difference", cause, stacklevel=4)
+    value_a, value_b = (NAN if name in undefined else quiet(STATISTICS[statistic], x, human)
+                        for name, x in (("metric_a", a), ("metric_b", b)))
+    return {"value_a": value_a, "value_b": value_b, "delta": NAN, "p_value": NAN, "undefined": cause}
 
 
 def paired_bootstrap(metric_a, metric_b, human, *, statistic: str = "kendall_tau_c",
                      units: Optional[Sequence] = None, resamples: int = 1000, seed: int = 0,
-                     confidence: float = 0.95, alternative: str = "two-sided") -> Dict:
+                     confidence: float = 0.95, alternative: str = "two-sided", nan_policy: str = "raise") -> Dict:
     """Bootstrap of ``statistic(A) − statistic(B)``: the same units (``units``: one label per row, rows with the
     same label drawn together; default every row) are drawn for both metrics."""
-    a, b, human = _inputs(metric_a, metric_b, human, statistic, alternative, resamples)
+    a, b, human, units, omitted = _inputs(metric_a, metric_b, human, statistic, alternative, resamples, units,
+                                          nan_policy)
     codes, n_units = unit_codes(units, len(human))
+    common = {"test": "paired bootstrap", "statistic": statistic, "confidence": confidence, "alternative": alternative,
+              "resamples": resamples, "units": n_units, "seed": seed, "omitted": omitted}
+    undefined = _undefined_comparison(a, b, human, statistic)
+    if undefined:
+        return {**common, **undefined, "ci": [NAN, NAN], "undefined_resamples": 0}
     resampler = Resampler(human, codes, n_units, statistic)
     prepared_a, prepared_b = resampler.prepare(a), resampler.prepare(b)
     deltas = np.concatenate([resampler.bootstrap(prepared_a, c) - resampler.bootstrap(prepared_b, c)
                              for c in bootstrap_counts(n_units, resamples, seed)])
     value_a, value_b = STATISTICS[statistic](a, human), STATISTICS[statistic](b, human)
     low, high = percentile_interval(deltas, confidence)
-    return {"test": "paired bootstrap", "statistic": statistic, "value_a": value_a, "value_b": value_b,
-            "delta": value_a - value_b, "ci": [float(low), float(high)], "confidence": confidence,
-            "p_value": bootstrap_p(deltas, alternative), "alternative": alternative, "resamples": resamples,
-            "units": n_units, "seed": seed}
+    return {**common, "value_a": value_a, "value_b": value_b, "delta": value_a - value_b,
+            "ci": [float(low), float(high)], "p_value": bootstrap_p(deltas, alternative),
+            "undefined_resamples": undefined_resamples(deltas)}
 
 
 def paired_permutation(metric_a, metric_b, human, *, statistic: str = "kendall_tau_c",
                        units: Optional[Sequence] = None, resamples: int = 1000, seed: int = 0,
-                       alternative: str = "two-sided") -> Dict:
+                       alternative: str = "two-sided", nan_policy: str = "raise") -> Dict:
     """PERM-BOTH permutation test of ``statistic(A) − statistic(B)``: both metrics z-scored, each unit's rows
     swapped between A and B with probability ½ (all rows of a unit together); the observed difference the
     permutations are compared with is the z-scored metrics' (``delta`` reports the raw scores')."""
-    a, b, human = _inputs(metric_a, metric_b, human, statistic, alternative, resamples)
+    a, b, human, units, omitted = _inputs(metric_a, metric_b, human, statistic, alternative, resamples, units,
+                                          nan_policy)
     codes, n_units = unit_codes(units, len(human))
+    common = {"test": "paired permutation", "statistic": statistic, "alternative": alternative,
+              "resamples": resamples, "units": n_units, "seed": seed, "omitted": omitted}
+    undefined = _undefined_comparison(a, b, human, statistic)
+    if undefined:
+        return {**common, **undefined, "undefined_resamples": 0}
     resampler = Resampler(human, codes, n_units, statistic)
     prepared_a, prepared_b = resampler.prepare(a), resampler.prepare(b)
     cross = resampler.cross(prepared_a, prepared_b)
@@ -115,33 +170,50 @@ def paired_permutation(metric_a, metric_b, human, *, statistic: str = "kendall_t
                            for s in swap_masks(n_units, resamples, seed)])
     value_a, value_b = STATISTICS[statistic](a, human), STATISTICS[statistic](b, human)
     observed = resampler.observed(prepared_a, prepared_b, cross)
-    return {"test": "paired permutation", "statistic": statistic, "value_a": value_a, "value_b": value_b,
-            "delta": value_a - value_b, "p_value": permutation_p(null, observed, alternative),
-            "alternative": alternative, "resamples": resamples, "units": n_units, "seed": seed}
+    warn_undefined_resamples(null, "the permuted difference")
+    return {**common, "value_a": value_a, "value_b": value_b, "delta": value_a - value_b,
+            "p_value": permutation_p(null, observed, alternative), "undefined_resamples": undefined_resamples(null)}
+
+
+def warn_undefined_resamples(values: np.ndarray, what: str) -> None:
+    count = undefined_resamples(values)
+    if count:
+        warn_undefined(f"{what} in {count} of {len(values)} resamples", "a resample with a constant column "
+                       "(left out of the p-value)", stacklevel=4)
 
 
 def williams_test(r_a: float, r_b: float, r_ab: float, n: int, *, alternative: str = "greater") -> Dict:
     """Williams' t for two dependent correlations sharing the human scores (Steiger 1980, eq. 7; Graham & Baldwin
-    2014): ``r_a``, ``r_b`` = each metric's Pearson r with people, ``r_ab`` = the metrics' r with each other."""
+    2014): ``r_a``, ``r_b`` = each metric's Pearson r with people, ``r_ab`` = the metrics' r with each other.
+    An undefined correlation, or a t of 0/0 (e.g. two metrics that are linear in each other), gives NaN t and p."""
     if alternative not in ALTERNATIVES:
         raise InputError(f"alternative: {alternative!r} is not one of {ALTERNATIVES}")
     if n <= 3:
         raise InputError(f"n: Williams' test needs more than 3 rows, got {n}")
+    out = {"test": "williams", "df": n - 3, "alternative": alternative}
+    if np.isnan([r_a, r_b, r_ab]).any():
+        warn_undefined("Williams' t", "a correlation it needs is undefined (NaN)")
+        return {**out, "t": NAN, "p_value": NAN}
     determinant = 1 - r_a ** 2 - r_b ** 2 - r_ab ** 2 + 2 * r_a * r_b * r_ab
     mean = (r_a + r_b) / 2
-    t = (r_a - r_b) * np.sqrt((n - 1) * (1 + r_ab)) / np.sqrt(
-        2 * (n - 1) / (n - 3) * determinant + mean ** 2 * (1 - r_ab) ** 3)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        t = (r_a - r_b) * np.sqrt((n - 1) * (1 + r_ab)) / np.sqrt(
+            2 * (n - 1) / (n - 3) * determinant + mean ** 2 * (1 - r_ab) ** 3)
+    if not np.isfinite(t):
+        warn_undefined("Williams' t", f"its denominator is 0 (r_a={r_a:.6g}, r_b={r_b:.6g}, r_ab={r_ab:.6g}: "
+                                      f"the metrics are linear in each other or in the human scores)")
+        return {**out, "t": NAN, "p_value": NAN}
     p = {"greater": stats.t.sf(t, n - 3), "less": stats.t.cdf(t, n - 3),
          "two-sided": 2 * stats.t.sf(abs(t), n - 3)}[alternative]
-    return {"test": "williams", "t": float(t), "df": n - 3, "p_value": float(min(1.0, p)), "alternative": alternative}
+    return {**out, "t": float(t), "p_value": float(min(1.0, p))}
 
 
-def williams(metric_a, metric_b, human, *, alternative: str = "two-sided") -> Dict:
+def williams(metric_a, metric_b, human, *, alternative: str = "two-sided", nan_policy: str = "raise") -> Dict:
     """Williams' test of Pearson(A, human) − Pearson(B, human) over the rows (which it takes as independent)."""
-    a, b, human = _inputs(metric_a, metric_b, human, None, alternative, 1)
-    r_a, r_b, r_ab = pearson(a, human), pearson(b, human), pearson(a, b)
+    a, b, human, _, omitted = _inputs(metric_a, metric_b, human, None, alternative, 1, None, nan_policy)
+    r_a, r_b, r_ab = pearson(a, human), pearson(b, human), quiet(pearson, a, b)
     return {**williams_test(r_a, r_b, r_ab, len(human), alternative=alternative), "value_a": r_a, "value_b": r_b,
-            "r_ab": r_ab, "delta": r_a - r_b}
+            "r_ab": r_ab, "delta": r_a - r_b, "omitted": omitted}
 
 
 def correct_pairs(score_a, score_b, prefers_a, *, ties: str = "wrong") -> np.ndarray:
@@ -150,6 +222,19 @@ def correct_pairs(score_a, score_b, prefers_a, *, ties: str = "wrong") -> np.nda
     if ties not in ("wrong", "half"):
         raise InputError(f"ties: {ties!r} is not 'wrong' or 'half'")
     return pairwise_correct(score_a, score_b, prefers_a, ties=ties)
+
+
+def correct_table(values, field: str) -> np.ndarray:
+    """draws × pairs outcomes (1 right, 0 wrong, ½ a tie counted half); anything else (NaN: a pair no metric score
+    ordered) is an ``InputError`` naming the pairs, and so is a table without pairs."""
+    table = np.atleast_2d(np.asarray(values, dtype=float))
+    if table.ndim != 2 or table.shape[1] == 0:
+        raise InputError(f"{field}: expected draws x pairs outcomes with at least one pair, got shape {table.shape}")
+    bad = np.flatnonzero(~np.isin(table, (0.0, 0.5, 1.0)).all(axis=0))
+    if len(bad):
+        raise InputError(f"{field}: outcomes must be 0, 0.5 or 1; not so for the pair columns at "
+                         f"{describe_rows(bad, table.shape[1])}, e.g. {table[:, bad[0]].tolist()}")
+    return table
 
 
 def mcnemar(correct_a, correct_b, *, exact: bool = True) -> Dict:
@@ -176,7 +261,7 @@ def compare_accuracy(correct_a, correct_b, *, categories: Optional[Sequence] = N
     and permutation (p) of the difference over units (all of a unit's pairs and draws together), overall and, with
     several categories, for each category (``per_category``: the same tests on its pairs alone)."""
     _check_options(None, alternative, resamples)
-    ca, cb = np.atleast_2d(np.asarray(correct_a, float)), np.atleast_2d(np.asarray(correct_b, float))
+    ca, cb = correct_table(correct_a, "correct_a"), correct_table(correct_b, "correct_b")
     if ca.shape != cb.shape:
         raise InputError(f"correct_b: shape {cb.shape} differs from correct_a's {ca.shape}")
     n = ca.shape[1]
