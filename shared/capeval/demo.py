@@ -14,11 +14,15 @@ hidden for a reference-free metric), clickable examples, the scores rounded for 
 metric-specific explanation (a table or an image), and the metric card. The scoring endpoint ``/score`` returns
 the unrounded values: ``gradio_client.Client(url).predict(handle_file(path), caption, references,
 api_name="/score")`` gives ``(scores, panel)``, ``panel`` being ``{"headers": [...], "data": [[component,
-value], ...]}`` for a table.
+value], ...]}`` for a table. ``scores["scored"]`` echoes what was scored (the caption, the references and
+:func:`image_digest` of the image), and the page shows it above the scores, so that a result can never pass for
+the score of other inputs. Score is disabled while an example loads and while a request is scored (the scores
+show the progress meanwhile).
 """
 
 from __future__ import annotations
 
+import hashlib
 import html
 import math
 import os
@@ -40,6 +44,7 @@ CSS = """
 .capeval-table td:first-child {overflow-wrap: anywhere;}
 .capeval-tiny {background: #fff3cd; border: 2px solid #d39e00; border-radius: 8px; padding: 4px 12px;}
 """  # numbers never break mid-number (long names may); the tiny-weights banner stands out
+DIGEST_CHARS = 12  # hex digits of the image digest shown and returned
 TINY_BANNER = ("⚠️ **These are tiny random TEST weights: the scores mean nothing.** They exercise the real code "
                "path offline; a published Space loads the real weights listed below.")
 
@@ -51,6 +56,16 @@ class DemoInputs:
     image: Any
     caption: str
     references: Optional[List[str]]
+
+    def echo(self) -> Dict[str, Any]:
+        """What was scored: the caption, the references and the image's digest (``None`` without an image)."""
+        return {"caption": self.caption, "references": self.references,
+                "image_sha256": image_digest(self.image) if self.image is not None else None}
+
+
+def image_digest(image) -> str:
+    """The first :data:`DIGEST_CHARS` hex digits of the sha256 of the image's RGB pixels (row-major bytes)."""
+    return hashlib.sha256(image.convert("RGB").tobytes()).hexdigest()[:DIGEST_CHARS]
 
 
 @dataclass(frozen=True)
@@ -98,6 +113,16 @@ def markdown_table(rows: Sequence[Sequence[Any]], headers: Sequence[str] = ("", 
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join([":--"] + ["--:"] * (len(headers) - 1)) + "|"]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def scored_markdown(echo: Optional[Mapping[str, Any]]) -> str:
+    """The inputs a result was computed from, shown above its scores."""
+    if not echo:
+        return ""
+    caption = html.escape(echo["caption"]).replace("\n", " ")
+    digest = f" · image sha256 `{echo['image_sha256']}`" if echo.get("image_sha256") else ""
+    references = len(echo.get("references") or [])
+    return f"**Scored:** “{caption}”{digest} · {references} reference{'' if references == 1 else 's'}"
 
 
 def score_rows(scores: Mapping[str, Any]) -> List[List[Any]]:
@@ -202,19 +227,18 @@ class DemoScorer:
         return DemoInputs(load_image(image) if image is not None else None, caption, references)
 
     def score(self, image, caption, references_text):
-        """``(scores, explanation)`` for one request; bad input raises :class:`capeval.InputError`."""
+        """``(scores, explanation)`` for one request, ``scores["scored"]`` echoing the inputs scored; bad input
+        raises :class:`capeval.InputError`."""
         inputs = self.inputs(image, caption, references_text)
         images = [inputs.image] if inputs.image is not None else None
         options = dict(self.explanation.score_options) if self.explanation else {}
         with self._lock:
             result = self.scorer.score([inputs.caption], images=images,
                                        references=[inputs.references] if inputs.references else None, **options)
-            if self.explanation is None:
-                return scalar_scores(result), None
-            panel = self.explanation.render(self.scorer, result, inputs)
-        if self.explanation.kind == "table":
+            panel = self.explanation.render(self.scorer, result, inputs) if self.explanation else None
+        if self.explanation is not None and self.explanation.kind == "table":
             panel = {"headers": ["component", "value"], "data": [[name, value] for name, value in panel.items()]}
-        return scalar_scores(result), panel
+        return {**scalar_scores(result), "scored": inputs.echo()}, panel
 
 
 def blocks(title: str):
@@ -227,11 +251,20 @@ def blocks(title: str):
         return gr.Blocks(title=title, css=CSS)
 
 
+def _set_interactive_js(interactive: bool) -> str:
+    """A browser-side step setting a button's ``interactive`` at once, without a round trip to the server."""
+    return f"() => ({{__type__: 'update', interactive: {'true' if interactive else 'false'}}})"
+
+
 def build_demo(metric: str, *, title: Optional[str] = None, description: Optional[str] = None,
                explanation: Optional[Explanation] = None, scorer_options: Optional[Dict[str, Any]] = None,
                card: Optional[os.PathLike] = None):
     """A ``gradio.Blocks`` app scoring one caption of an uploaded image with the registered scorer ``metric``.
-    The scorer is loaded now and scores the first example, which the page opens with (inputs, scores, panel)."""
+    The scorer is loaded now and scores the first example, which the page opens with (inputs, scores, panel).
+
+    Score is disabled in the browser the moment an example is clicked, until its inputs are in place, and while a
+    request is scored; scoring clears the old scores and shows progress in their place, and the result names the
+    caption and image digest it was computed from."""
     import gradio as gr
 
     demo_scorer = DemoScorer(metric, scorer_options, explanation)
@@ -247,7 +280,8 @@ def build_demo(metric: str, *, title: Optional[str] = None, description: Optiona
 
     def show(scores, panel):
         scores = scores or {}
-        table = markdown_table(score_rows(scores), ("score", "value")) if scores else ""
+        numbers = markdown_table(score_rows(scores), ("score", "value")) if scores else ""
+        table = f"{scored_markdown(scores.get('scored'))}\n\n{numbers}" if scores else ""
         weights = provenance_markdown(scores.get("provenance", demo_scorer.provenance), scores.get("hashcode"))
         if explanation is not None and explanation.kind == "table":
             return table, markdown_table(panel["data"], ("component", "value")) if panel else "", weights
@@ -270,9 +304,9 @@ def build_demo(metric: str, *, title: Optional[str] = None, description: Optiona
                     lines=3, visible=spec.references != "unused")  # a reference-free metric takes none
                 button = gr.Button("Score", variant="primary")
                 shown = [k for k, used in enumerate((spec.images, "required", spec.references)) if used != "unused"]
-                gr.Examples([[row[k] for k in shown] for row in rows], inputs=[(image, caption, references)[k]
-                                                                              for k in shown],
-                            label="Examples (drawn images)")
+                example_inputs = [(image, caption, references)[k] for k in shown]
+                example_rows = gr.Dataset(components=example_inputs, samples=[[row[k] for k in shown] for row in rows],
+                                          label="Examples (drawn images)", type="index")
             with gr.Column(min_width=300):
                 raw_scores = gr.JSON(first_scores, visible=False)
                 gr.Markdown("### Scores")
@@ -290,9 +324,24 @@ def build_demo(metric: str, *, title: Optional[str] = None, description: Optiona
         if text:
             with gr.Accordion("Metric card: what the score means, its limits, how to cite", open=False):
                 gr.Markdown(text)
-        button.click(score, inputs=[image, caption, references], outputs=[raw_scores, raw_panel],
-                     api_name="score").then(show, inputs=[raw_scores, raw_panel],
-                                            outputs=[scores_table, panel, weights], api_name=False)
+
+        def load_example(index):
+            values = [rows[index][k] for k in shown]
+            return values if len(values) > 1 else values[0]
+
+        private = dict(api_visibility="private", queue=False)
+        example_rows.click(None, None, button, js=_set_interactive_js(False), **private).then(
+            load_example, example_rows, example_inputs, show_progress="hidden", **private).then(
+            None, None, button, js=_set_interactive_js(True), **private)
+        cleared = [raw_scores, raw_panel, scores_table] + ([panel] if panel is not raw_panel else [])
+        clear_values = ", ".join("'*Scoring…*'" if part is scores_table else "''" if isinstance(part, gr.Markdown)
+                                 else "null" for part in cleared)
+        scoring = button.click(None, None, [button, *cleared], js=f"() => [{{__type__: 'update', interactive: "
+                                                                  f"false}}, {clear_values}]", **private).then(
+            score, inputs=[image, caption, references], outputs=[raw_scores, raw_panel], api_name="score",
+            show_progress_on=[scores_table] + ([panel] if panel.visible is not False else []))
+        scoring.then(lambda scores, panel: (*show(scores, panel), gr.update(interactive=True)),
+                     inputs=[raw_scores, raw_panel], outputs=[scores_table, panel, weights, button], **private)
     return demo
 
 

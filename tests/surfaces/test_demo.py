@@ -1,5 +1,6 @@
 """The Gradio demos: served on localhost, called with gradio_client, and rendered by headless Chromium."""
 
+import hashlib
 import os
 import re
 import runpy
@@ -123,7 +124,9 @@ def test_image_explanation_and_reference_free_call(tiny_hub, image_file):
 
     scorer = DemoScorer("clip_s", explanation=Explanation("image", "Half size", half_size))
     scores, panel = scorer.score(Image.open(image_file), CAPTION, "\n \n")
-    assert set(scores) - {"provenance", "hashcode"} == {"clip_s", "truncated_texts"}
+    assert set(scores) - {"provenance", "hashcode"} == {"clip_s", "truncated_texts", "scored"}
+    digest = hashlib.sha256(np.asarray(Image.open(image_file).convert("RGB")).tobytes()).hexdigest()[:12]
+    assert scores["scored"] == {"caption": CAPTION, "references": None, "image_sha256": digest}
     assert panel.size == (32, 24)
     assert parse_references(" a \n\n b ") == ["a", "b"]
     with pytest.raises(ValueError, match="kind"):
@@ -143,6 +146,7 @@ def test_text_metric_demo_hides_the_image_and_ignores_an_uploaded_one(tiny_hub, 
     for image in (Image.open(image_file), None):
         scores, panel = scorer.score(image, CAPTION, "\n".join(REFERENCES))
         assert scores["rouge_l"] == pytest.approx(expected) and panel is None
+        assert scores["scored"] == {"caption": CAPTION, "references": REFERENCES, "image_sha256": None}
     with pytest.raises(Exception, match="needs at least one reference"):
         scorer.score(Image.open(image_file), CAPTION, "")
 
@@ -170,11 +174,11 @@ def chromium_or_skip() -> str:
     pytest.skip(f"{CHROMIUM} not installed (Debian package 'chromium')")
 
 
-def chromium(url, tmp_path, *action, width=1200, height=900):
+def chromium(url, tmp_path, *action, width=1200, height=900, budget_ms=20000):
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
              "--hide-scrollbars", "--force-device-scale-factor=1", f"--user-data-dir={tmp_path / 'profile'}",
-             f"--window-size={width},{height}", "--virtual-time-budget=20000"]
+             f"--window-size={width},{height}", f"--virtual-time-budget={budget_ms}"]
     return subprocess.run([chromium_or_skip(), *flags, *action, url], capture_output=True, text=True, timeout=180)
 
 
@@ -205,6 +209,65 @@ def test_headless_chromium_renders_the_first_example_scored(tiny_hub, quiet_grad
         assert text in dom, text
     page = re.sub(r"<script.*?</script>", "", dom, flags=re.S)  # what is shown, not the app's config
     assert str(expected["clip_s"]) not in page and f"{expected['clip_s']:.4f}" in page  # no 16-digit numbers
+
+
+# Run in the page once the front end has rendered: click the second example, then Score at once, as a browser
+# driver does (a click waits until the button is enabled; the first attempt is made in the very next task), and
+# record what the page showed on the way.
+CLICK_EXAMPLE_THEN_SCORE = """
+() => {
+  const mark = (key, value) => { document.body.dataset[key] = String(value); };
+  const find = () => [...document.querySelectorAll("button")].find(b => b.textContent.trim() === "Score");
+  const timer = setInterval(() => {
+    const rows = document.querySelectorAll("table tbody tr");
+    const score = find();
+    if (rows.length < 2 || !score) return;
+    clearInterval(timer);
+    rows[1].click();
+    setTimeout(() => {
+      mark("disabledAtOnce", score.disabled);
+      const attempt = setInterval(() => {
+        if (score.disabled) return;
+        clearInterval(attempt);
+        mark("caption", document.querySelector("textarea").value);
+        score.click();
+        setTimeout(() => {
+          mark("disabledWhileScoring", score.disabled);
+          mark("scoresWhileScoring", document.querySelector(".capeval-table").textContent.trim());
+        }, 0);
+      }, 20);
+    }, 0);
+  }, 100);
+}
+"""
+
+
+def test_a_score_clicked_at_once_after_an_example_echoes_that_example(tiny_hub, quiet_gradio, tmp_path):
+    """Score clicked right after an example: the button is disabled until the example's inputs are in place and
+    while scoring (the old scores give way to a progress note), and the result shown names the example's caption
+    and image digest, with the example's scores."""
+    chromium_or_skip()
+    demo = app_demo("clip_s")
+    try:
+        demo.launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True,
+                    js=CLICK_EXAMPLE_THEN_SCORE)
+        dom = chromium(demo.local_url, tmp_path, "--dump-dom", width=1280, budget_ms=120000).stdout
+    finally:
+        demo.close()
+    body = re.search(r"<body([^>]*)>", dom).group(1)
+    marks = dict(re.findall(r'data-([a-z-]+)="([^"]*)"', body))
+    image, caption, references = examples(scorers()["clip_s"])[1]
+    assert marks["caption"] == caption  # the example was in place when Score went through
+    assert marks["disabled-at-once"] == "true" and marks["disabled-while-scoring"] == "true"
+    while_scoring = marks["scores-while-scoring"]  # the progress note and timer, the old table gone
+    assert "Scoring…" in while_scoring and "clip_s" not in while_scoring, while_scoring
+    digest = hashlib.sha256(np.asarray(Image.open(image).convert("RGB")).tobytes()).hexdigest()[:12]
+    expected = load_scorer("clip_s").score([caption], [Image.open(image)], [parse_references(references)])
+    page = re.sub(r"<script.*?</script>", "", dom, flags=re.S)
+    scored = re.search(r"Scored:.*?</p>", page, flags=re.S)
+    assert scored, re.sub(r"<[^>]+>", " ", page)[-3000:]
+    assert caption in scored.group(0) and digest in scored.group(0), scored.group(0)
+    assert f"{expected['clip_s']:.4f}" in page and f"{expected['refclip_s']:.4f}" in page
 
 
 def test_tables_provenance_and_card_helpers(tmp_path, monkeypatch):
