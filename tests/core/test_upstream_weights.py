@@ -518,3 +518,102 @@ def test_two_concurrent_fetches_of_one_weight_both_succeed(online, tmp_path):
         assert f"{PACS}: {converted_dir(PACS)}" in out
     assert_converted_from(converted_dir(PACS), data, state)
     assert [r for r in online.requests if r[0] == PACS_FILE] == [(PACS_FILE, None)]  # downloaded once
+
+
+# -- one-line errors: a read-only cache, an HTML page for the file, a linked hparams.yaml in the archive -----------
+
+@pytest.fixture
+def read_only(tmp_path):
+    """Make a folder read-only, for root too (``chattr +i``); undone at the end."""
+    made = []
+
+    def make(folder: Path) -> Path:
+        folder.mkdir(parents=True, exist_ok=True)
+        folder.chmod(0o555)
+        if os.geteuid() == 0 and subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode:
+            pytest.skip("running as root without chattr: no folder is read-only")
+        made.append(folder)
+        return folder
+
+    yield make
+    for folder in made:
+        if os.geteuid() == 0:
+            subprocess.run(["chattr", "-i", str(folder)], check=True)
+        folder.chmod(0o755)
+
+
+def cli_error(capsys) -> str:
+    """The CLI's error: one line, the last thing written (after any progress bar), no traceback."""
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("capeval fetch: error: ")]
+    assert len(errors) == 1 and err.endswith(errors[0] + "\n") and "Traceback" not in err, err
+    return errors[0]
+
+
+def test_fetch_into_a_read_only_cache_is_a_one_line_error_naming_the_folder(online, tmp_path, monkeypatch,
+                                                                            read_only, capsys):
+    from capeval.cli import main
+
+    online.files[PACS_FILE], _ = pacs_version(tmp_path, 0)
+    cache = read_only(tmp_path / "read-only-cache")
+    monkeypatch.setenv("CAPEVAL_CACHE", str(cache))
+    assert main(["fetch", PACS]) == 2
+    err = cli_error(capsys)
+    assert f"cannot write to capeval's cache folder {cache}" in err and "CAPEVAL_CACHE" in err
+    assert online.requests == []
+
+
+def test_an_html_page_served_as_the_checkpoint_is_a_one_line_error_naming_the_url_or_file(online, tmp_path, capsys):
+    from capeval.cli import main
+
+    page = b"<!DOCTYPE html>\n<html><head><title>Sign in</title></head><body>Sign in to continue</body></html>\n"
+    online.files[PACS_FILE] = page  # served as application/octet-stream
+    assert main(["fetch", PACS]) == 2
+    err = cli_error(capsys)
+    assert "HTML page" in err and f"{online.url}/{PACS_FILE}" in err
+    assert not converted_dir(PACS).exists() and not any(downloads_dir().iterdir())
+    (tmp_path / PACS_FILE).write_bytes(page)
+    assert main(["fetch", PACS, "--file", str(tmp_path / PACS_FILE)]) == 2
+    err = cli_error(capsys)
+    assert "HTML page" in err and str(tmp_path / PACS_FILE) in err
+
+
+def _zip_link(archive: zipfile.ZipFile, name: str, target: str) -> None:
+    """A symbolic-link entry, as Unix zip tools store one: the target path as content, S_IFLNK in the mode."""
+    info = zipfile.ZipInfo(name)
+    info.create_system = 3
+    info.external_attr = 0o120777 << 16
+    archive.writestr(info, target)
+
+
+@pytest.mark.parametrize("pool, refused", [("cls", False), ("avg", True)])
+def test_a_linked_hparams_yaml_in_the_polos_archive_is_followed(online, tmp_path, pool, refused):
+    """``checkpoints/hparams.yaml`` is a link to ``../hparams.yaml`` inside ``reprod.zip``: the linked file is the
+    one checked (an unsupported configuration is refused), never the link's text."""
+    original = zipfile.ZipFile(io.BytesIO(fabricate("polos", tmp_path / "tiny")))
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name in original.namelist():
+            data = original.read(name)
+            archive.writestr(name, data.replace(b"pool: cls", f"pool: {pool}".encode()))
+        _zip_link(archive, "reprod/checkpoints/hparams.yaml", "../hparams.yaml")
+    online.files["reprod.zip"] = buffer.getvalue()
+    if refused:
+        with pytest.raises(ConversionError, match=r"unsupported Polos configuration \{'pool': 'avg'\}"):
+            resolve("polos")
+        _nothing_left("polos")
+    else:
+        assert (resolve("polos") / "polos_head.safetensors").is_file()
+
+
+def test_a_link_leading_out_of_the_archive_is_refused(online, tmp_path):
+    original = zipfile.ZipFile(io.BytesIO(fabricate("polos", tmp_path / "tiny")))
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name in original.namelist():
+            archive.writestr(name, original.read(name))
+        _zip_link(archive, "reprod/checkpoints/hparams.yaml", "../../../etc/passwd")
+    online.files["reprod.zip"] = buffer.getvalue()
+    with pytest.raises(ModelNotAvailableError, match="is a link to ../../../etc/passwd, which is not a file of"):
+        resolve("polos")
+    _nothing_left("polos")

@@ -121,3 +121,30 @@ def test_head_and_encoders_must_agree(tiny_hub, tmp_path):
     with pytest.raises(ValueError, match="expects .* but its encoders give"):
         PolosScorer(str(tmp_path), device="cpu")
     assert np.isfinite(head_from_config(config).mlp(torch.zeros(1, config["feature_dim"])).item())
+
+
+def test_a_linked_hparams_yaml_is_read_through_the_link_and_a_broken_one_is_named(tmp_path, capsys):
+    """``hparams.yaml`` beside the checkpoint may be a link (Lightning runs share one): it is followed; a link to
+    nothing or to a folder, and a link flattened into a file holding its target's path, are one-line errors naming
+    the file — never silently skipped for the checkpoint's own hyper-parameters, never an AttributeError."""
+    _write_checkpoint(tmp_path / "reprod.ckpt", _official_state())
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "hparams.yaml").write_text("pool: avg\nlayer: mix\n")
+    link = tmp_path / "hparams.yaml"
+    link.symlink_to("shared/hparams.yaml")
+    with pytest.raises(ValueError, match=r"unsupported Polos configuration \{'pool': 'avg'\}"):
+        load_head(str(tmp_path / "reprod.ckpt"))
+    for target, message in (("missing/hparams.yaml", "a link to missing/hparams.yaml, which is not a file"),
+                            ("shared", "a link to shared, which is not a file")):
+        link.unlink()
+        link.symlink_to(target)
+        with pytest.raises(ValueError, match=message):
+            load_head(str(tmp_path / "reprod.ckpt"))
+        assert main(["convert", "polos", str(tmp_path / "reprod.ckpt"), str(tmp_path / "out")]) == 2
+        error = capsys.readouterr().err
+        assert error.count("\n") == 1 and str(link) in error and message in error
+    link.unlink()
+    link.write_text("../shared/hparams.yaml")  # what a copy or archive that flattens links leaves
+    with pytest.raises(ValueError, match="not the hyper-parameter mapping"):
+        load_head(str(tmp_path / "reprod.ckpt"))
+    assert not (tmp_path / "out").exists()

@@ -16,8 +16,10 @@ import contextvars
 import fnmatch
 import json
 import os
+import posixpath
 import re
 import shutil
+import stat
 import tempfile
 import zipfile
 from contextlib import contextmanager
@@ -378,9 +380,24 @@ def _archive_member(archive: Path, upstream: Upstream, out_dir: Path) -> Path:
         wanted = [matches[0]] + [folder + b for b in upstream.beside if folder + b in names]
         out_dir.mkdir(parents=True)
         for name in wanted:
-            with zf.open(name) as src, open(out_dir / name.rsplit("/", 1)[-1], "wb") as dst:
+            with zf.open(_link_target(zf, archive, name, names)) as src, \
+                    open(out_dir / name.rsplit("/", 1)[-1], "wb") as dst:
                 shutil.copyfileobj(src, dst)
     return out_dir / matches[0].rsplit("/", 1)[-1]
+
+
+def _link_target(zf: zipfile.ZipFile, archive: Path, name: str, names: Sequence[str]) -> str:
+    """The member whose content ``name`` has: a symbolic-link entry (a Unix zip stores the link's target path as its
+    content) is followed inside the archive; a link leading out of it, nowhere or in a loop is refused."""
+    seen = []
+    while stat.S_ISLNK(zf.getinfo(name).external_attr >> 16):
+        seen.append(name)
+        link = zf.read(name).decode("utf-8", "replace")
+        target = posixpath.normpath(posixpath.join(posixpath.dirname(name), link))
+        if target not in names or target in seen:
+            raise ModelNotAvailableError(f"{archive}: {name} is a link to {link}, which is not a file of the archive")
+        name = target
+    return name
 
 
 def _download(repo_id: str, revision: Optional[str], files: Sequence[str], cache_dir, *, local_only: bool = False,

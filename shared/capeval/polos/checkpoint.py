@@ -4,10 +4,12 @@ safe loading, key mapping, hyper-parameter checks and conversion."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Dict, Tuple
 
 from capeval.core.convert import load_torch_checkpoint, write_model_card
+from capeval.core.errors import ConversionError
 
 SIMCSE_FILES = ("config.json", "pytorch_model.bin", "vocab.json", "merges.txt", "tokenizer_config.json",
                 "special_tokens_map.json")
@@ -78,14 +80,35 @@ def check_official_hparams(hparams: Dict) -> None:
 
 
 def _read_hparams(checkpoint: Dict, official: Path) -> Dict:
-    """``hparams.yaml`` beside the checkpoint (as the official loader reads it), else the checkpoint's own."""
+    """``hparams.yaml`` beside the checkpoint path as given (as the official loader reads it; a link is followed),
+    else the checkpoint's own."""
     yaml_file = official.with_name("hparams.yaml")
-    if yaml_file.exists():
-        import yaml
-
-        return yaml.safe_load(yaml_file.read_text()) or {}
+    if yaml_file.exists() or yaml_file.is_symlink():
+        return read_hparams_yaml(yaml_file)
     hparams = checkpoint.get("hyper_parameters", {}) if isinstance(checkpoint, dict) else {}
     return hparams if isinstance(hparams, dict) else {}
+
+
+def read_hparams_yaml(yaml_file: Path) -> Dict:
+    """The hyper-parameter mapping of a Lightning ``hparams.yaml``; a broken link, a folder, invalid YAML or a file
+    that is not a mapping (e.g. a link flattened into a file holding its target's path) is a
+    :class:`~capeval.core.errors.ConversionError` naming the file."""
+    import yaml
+
+    if not yaml_file.is_file():
+        what = f"a link to {os.readlink(yaml_file)}, which is not a file" if yaml_file.is_symlink() else "not a file"
+        raise ConversionError(f"{yaml_file}: {what}: put the checkpoint's hparams.yaml beside it")
+    try:
+        hparams = yaml.safe_load(yaml_file.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise ConversionError(f"{yaml_file}: not valid YAML ({' '.join(str(exc).split())})") from exc
+    if hparams is None:
+        return {}
+    if not isinstance(hparams, dict):
+        raise ConversionError(f"{yaml_file}: holds {type(hparams).__name__} {str(hparams)[:80]!r}, not the "
+                              f"hyper-parameter mapping (a symbolic link copied as a file holding its target's "
+                              f"path?): put the real hparams.yaml beside the checkpoint")
+    return hparams
 
 
 def official_to_head_state(state_dict: Dict) -> Dict:
