@@ -170,6 +170,45 @@ def test_two_pass_cider_equals_official_whole_corpus_cider(local_ray):
         score_dataset(ds, "bleu")
 
 
+def test_ray_score_output_summary_and_sidecar_carry_hashcode_provenance_and_tiny_flag(local_ray, tmp_path, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = _rows(4, seed=7)
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "in.parquet")
+    scorer = load_scorer("clip_s", device="cpu")
+    capsys.readouterr()
+    assert main(["ray-score", "clip_s", "--input", str(tmp_path / "in.parquet"), "--output", str(tmp_path / "out"),
+                 "--device", "cpu", "--num-cpus", "0.5"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["n"] == 4 and summary["tiny_random_weights"] is True
+    assert summary["hashcode"] == scorer.hashcode and summary["hashcode"].endswith("|TINY-RANDOM-WEIGHTS")
+    assert summary["provenance"] == scorer.provenance
+    out = pq.read_table(tmp_path / "out").to_pylist()
+    assert [r["hashcode"] for r in out] == [scorer.hashcode] * 4
+    assert [json.loads(r["provenance"]) for r in out] == [scorer.provenance] * 4  # each row finds its provenance
+    sidecar = json.loads((tmp_path / "out.provenance.json").read_text())
+    assert sidecar["rows"] == 4 and sidecar["tiny_random_weights"] is True
+    assert sidecar["hashcode"] == scorer.hashcode and sidecar["provenance"] == scorer.provenance
+
+
+def test_ray_score_on_an_empty_input_is_a_one_line_error_as_capeval_score(local_ray, tmp_path, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp_path / "empty.jsonl").write_text("")
+    pq.write_table(pa.table({"caption": pa.array([], pa.string()), "references": pa.array([], pa.list_(pa.string()))}),
+                   tmp_path / "empty.parquet")
+    for name in ("empty.jsonl", "empty.parquet"):
+        capsys.readouterr()
+        assert main(["score", "rouge_l", "--input", str(tmp_path / name)]) == 2
+        assert f"{tmp_path / name} holds no records" in capsys.readouterr().err
+        assert main(["ray-score", "rouge_l", "--input", str(tmp_path / name), "--output", str(tmp_path / name[:-6]),
+                     "--num-cpus", "0.5"]) == 2
+        err = capsys.readouterr().err
+        assert err == f"capeval ray-score: error: {tmp_path / name} holds no records\n", err
+
+
 def test_a_bad_row_fails_the_job_with_the_input_error_text(local_ray, tmp_path, capsys):
     """Last in the module: Ray may keep a failed job's actor (and its CPU) for a while."""
     rows = _bad_rows()

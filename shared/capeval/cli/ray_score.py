@@ -1,11 +1,14 @@
 """``capeval ray-score``: score a dataset with Ray Data (local, or the cluster named by ``RAY_ADDRESS``) and write
-parquet shards; the numbers are those of ``capeval score`` (see :mod:`capeval.integrations.ray`)."""
+parquet shards; the numbers are those of ``capeval score`` (see :mod:`capeval.integrations.ray`). Every row carries
+the scorer's ``hashcode`` and ``provenance``; the summary and the sidecar ``<output>.provenance.json`` say them once,
+with ``tiny_random_weights``. An input without records is an error, as in ``capeval score``."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+from capeval.cli.sidecar import identity, remove_sidecar, write_sidecar
 from capeval.core.errors import InputError
 
 RAY_RETRY_HINT = "\nFailed to apply UDF transform"  # what Ray Data appends to a map function's error message
@@ -44,22 +47,38 @@ def _read(args):
     kind = args.format or ("json" if Path(args.input[0]).suffix.lower() in (".jsonl", ".json") else "parquet")
     reader = getattr(ray.data, f"read_{kind}")
     ds = reader(args.input, **({"lines": True} if kind == "json" else {}))
-    if args.index_column not in ds.schema().names:  # number the rows in input order
+    schema = ds.schema()
+    if schema is None:  # not a row in any file
+        raise _no_records(args.input)
+    if args.index_column not in schema.names:  # number the rows in input order
+        count = ds.count()
+        if count == 0:
+            raise _no_records(args.input)
         ray.data.DataContext.get_current().execution_options.preserve_order = True
-        ds = ds.zip(ray.data.range(ds.count()).rename_columns({"id": args.index_column}))
+        ds = ds.zip(ray.data.range(count).rename_columns({"id": args.index_column}))
     return ds
+
+
+def _no_records(inputs) -> InputError:
+    return InputError(f"{', '.join(map(str, inputs))} holds no records")
+
+
+def _distinct(table, column: str) -> set:
+    import pyarrow.compute as pc
+
+    return set(pc.unique(pc.drop_null(table[column])).to_pylist()) if column in table.column_names else set()
 
 
 def _summary(output: Path, metric: str, input_columns) -> dict:
     """Means of the score columns (the float columns the scorer added) over the written shards, nulls of invalid
-    rows and NaN left out; row and error counts."""
+    rows and NaN left out; row and error counts; the scorer's hashcode, ``tiny_random_weights`` and provenance."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     from capeval.cli.score import RunningSummary
-    from capeval.integrations.ray import ERROR_COLUMN
+    from capeval.integrations.ray import ERROR_COLUMN, HASHCODE_COLUMN, PROVENANCE_COLUMN
 
-    summary, n, errors = RunningSummary(), 0, 0
+    summary, n, errors, hashcodes, provenances = RunningSummary(), 0, 0, set(), set()
     for path in sorted(output.glob("*.parquet")):
         table = pq.read_table(path)
         n += table.num_rows
@@ -67,7 +86,14 @@ def _summary(output: Path, metric: str, input_columns) -> dict:
             errors += table.num_rows - table[ERROR_COLUMN].null_count
         scores = [c for c, t in zip(table.column_names, table.schema.types) if t == "double" and c not in input_columns]
         summary.add_scores({c: pc.drop_null(table[c]).to_pylist() for c in scores})
-    return {"metric": metric, "n": n, **({"errors": errors} if errors else {}), **summary.result()}
+        hashcodes |= _distinct(table, HASHCODE_COLUMN)
+        provenances |= _distinct(table, PROVENANCE_COLUMN)
+    if len(hashcodes) > 1 or len(provenances) > 1:
+        raise InputError(f"the actors scored with different weights or options (hashcodes {sorted(hashcodes)}): "
+                         f"{output} mixes their numbers; score again on nodes of one device type")
+    provenance = json.loads(provenances.pop()) if provenances else None
+    return {"metric": metric, "n": n, **({"errors": errors} if errors else {}), **summary.result(),
+            **identity(hashcodes.pop() if hashcodes else None, provenance)}
 
 
 def _input_error(exc: BaseException):
@@ -90,6 +116,7 @@ def run(args) -> int:
     output = Path(args.output)
     if output.exists() and any(output.iterdir()):
         raise InputError(f"--output {output} is not empty")
+    remove_sidecar(output)
     options = {"device": args.device, "batch_size": args.batch_size}
     if args.weights:
         options["weights"] = args.weights
@@ -111,5 +138,10 @@ def run(args) -> int:
         if cause is None:
             raise
         raise cause from None
-    print(json.dumps(_summary(output, args.metric, set(ds.schema().names)), indent=2))
+    summary = _summary(output, args.metric, set(ds.schema().names))
+    if summary["n"] == 0:
+        raise _no_records(args.input)
+    write_sidecar(output, rows=summary["n"], hashcode=summary["hashcode"], provenance=summary["provenance"],
+                  metric=args.metric)
+    print(json.dumps(summary, indent=2))
     return 0

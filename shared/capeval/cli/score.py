@@ -153,18 +153,30 @@ def _json_value(value):
 
 
 def _score_features(args) -> int:
-    """``capeval score vcrscore --from-features FILE [--model DIR]``: precomputed feature rows → scores."""
+    """``capeval score vcrscore --from-features FILE [--model DIR]``: precomputed feature rows → scores, each row
+    with the regressor's hashcode, the output with its provenance sidecar."""
+    from capeval.core.hub import recording_resolutions
+    from capeval.core.provenance import build_provenance, hashcode
     from capeval.core.scoring import canonical_metric
     from capeval.vcrscore.regressor import score_feature_file
 
     if canonical_metric(args.metric) != "vcrscore":
         raise InputError("--from-features is supported for vcrscore only")
-    scores = score_feature_file(args.from_features, args.model)
+    with recording_resolutions() as loaded:
+        scores = score_feature_file(args.from_features, args.model)
+    provenance = build_provenance("vcrscore", {"from_features": True, "model": args.model or "vcrscore-gbr"},
+                                  loaded, None)
+    code = hashcode(provenance)
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as out:
+        partial = Path(f"{args.output}.partial")
+        remove_sidecar(args.output)
+        with open(partial, "w", encoding="utf-8") as out:
             for row, score in zip(scores.rows, scores):
-                out.write(json.dumps({**row, "scores": {"vcrscore": score}}) + "\n")
-    print(json.dumps({"metric": "vcrscore", "n": len(scores), "vcrscore": sum(scores) / len(scores)}, indent=2))
+                out.write(json.dumps({**row, "scores": {"vcrscore": score}, "hashcode": code}) + "\n")
+        write_sidecar(args.output, rows=len(scores), hashcode=code, provenance=provenance, metric="vcrscore")
+        os.replace(partial, args.output)
+    print(json.dumps({"metric": "vcrscore", "n": len(scores), "vcrscore": sum(scores) / len(scores),
+                      **identity(code, provenance)}, indent=2))
     return 0
 
 

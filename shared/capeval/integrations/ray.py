@@ -21,20 +21,22 @@ corpus-level metrics (BLEU and METEOR corpus values) are refused.
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Dict, List, Mapping, Optional, Tuple
 
-from capeval.cli.score import record_columns
 from capeval.core.errors import InputError
 from capeval.core.inputs import validate_inputs
+from capeval.core.records import record_columns
 from capeval.core.scoring import get_scorer_spec, load_scorer
 
 ON_ERROR = ("raise", "column")
 ERROR_COLUMN = "error"
 HASHCODE_COLUMN = "hashcode"
+PROVENANCE_COLUMN = "provenance"  # the scorer's full provenance as JSON text (its hashcode's meaning)
 TWO_PASS_METRICS = ("cider", "ensembeval")  # corpus-level only through CIDEr's IDF
 
 
@@ -79,7 +81,8 @@ def _split_valid(records: List[Dict], validate, on_error: str) -> Tuple[List[int
 class RayScorer:
     """``ds.map_batches(RayScorer, fn_constructor_kwargs={"metric": "clip_s", "options": {...}}, concurrency=N,
     batch_size=B, batch_format="pyarrow")``: the input columns plus one float column per score key, ``hashcode``
-    when the scorer returns one, and ``error`` with ``on_error="column"``.
+    and ``provenance`` (JSON text) when the scorer returns them (null on invalid rows), and ``error`` with
+    ``on_error="column"``.
 
     ``options``: the scorer's keyword options (``load_scorer``); ``images_dir``: the directory relative image paths
     are under; ``index_column``: the integer column naming rows in errors.
@@ -118,6 +121,8 @@ class RayScorer:
                 columns[key[: -len("_per_sample")]] = column
         if "hashcode" in result:
             columns[HASHCODE_COLUMN] = [None if p in errors else result["hashcode"] for p in range(len(records))]
+            provenance = json.dumps(result["provenance"], sort_keys=True)
+            columns[PROVENANCE_COLUMN] = [None if p in errors else provenance for p in range(len(records))]
         if self.on_error == "column":
             columns[ERROR_COLUMN] = [errors.get(p) for p in range(len(records))]
         clashes = sorted(set(columns) & set(table.column_names))
@@ -125,7 +130,7 @@ class RayScorer:
             raise InputError(f"the dataset already has column(s) {clashes} that {self.scorer.name} writes; "
                              "rename or drop them first")
         for name, values in columns.items():
-            kind = pa.string() if name in (ERROR_COLUMN, HASHCODE_COLUMN) else pa.float64()
+            kind = pa.string() if name in (ERROR_COLUMN, HASHCODE_COLUMN, PROVENANCE_COLUMN) else pa.float64()
             table = table.append_column(name, pa.array(values, type=kind))
         return table
 
