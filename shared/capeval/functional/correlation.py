@@ -130,6 +130,8 @@ def resampled_interval(values: np.ndarray, confidence: float, what: str = "the s
     """Percentile interval of resampled values over the resamples where the statistic is defined; the resamples
     where it is not (e.g. a draw with a constant column) are named in a warning, all of them: (NaN, NaN)."""
     values = np.asarray(values, dtype=float)
+    if values.ndim > 1 and values.shape[1] == 0:  # no statistic to bound
+        return np.empty(0), np.empty(0)
     undefined = int(np.isnan(values).sum(axis=0).max()) if values.size else 0
     tail = (1 - confidence) / 2
     if undefined == len(values):
