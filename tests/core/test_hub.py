@@ -103,3 +103,27 @@ def test_a_corrupt_polos_head_is_named(tmp_path):
     with pytest.raises(ModelNotAvailableError, match="corrupt or truncated") as info:
         load_head(str(tmp_path))
     assert str(tmp_path / HEAD_FILE) in str(info.value)
+
+
+def test_unpinned_hub_weights_warn_once_per_process_naming_the_commit_loaded(tiny_hub, monkeypatch):
+    import warnings
+
+    from capeval.core import hub
+    from capeval.core.hub import UnpinnedWeightsWarning
+
+    monkeypatch.setattr(hub, "_UNPINNED_WARNED", set())  # a fresh process
+    unpinned = [n for n, s in registered_weights().items() if s.upstream is None and not s.pinned]
+    assert unpinned
+    for name in unpinned:
+        spec = get_spec(name)
+        with pytest.warns(UnpinnedWeightsWarning) as caught:
+            resolve(name)
+        (warning,) = caught
+        assert f"{spec.repo_id}@{snapshot_revision(spec)}" in str(warning.message) and name in str(warning.message)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UnpinnedWeightsWarning)
+            resolve(name)  # once per process
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnpinnedWeightsWarning)
+        resolve("openai-clip-vit-b-32")  # pinned: silent
+        resolve("openai-clip-vit-b-16")  # pinned in this change (a commit found in public code)

@@ -99,3 +99,37 @@ def test_fetch_file_converts_a_hand_downloaded_official_file(tmp_path, monkeypat
 def test_fetch_refuses_bad_requests(argv, message, capsys):
     assert main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+def test_weights_marks_tiny_random_weights_as_tiny(tiny_hub, tmp_path, monkeypatch, capsys):
+    rows = _rows(capsys)
+    assert all(row["tiny"] is True for row in rows.values())
+    assert main(["weights"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("TINY RANDOM TEST WEIGHTS") == len(rows)
+    monkeypatch.setenv("CAPEVAL_CACHE", str(tmp_path / "capeval"))
+    import huggingface_hub.constants as hub_constants
+
+    monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", str(tmp_path / "empty-hub"))
+    converted = converted_dir("vcrscore-gbr")  # a converted copy of the real file is not marked
+    converted.mkdir(parents=True)
+    (converted / registered_weights()["vcrscore-gbr"].files[0]).write_text("{}")
+    (converted / PROVENANCE_FILE).write_text("{}")
+    row = _rows(capsys)["vcrscore-gbr"]
+    assert row["cached"] == str(converted) and row["tiny"] is False
+
+
+def test_weights_check_fails_while_a_hub_weight_is_unpinned_and_names_it(monkeypatch, capsys):
+    import dataclasses
+
+    from capeval.core import hub
+
+    unpinned = sorted(n for n, s in registered_weights().items() if s.upstream is None and not s.pinned)
+    assert unpinned  # the hub weights no public source gave a commit for (README table: "unpinned")
+    assert main(["weights", "--check"]) == 1
+    out = capsys.readouterr().out
+    assert all(f"{name}: unpinned" in out for name in unpinned) and f"{len(unpinned)} hub weights unpinned" in out
+    for name in unpinned:
+        monkeypatch.setitem(hub._REGISTRY, name, dataclasses.replace(registered_weights()[name], revision="0" * 40))
+    assert main(["weights", "--check"]) == 0
+    assert "every hub weight is pinned to a commit" in capsys.readouterr().out

@@ -31,10 +31,14 @@ register_clip_weights("openai-clip-vit-b-32", "timm/vit_base_patch32_clip_224.op
 register_clip_weights("openai-clip-vit-l-14", "timm/vit_large_patch14_clip_224.openai",
                       "18d0535469bb561bf468d76c1d73aa35156c922b", "mit",
                       "https://github.com/openai/CLIP", "OpenAI CLIP ViT-L/14")
-# OpenAI text towers of the Alpha-CLIP visual checkpoints. Revision "main": no documented commit found (unpinned).
-register_clip_weights("openai-clip-vit-b-16", "timm/vit_base_patch16_clip_224.openai", "main", "mit",
+# OpenAI text towers of the Alpha-CLIP visual checkpoints, at the commits public code names for these repos (a pinned
+# `timm/vit_base_patch16_clip_224.openai@977e3dd…` with its open_clip_model.safetensors, and hub-cache snapshot paths
+# `models--timm--vit_large_patch14_clip_336.openai/snapshots/81e38ef…` in published scripts).
+register_clip_weights("openai-clip-vit-b-16", "timm/vit_base_patch16_clip_224.openai",
+                      "977e3dd0ec55ab8da155f2fbeb6b5f54948b6e3d", "mit",
                       "https://github.com/openai/CLIP", "OpenAI CLIP ViT-B/16")
-register_clip_weights("openai-clip-vit-l-14-336", "timm/vit_large_patch14_clip_336.openai", "main", "mit",
+register_clip_weights("openai-clip-vit-l-14-336", "timm/vit_large_patch14_clip_336.openai",
+                      "81e38efc4637de5023b10e75a7f9bd1c6fa6b010", "mit",
                       "https://github.com/openai/CLIP", "OpenAI CLIP ViT-L/14@336px")
 
 

@@ -1,5 +1,6 @@
 """``capeval verify``: recompute the numbers the authors published with their real weights and print ours next to
-theirs; exit non-zero on any mismatch. On tiny random test weights it reports the mismatch (and says so).
+theirs; exit non-zero on any mismatch (or when nothing could be checked). An anchor whose weights are absent is
+reported unavailable, not failed. On tiny random test weights it reports the mismatch (and says so).
 
 The example images cannot ship in the wheel: ``--data-dir`` is a folder holding the official examples in their
 repositories' layout: ``clipscore/`` and ``pacscore/`` (``image1.jpg``, ``image2.jpg``, ``good_captions.json``,
@@ -128,14 +129,15 @@ def configure(parser) -> None:
     parser.add_argument("--device", default="cpu", help="device for the models (published values: CPU fp32)")
 
 
-def _check(anchor: Anchor, context: _Context) -> Tuple[int, List[str]]:
-    """(mismatches, printed lines) of one anchor."""
+def _check(anchor: Anchor, context: _Context) -> Tuple[Optional[int], List[str]]:
+    """(mismatches, printed lines) of one anchor; mismatches is None when its weights or data are absent (it could
+    not be checked: unavailable, not failed)."""
     from capeval.core.errors import ModelNotAvailableError
 
     try:
         result = anchor.compute(context)
     except (ModelNotAvailableError, FileNotFoundError) as exc:
-        return 1, ["  UNAVAILABLE  " + str(exc).replace("\n", "\n  ")]
+        return None, ["  UNAVAILABLE  " + str(exc).replace("\n", "\n  ")]
     lines, mismatches = [], 0
     for key, published in anchor.expected.items():
         ours = float(result[key])
@@ -149,7 +151,7 @@ def _check(anchor: Anchor, context: _Context) -> Tuple[int, List[str]]:
 def run(args) -> int:
     data_dir = Path(args.data_dir) if args.data_dir else None
     context = _Context(data_dir, args.device)
-    checked = failed = skipped = 0
+    checked = failed = skipped = unavailable = 0
     for anchor in ANCHORS:
         if args.only and anchor.group not in args.only:
             continue
@@ -160,10 +162,14 @@ def run(args) -> int:
             continue
         mismatches, lines = _check(anchor, context)
         print("\n".join(lines))
+        if mismatches is None:
+            unavailable += 1
+            continue
         checked += 1
         failed += bool(mismatches)
     tiny = context.tiny()
     if tiny:
         print(f"TINY RANDOM TEST WEIGHTS were loaded ({', '.join(tiny)}): these are not the published models")
-    print(f"{checked} anchors checked, {failed} failed, {skipped} skipped")
+    absent = f", {unavailable} unavailable (weights or data absent: fetch them and run again)" if unavailable else ""
+    print(f"{checked} anchors checked, {failed} failed, {skipped} skipped{absent}")
     return 1 if failed or not checked else 0

@@ -21,6 +21,7 @@ import re
 import shutil
 import stat
 import tempfile
+import warnings
 import zipfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -205,7 +206,28 @@ def resolve(
     if not files:
         raise ValueError(f"no file list given for {ref!r}")
     fetch = f"capeval fetch {ref}" if ref in _REGISTRY else None
-    return _recorded(ref, _download(repo_id, revision, files, cache_dir, fetch=fetch))
+    directory = _download(repo_id, revision, files, cache_dir, fetch=fetch)
+    if not _COMMIT.match(revision or "main"):
+        _warn_unpinned(ref, repo_id, revision or "main", directory)
+    return _recorded(ref, directory)
+
+
+class UnpinnedWeightsWarning(UserWarning):
+    """Weights were loaded from a hub branch (``main``), not a pinned commit: another day it may be another model."""
+
+
+_UNPINNED_WARNED: set = set()  # (repo_id, revision, commit) already warned about in this process (≤ 1024 kept)
+
+
+def _warn_unpinned(ref: str, repo_id: str, revision: str, directory: Path) -> None:
+    snapshot = hub_snapshot_of(directory)
+    commit = snapshot[1] if snapshot is not None else "unknown"
+    if (repo_id, revision, commit) in _UNPINNED_WARNED:
+        return
+    if len(_UNPINNED_WARNED) < 1024:
+        _UNPINNED_WARNED.add((repo_id, revision, commit))
+    warnings.warn(f"weights {ref!r} are not pinned to a commit: loaded {repo_id}@{commit} (the commit {revision!r} "
+                  f"named when it was fetched; results record it)", UnpinnedWeightsWarning, stacklevel=3)
 
 
 def is_offline() -> bool:

@@ -16,7 +16,9 @@ register(WeightSpec(
     description="SD-Turbo: adversarially distilled Stable Diffusion 2.1, 1-4 steps, no guidance, 512 px",
 ))
 register(WeightSpec(
-    name="laion-clip-vit-g-14", repo_id="laion/CLIP-ViT-g-14-laion2B-s34B-b88K", revision="main", files=CLIP_FILES,
+    # the commit MTEB's model registry pins for this repository
+    name="laion-clip-vit-g-14", repo_id="laion/CLIP-ViT-g-14-laion2B-s34B-b88K",
+    revision="15efd0f6ac0c40c0f9da7becca03c974d7012604", files=CLIP_FILES,
     format="open_clip", license="mit", source_url="https://github.com/mlfoundations/open_clip",
     description="OpenCLIP ViT-g/14 trained on LAION-2B (capeval's default image encoder; the paper's is EVA's ViT-g/14)",
     options={"model_cfg": {"quick_gelu": False}},

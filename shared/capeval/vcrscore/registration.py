@@ -20,7 +20,9 @@ register(WeightSpec(
     description="ViLT-B/32 fine-tuned for COCO image-text retrieval (VCRScore feature 2)",
 ))
 register(WeightSpec(
-    name="detr-resnet-50", repo_id="facebook/detr-resnet-50", revision="main", files=DETECTOR_FILES,
+    # the snapshot commit public code loads it from (models--facebook--detr-resnet-50/snapshots/1d5f47b…)
+    name="detr-resnet-50", repo_id="facebook/detr-resnet-50", revision="1d5f47bd3bdd2c4bbfa585418ffe6da5028b4c0b",
+    files=DETECTOR_FILES,
     format="transformers", license="apache-2.0", source_url="https://github.com/facebookresearch/detr",
     description="DETR ResNet-50 COCO object detector (VCRScore word pool)",
 ))
