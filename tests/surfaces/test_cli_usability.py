@@ -2,6 +2,8 @@
 mapping for other datasets' layouts, one-line JSON from `capeval benchmark --json`, and the hashcode of every run."""
 
 import json
+import subprocess
+import sys
 
 import datasets
 import pandas as pd
@@ -144,3 +146,114 @@ def test_precision_official_from_the_command_line_equals_the_python_api(tiny_hub
     assert summary["provenance"]["options"]["precision"] == "official"
     assert main(["score", "bleu", "--input", str(tmp_path / "in.jsonl"), "--precision", "official"]) == 2
     assert "unknown option(s) ['precision']" in capsys.readouterr().err
+
+
+def _scores(tmp_path, capsys, *args):
+    out = tmp_path / "out.jsonl"
+    assert main(["score", *args, "--output", str(out)]) == 0
+    capsys.readouterr()
+    return [json.loads(line)["scores"] for line in out.read_text().splitlines()]
+
+
+def test_csv_references_through_a_mapped_field_score_like_jsonl(tiny_hub, tmp_path, capsys):
+    """A CSV list cell of the field mapped with --references-field is a reference list, as in JSONL (it was scored
+    as one reference string)."""
+    names = _images(tmp_path)
+    rows = [{"image": n, "caption": f"caption {i}", "gt": [f"reference {i} a", f"another reference {i}"]}
+            for i, n in enumerate(names)]
+    (tmp_path / "in.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    pd.DataFrame([{**r, "gt": json.dumps(r["gt"])} for r in rows]).to_csv(tmp_path / "in.csv", index=False)
+    common = ["clip_s", "--images", str(tmp_path), "--device", "cpu", "--references-field", "gt"]
+    expected = _scores(tmp_path, capsys, "--input", str(tmp_path / "in.jsonl"), *common)
+    assert all("refclip_s" in row for row in expected)
+    assert _scores(tmp_path, capsys, "--input", str(tmp_path / "in.csv"), *common) == expected
+
+
+def test_null_fields_and_image_dicts_of_the_wrong_type_are_one_line_errors_naming_the_record(tiny_hub, tmp_path,
+                                                                                           capsys):
+    names = _images(tmp_path)
+    path = tmp_path / "in.jsonl"
+    base = ["score", "clip_s", "--input", str(path), "--images", str(tmp_path), "--device", "cpu"]
+    path.write_text("\n".join([json.dumps({"image": names[0], "caption": "a dog"}),
+                               json.dumps({"image": names[1], "caption": None})]))
+    assert main(base) == 2
+    assert capsys.readouterr().err == "capeval score: error: record 1: 'caption' is null (clip_s needs caption)\n"
+    path.write_text("\n".join([json.dumps({"image": names[0], "caption": "a dog"}),
+                               json.dumps({"image": {"path": 7}, "caption": "a cat"})]))
+    assert main(base) == 2
+    assert capsys.readouterr().err == ("capeval score: error: images[1]: image dict 'path' is an int (7), expected a "
+                                       "file path\n")
+
+
+def test_a_references_look_alike_field_is_warned_about_once_or_hinted_in_the_error(tiny_hub, tmp_path, capsys):
+    names = _images(tmp_path)
+    (tmp_path / "in.jsonl").write_text("\n".join(json.dumps({"image": n, "caption": f"caption {i}", "refs": ["a ref"]})
+                                                 for i, n in enumerate(names)))
+    base = ["--input", str(tmp_path / "in.jsonl"), "--images", str(tmp_path), "--device", "cpu"]
+    with pytest.warns(UserWarning) as caught:
+        assert main(["score", "clip_s", *base, "--chunk-size", "1"]) == 0
+    assert "refclip_s" not in _summary(capsys)
+    mapping = [str(w.message) for w in caught if "references are read from" in str(w.message)]
+    assert mapping == ["record 0 has field 'refs' but references are read from 'references' (--references-field): "
+                       "clip_s scores without references"]
+    assert main(["score", "bleu", *base]) == 2
+    assert capsys.readouterr().err == ("capeval score: error: record 0: no 'references' field (bleu needs references); "
+                                       "it has 'refs': map it with --references-field refs\n")
+
+
+def _forbid_model_loading(monkeypatch):
+    import capeval.core.scoring
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a model loaded before the options were checked")
+
+    monkeypatch.setattr(capeval.core.scoring, "load_scorer", refuse)
+
+
+def _usage_error(argv, capsys) -> str:
+    """The one line a usage error prints (exit 2)."""
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.count("\n") == 1, err
+    return err
+
+
+@pytest.mark.parametrize("option, message", [
+    (["--output", "{dir}"], "argument --output: {dir} is a directory"),
+    (["--output", "{dir}/missing/out.jsonl"], "argument --output: cannot write {dir}/missing/out.jsonl: folder "),
+    (["--dtype", "float64"], "argument --dtype: unsupported dtype 'float64'"),
+    (["--batch-size", "0"], "argument --batch-size: must be a positive integer, not 0"),
+    (["--chunk-size", "0"], "argument --chunk-size: must be a positive integer, not 0"),
+    (["--device", "gpu0"], "argument --device: unknown device 'gpu0'"),
+    (["--device", "cuda:64"], "argument --device: cuda:64: ")])
+def test_score_options_are_checked_before_any_model_loads(option, message, tmp_path, capsys, monkeypatch):
+    _forbid_model_loading(monkeypatch)
+    (tmp_path / "in.jsonl").write_text(json.dumps({"caption": "a dog", "references": ["a dog"]}))
+    option = [part.format(dir=tmp_path) for part in option]
+    err = _usage_error(["score", "bleu", "--input", str(tmp_path / "in.jsonl"), *option], capsys)
+    assert err.startswith(f"capeval score: error: {message.format(dir=tmp_path)}")
+    assert not list(tmp_path.glob("*.partial"))
+
+
+@pytest.mark.parametrize("argv", [
+    ["bench", "--batch-size", "0"], ["bench", "--dtype", "float64"], ["bench", "--device", "cuda:64"],
+    ["benchmark", "bleu", "thumb", "--batch-size", "0"], ["leaderboard", "--device", "gpu0"],
+    ["ray-score", "clip_s", "--input", "in.parquet", "--output", "out", "--batch-size", "0"],
+    ["train", "polos", "--train", "t.csv", "--val", "v.csv", "--out", "out", "--device", "cuda:64"],
+    ["train", "polos-features", "--data", "t.csv", "--output", "out", "--batch-size", "-1"]])
+def test_every_command_checks_device_dtype_and_batch_size_alike(argv, capsys, monkeypatch):
+    _forbid_model_loading(monkeypatch)
+    err = _usage_error(argv, capsys)
+    command = " ".join(argv[:2] if argv[0] == "train" else argv[:1])
+    assert err.startswith(f"capeval {command}: error: argument --")
+
+
+def test_output_piped_into_a_reader_that_stops_early_ends_quietly():
+    """`capeval weights | head`: the reader is gone before the command writes; no BrokenPipeError traceback."""
+    process = subprocess.Popen([sys.executable, "-m", "capeval.cli", "weights"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    process.stdout.close()  # the reader stops at once
+    with process.stderr:
+        err = process.stderr.read().decode()
+    assert process.wait() == 141 and err == ""  # the status of a Unix tool stopped by SIGPIPE, silently

@@ -54,7 +54,8 @@ def device(text: str) -> str:
             raise argparse.ArgumentTypeError(f"{text}: no CUDA GPU is available here (use --device cpu or auto)")
         count = torch.cuda.device_count()
         if cuda.group(1) is not None and int(cuda.group(1)) >= count:
-            raise argparse.ArgumentTypeError(f"{text}: this machine has {count} CUDA device(s), cuda:0..cuda:{count - 1}")
+            raise argparse.ArgumentTypeError(f"{text}: this machine has {count} CUDA device(s): cuda:0 to "
+                                             f"cuda:{count - 1}")
         return text
     if text == "mps" and not torch.backends.mps.is_available():
         raise argparse.ArgumentTypeError("mps: the Apple GPU backend is not available here (use --device cpu or auto)")

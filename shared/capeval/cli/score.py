@@ -8,26 +8,15 @@ import os
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional
 
+from capeval.cli.options import device, dtype, non_negative_int, output_file, positive_int
 from capeval.cli.sidecar import identity, remove_sidecar, write_sidecar
 from capeval.core.errors import InputError
-from capeval.core.records import DEFAULT_CHUNK_ROWS, RecordFingerprint, iter_records, parse_shard
+from capeval.core.records import DEFAULT_CHUNK_ROWS, RecordColumns, RecordFingerprint, iter_records, parse_shard
+from capeval.core.records import record_columns  # noqa: F401  (until integrations/ray.py imports it from there)
 
 # the "shard_of" stamp of every `capeval score --shard` output (in each row and in the sidecar): the input's
 # fingerprint and number of records, the metric, the scorer's hashcode and how records map to what is scored
 SHARD_RUN_KEYS = ("input", "records", "metric", "hashcode", "fields")
-
-
-def non_negative_int(value: str) -> int:
-    """argparse type: an integer ≥ 0 (a usage error otherwise, not a traceback)."""
-    import argparse
-
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from None
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"must be ≥ 0, not {number}")
-    return number
 
 
 def configure(score) -> None:
@@ -42,7 +31,7 @@ def configure(score) -> None:
     score.add_argument("--from-features", help='vcrscore: JSONL of {"features": [f1, f2, f3]} rows')
     score.add_argument("--model", help="vcrscore --from-features: converted or retrained regressor (dir or hub id)")
     score.add_argument("--images", help="directory the 'image' paths are relative to")
-    score.add_argument("--output", help="JSONL file for per-sample scores")
+    score.add_argument("--output", type=output_file, help="JSONL file for per-sample scores")
     score.add_argument("--weights", help="registry name, hub id or directory of the weights")
     score.add_argument("--cider-idf", help="ensembeval: CIDEr with document frequencies fixed by this folder/file "
                                            "(`capeval train cider-idf`); makes every score per-sample, so "
@@ -53,60 +42,18 @@ def configure(score) -> None:
                        help="the records' references field (default: references)")
     score.add_argument("--image-format", help="build each image path from the record's fields, e.g. "
                                               "'COCO_val2014_{image_id:012d}.jpg' for COCO-style results")
-    score.add_argument("--device", default="auto")
-    score.add_argument("--dtype", help="model dtype (float32, float16, bfloat16; default: the scorer's)")
+    score.add_argument("--device", type=device, default="auto")
+    score.add_argument("--dtype", type=dtype, help="model dtype (float32, float16, bfloat16; default: the scorer's)")
     score.add_argument("--precision", choices=["official"],
                        help="clip_s, pac_s, polos, blip2_score, ensembeval: the official pipeline's numerics "
                             "(e.g. OpenAI CLIP's fp16 GPU mix), to reproduce a paper's numbers; default fp32")
-    score.add_argument("--batch-size", type=int, default=64)
+    score.add_argument("--batch-size", type=positive_int, default=64)
     score.add_argument("--preprocess-workers", type=non_negative_int, default=0,
                        help="clip_s, pac_s, polos, ensembeval: run the official CLIP image preprocessing in N worker "
                             "processes (same pixels; for many-core hosts feeding a GPU; default: threads)")
     score.add_argument("--shard", help="i/n: score only records with index %% n == i (then `capeval merge`)")
-    score.add_argument("--chunk-size", type=int,
+    score.add_argument("--chunk-size", type=positive_int,
                        help="stream the input in chunks of this many records (bounded memory)")
-
-
-DEFAULT_FIELDS = {"caption": "caption", "image": "image", "references": "references"}
-
-
-def record_columns(records: List[Dict], images_dir: Optional[Path], scorer, *,
-                   fields: Optional[Dict[str, str]] = None, image_format: Optional[str] = None):
-    """A chunk of records → (captions, images, references) for the scorer's input policy (``scorer.images`` /
-    ``scorer.references``: EnsembEval's depends on its weights); a field the metric uses must be in every record
-    (errors name the record number), a field it does not use is left out. ``fields`` maps caption/image/references
-    to the records' own field names; ``image_format`` builds image paths from a record's fields."""
-    fields = {**DEFAULT_FIELDS, **(fields or {})}
-
-    def column(role: str, need: str):
-        field = fields[role]
-        if need == "unused":
-            return None
-        having = [r for r in records if field in r and r[field] is not None]
-        if not having and need == "optional":
-            return None
-        if len(having) < len(records):
-            missing = next(r["index"] for r in records if field not in r or r[field] is None)
-            raise InputError(f"record {missing}: no '{field}' field" + (f" ({scorer.name} needs {role})"
-                                                                      if need == "required" else
-                                                                      " (give it in every record or in none)"))
-        return [r[field] for r in records]
-
-    def formatted_image(record: Dict) -> str:
-        try:
-            return image_format.format(**record)
-        except (KeyError, IndexError, ValueError) as exc:
-            raise InputError(f"record {record['index']}: --image-format {image_format!r} does not apply to its "
-                             f"fields ({exc.__class__.__name__}: {exc})") from None
-
-    captions = column("caption", "required")
-    if image_format is not None and scorer.images != "unused":
-        images = [formatted_image(record) for record in records]
-    else:
-        images = column("image", scorer.images)
-    if images is not None and images_dir is not None:
-        images = [str(images_dir / image) if isinstance(image, str) else image for image in images]
-    return captions, images, column("references", scorer.references)
 
 
 def _batches(records: Iterator[Dict], size: Optional[int]) -> Iterator[List[Dict]]:
@@ -252,9 +199,7 @@ def run(args) -> int:
                          f"score the whole input in one process, without --shard or --chunk-size{hint}")
     scorer = load_scorer(args.metric, **options)
     fields = {"caption": args.caption_field, "image": args.image_field, "references": args.references_field}
-    images_dir = Path(args.images) if args.images else None
-    if chunk_size is not None and chunk_size < 1:
-        raise InputError(f"--chunk-size must be a positive number of records, got {chunk_size}")
+    columns = RecordColumns(scorer, fields=fields, images_dir=args.images, image_format=args.image_format)
     source = iter_records(args.input, chunk_size=chunk_size or DEFAULT_CHUNK_ROWS, split=args.split, name=args.config)
     fingerprint = RecordFingerprint()
     if num_shards > 1:  # every shard streams the whole input: each fingerprints all of it, so all shards agree
@@ -268,8 +213,7 @@ def run(args) -> int:
         remove_sidecar(args.output)
     try:
         for batch in _batches(records, chunk_size):
-            captions, images, references = record_columns(batch, images_dir, scorer, fields=fields,
-                                                          image_format=args.image_format)
+            captions, images, references = columns(batch)
             inputs = scorer.validate(captions, images, references, indices=[r["index"] for r in batch])
             result = scorer.score_inputs(inputs)
             per_sample = {k[: -len("_per_sample")]: v for k, v in result.items() if k.endswith("_per_sample")}

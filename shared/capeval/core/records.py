@@ -5,7 +5,8 @@ a hub dataset id (opened with ``datasets.load_dataset(..., streaming=True)``).
 ``capeval score --input``, ``capeval merge`` and ``capeval score vcrscore --from-features`` read through
 :func:`iter_records`; :class:`RecordFingerprint` identifies an input by its records while they stream past. Images
 stay as they are stored: path strings, or ``datasets.Image`` dicts ``{"bytes", "path"}`` (an ``Image`` column is read
-undecoded; :func:`capeval.core.inputs.load_image` decodes both).
+undecoded; :func:`capeval.core.inputs.load_image` decodes both). :class:`RecordColumns` turns records into what a
+scorer takes (captions, images, references), for every entry point.
 """
 
 from __future__ import annotations
@@ -30,9 +31,10 @@ def iter_records(source: Union[str, os.PathLike, Any], *, chunk_size: int = DEFA
     """Yield one dict per record, in input order, decoding at most ``chunk_size`` rows of a columnar source at a time.
 
     ``source``: a ``.jsonl``/``.json`` (one object per line, or a ``.json`` array of objects), ``.csv`` (a
-    ``references`` cell may hold a JSON or Python-literal list) or ``.parquet`` file; a ``datasets`` ``Dataset``/``IterableDataset``; a ``save_to_disk`` folder; or a
-    folder of data files / a hub dataset id ``org/name``, streamed with ``datasets.load_dataset(source, name,
-    split=split, streaming=True)``. ``split`` may be left out when the source holds a single split; ``split`` and
+    ``references`` or ``refs`` cell may hold a JSON or Python-literal list: :func:`list_cell`; :class:`RecordColumns`
+    reads list cells of any field mapped to references) or ``.parquet`` file; a ``datasets``
+    ``Dataset``/``IterableDataset``; a ``save_to_disk`` folder; or a folder of data files / a hub dataset id
+    ``org/name``, streamed with ``datasets.load_dataset(source, name, split=split, streaming=True)``. ``split`` may be left out when the source holds a single split; ``split`` and
     ``name`` (the dataset config) do not apply to single files.
     """
     if not isinstance(chunk_size, int) or chunk_size < 1:
@@ -109,18 +111,15 @@ def list_cell(value: Any, where: str) -> Any:
     if not isinstance(value, str) or not value.lstrip().startswith("["):
         return value
     try:
-        parsed = json.loads(value)
+        return json.loads(value)  # text starting with '[' parses as a list or not at all
     except json.JSONDecodeError:
         import ast
 
         try:
-            parsed = ast.literal_eval(value)  # literals only: no code runs
+            return ast.literal_eval(value)  # literals only: no code runs
         except (ValueError, SyntaxError, MemoryError, RecursionError) as exc:
             raise InputError(f"{where} is not a JSON list (nor a Python literal list: "
                              f"{_first_line(exc)})") from None
-    if not isinstance(parsed, (list, tuple)):
-        raise InputError(f"{where} starts with '[' but holds {type(parsed).__name__}, not a list")
-    return list(parsed)
 
 
 def _first_line(exc: BaseException) -> str:
