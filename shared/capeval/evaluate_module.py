@@ -7,6 +7,7 @@ A module script subclasses :class:`CaptionMetric`, sets ``scorer_name`` and impl
 
 from __future__ import annotations
 
+import inspect
 import io
 import os
 from typing import Any, Dict, List, Optional, Sequence
@@ -15,13 +16,20 @@ import datasets
 import evaluate
 from PIL import Image
 
-from capeval.core.inputs import as_list, validate_inputs
-from capeval.core.scoring import get_scorer_spec, load_scorer
+from capeval.core.errors import InputError
+from capeval.core.inputs import as_list
+from capeval.core.scoring import (EmptyCaption, empty_caption_policy, get_scorer_spec, load_scorer,
+                                  validate_allowing_empty)
 
 # a lossless format for each 8-bit mode that one stores exactly (mode, pixels and palette); PA, RGBX and HSV go as
 # RGBA / RGB (RGBX exactly; PA and HSV as converted before the metric's resizing rather than after)
 LOSSLESS_FORMATS = {**dict.fromkeys(("1", "L", "LA", "P", "RGB", "RGBA"), "PNG"), "CMYK": "IM", "YCbCr": "IM",
                     "LAB": "TIFF"}
+# evaluate's own init options (``evaluate.load`` passes them, with the caller's other keywords, to the module)
+EVALUATE_OPTIONS = tuple(name for name, parameter in inspect.signature(evaluate.EvaluationModule.__init__).parameters
+                         .items() if name != "self" and parameter.kind is parameter.POSITIONAL_OR_KEYWORD)
+# the scorer options a module sets unless told otherwise
+DEFAULT_SCORER_OPTIONS = {"device": "auto", "batch_size": 64, "dtype": None}
 
 
 def caption_features(*, images: bool = True, references: bool = True) -> List[datasets.Features]:
@@ -75,32 +83,46 @@ class _From:
 class CaptionMetric(evaluate.Metric):
     """An evaluate Metric backed by a registered capeval scorer (``scorer_name``).
 
-    Init options (``evaluate.load(path, weights=..., device=..., batch_size=..., dtype=...)``) and any
-    scorer-specific ``scorer_options`` are passed to the scorer factory.
+    ``evaluate.load(path, **options)`` takes the scorer's options under the names ``load_scorer`` uses
+    (``weights=``, ``device=``, ``batch_size=``, ``dtype=``, ``precision=``...; also as ``scorer_options={...}``),
+    ``evaluate``'s own (``experiment_id=``, ``keep_in_memory=``...) and ``empty_caption`` (``"error"``, ``"skip"``
+    or a finite score: the policy of :mod:`capeval.core.scoring`). Any other keyword is an :class:`InputError`
+    listing the valid ones.
     """
 
     scorer_name: str = ""
 
-    def __init__(self, *, weights: Optional[str] = None, device: str = "auto", batch_size: int = 64,
-                 dtype: Optional[str] = None, scorer_options: Optional[Dict[str, Any]] = None, **kwargs):
-        self.scorer_options = {"device": device, "batch_size": batch_size, "dtype": dtype, **(scorer_options or {})}
-        if weights is not None:
-            self.scorer_options["weights"] = weights
+    def __init__(self, *, scorer_options: Optional[Dict[str, Any]] = None, empty_caption: EmptyCaption = "error",
+                 **kwargs):
+        evaluate_options = {k: kwargs.pop(k) for k in list(kwargs) if k in EVALUATE_OPTIONS}
+        both = sorted(set(kwargs) & set(scorer_options or {}))
+        if both:
+            raise InputError(f"{self.scorer_name}: option(s) {both} given both directly and in scorer_options")
+        self.scorer_options = {**DEFAULT_SCORER_OPTIONS, **kwargs, **(scorer_options or {})}
+        spec = get_scorer_spec(self.scorer_name)
+        unknown = sorted(set(self.scorer_options) - set(spec.options))
+        if unknown:
+            raise InputError(f"{self.scorer_name}: unknown option(s) {unknown}; it accepts {sorted(spec.options)}, "
+                             f"empty_caption and evaluate's {sorted(EVALUATE_OPTIONS)}")
+        self.empty_caption = empty_caption_policy(empty_caption)
         self.scorer = None
         self._samples_added = 0
-        super().__init__(**kwargs)
+        super().__init__(**evaluate_options)
 
     def _download_and_prepare(self, dl_manager):
         self.scorer = load_scorer(self.scorer_name, **self.scorer_options)
+        self.empty_caption = empty_caption_policy(self.empty_caption, metric=self.scorer.name,
+                                                  corpus_level=self.scorer.is_corpus_level())
 
     def _prepare_inputs(self, predictions, references, images):
         """The shared validation step (errors name the sample's index over every batch added so far); then images
         as :func:`_arrow_image` stores them and references as lists (Arrow would split a bare string into
-        characters; samples without references get an empty list, read back as "no references")."""
+        characters; samples without references get an empty list, read back as "no references"). Empty captions
+        pass when the ``empty_caption`` policy allows them."""
         policy = self.scorer or get_scorer_spec(self.scorer_name)  # the scorer's own (EnsembEval's: its weights')
-        valid = validate_inputs(predictions, images, references, images_needed=policy.images,
-                                references_needed=policy.references, metric=policy.name,
-                                indices=_From(self._samples_added))
+        valid, _ = validate_allowing_empty(predictions, images, references, images_needed=policy.images,
+                                           references_needed=policy.references, metric=policy.name,
+                                           indices=_From(self._samples_added), empty_caption=self.empty_caption)
         self._samples_added += len(valid)
         if valid.images is not None:
             images = [_arrow_image(image, pil) for image, pil in zip(as_list(images, "images"), valid.images)]
@@ -143,4 +165,5 @@ class CaptionMetric(evaluate.Metric):
             references = [[r] if isinstance(r, str) else list(r) for r in references]
             if all(len(r) == 0 for r in references):
                 references = None  # reference-free call
-        return self.scorer.score(predictions, images=images, references=references, **options)
+        return self.scorer.score(predictions, images=images, references=references, empty_caption=self.empty_caption,
+                                 **options)

@@ -123,3 +123,41 @@ def test_hice_module_from_checkout_scores_offline(tiny_hub):
                           return_report=True)
     assert free["hice_s_per_sample"][0] == pytest.approx(both["hice_s_per_sample"][0], abs=1e-6)
     assert len(both["refhice_s_per_sample"]) == 1 and both["reports"][0]["caption"] == "a green field"
+
+
+def test_module_options_are_the_scorers_and_typos_are_refused(tiny_hub):
+    import evaluate
+
+    from capeval import InputError
+    from capeval.core.scoring import load_scorer
+
+    official = evaluate.load(str(REPO / "metrics" / "clip_s"), device="cpu", precision="official")
+    assert official.scorer.provenance == load_scorer("clip_s", device="cpu", precision="official").provenance
+    assert official.scorer.provenance["options"]["precision"] == "official"
+    assert official.scorer.hashcode != evaluate.load(str(REPO / "metrics" / "clip_s"), device="cpu").scorer.hashcode
+    for typo, meant in (("weight", "weights"), ("batchsize", "batch_size"), ("precison", "precision")):
+        with pytest.raises(InputError, match=rf"clip_s: unknown option\(s\) \['{typo}'\]; it accepts .*'{meant}'"):
+            evaluate.load(str(REPO / "metrics" / "clip_s"), device="cpu", **{typo: 1})
+    with pytest.raises(InputError, match=r"\['batch_size'\] given both directly and in scorer_options"):
+        evaluate.load(str(REPO / "metrics" / "clip_s"), batch_size=2, scorer_options={"batch_size": 4})
+
+
+def test_module_empty_caption_policy_is_the_scorers(tiny_hub):
+    import evaluate
+
+    from capeval import InputError
+
+    images = [Image.new("RGB", (30, 20), "green"), Image.new("RGB", (20, 30), "red"), Image.new("RGB", (24, 24))]
+    captions = ["green", " ", "a red field"]
+    for policy, count in (("skip", "skipped_empty_captions"), (0.5, "empty_captions")):
+        module = evaluate.load(str(REPO / "metrics" / "clip_s"), device="cpu", empty_caption=policy)
+        result = module.compute(predictions=captions, images=images, references=[["grass"], ["x"], "a red image"])
+        expected = module.scorer.score(captions, images=images, references=[["grass"], ["x"], ["a red image"]],
+                                       empty_caption=policy)
+        assert result == expected and result[count] == 1
+        assert result["clip_s_per_sample"][1] == (None if policy == "skip" else 0.5)
+    with pytest.raises(InputError, match=r"images\[1\]: image file not found"):  # skipped samples are validated
+        module.compute(predictions=captions, images=[images[0], "/no/such.png", images[2]])
+    for policy in (float("nan"), "zero"):
+        with pytest.raises(InputError, match="empty_caption must be 'error', 'skip' or a finite score"):
+            evaluate.load(str(REPO / "metrics" / "clip_s"), device="cpu", empty_caption=policy)

@@ -14,10 +14,10 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from capeval import InputError  # noqa: E402
+from capeval import InputError, ModelNotAvailableError  # noqa: E402
 from capeval.integrations.transformers import AlignmentError, _RowMatcher, make_compute_metrics  # noqa: E402
 from capeval.integrations.transformers import fingerprints as _fingerprints  # noqa: E402
-from capeval.core.scoring import load_scorer  # noqa: E402
+from capeval.core.scoring import load_scorer, scorers  # noqa: E402
 
 COLORS = ["red", "green", "blue", "yellow", "black", "white", "purple", "orange", "pink", "gray"]
 SHAPES = ["square", "circle", "stripe"]
@@ -248,17 +248,83 @@ def test_decoding_drops_padding_and_minus_100(setup):
     assert metrics == pytest.approx({k: expected[k] for k in ("clip_s", "refclip_s", "truncated_texts")})
 
 
-def test_empty_predictions_raise_or_get_empty_score(setup):
+def test_empty_predictions_raise_or_follow_the_empty_caption_policy(setup):
     subset = setup.dataset.select(range(3))
     labels = _ids(setup.tokenizer, subset["caption"], 6, -100)
     predictions = _ids(setup.tokenizer, ["a red square", "", "a blue stripe"], 6, setup.tokenizer.pad_token_id)
     eval_pred = SimpleNamespace(predictions=predictions, label_ids=labels, inputs=None)
-    with pytest.raises(InputError, match="empty"):
+    with pytest.raises(InputError, match="empty .*sample 1, eval_dataset row 1.*empty_caption="):
         make_compute_metrics(setup.scorer, setup.tokenizer, subset)(eval_pred)
-    metrics = make_compute_metrics(setup.scorer, setup.tokenizer, subset, empty_score=0.0)(eval_pred)
     kept = setup.scorer.score(["a red square", "a blue stripe"], images=[subset["image"][0], subset["image"][2]])
-    assert metrics["clip_s"] == pytest.approx(sum(kept["clip_s_per_sample"]) / 3)
-    assert metrics["empty_predictions"] == 1
+    fixed = make_compute_metrics(setup.scorer, setup.tokenizer, subset, empty_caption=0.0)(eval_pred)
+    assert fixed["clip_s"] == pytest.approx(sum(kept["clip_s_per_sample"]) / 3)
+    assert fixed["empty_captions"] == 1
+    skipped = make_compute_metrics(setup.scorer, setup.tokenizer, subset, empty_caption="skip")(eval_pred)
+    assert skipped["clip_s"] == kept["clip_s"] and skipped["skipped_empty_captions"] == 1
+    nothing = _ids(setup.tokenizer, [""] * 3, 6, setup.tokenizer.pad_token_id)
+    none_scored = make_compute_metrics(setup.scorer, setup.tokenizer, subset, empty_caption="skip")(
+        SimpleNamespace(predictions=nothing, label_ids=labels, inputs=None))
+    assert {k: v for k, v in none_scored.items() if k != "hashcode"} == {"skipped_empty_captions": 3}
+
+
+@pytest.mark.parametrize("policy", [float("nan"), float("inf"), "zero", True])
+def test_empty_caption_policy_must_be_finite(setup, policy):
+    with pytest.raises(InputError, match="empty_caption must be 'error', 'skip' or a finite score"):
+        make_compute_metrics(setup.scorer, setup.tokenizer, setup.dataset, empty_caption=policy)
+
+
+def test_a_fixed_empty_score_is_refused_for_corpus_level_metrics(setup):
+    with pytest.raises(InputError, match="bleu is corpus-level.*empty_caption='skip'"):
+        make_compute_metrics("bleu", setup.tokenizer, setup.dataset, references_column="references",
+                             empty_caption=0.0)
+
+
+# fast settings of the slow tiny pipelines (as in tests/core/test_scorer_contract.py)
+FAST = {
+    "hice_s": {"phrase_parser": "spacy", "region_settings": {"points_per_side": 4, "pred_iou_thresh": 0.0,
+                                                             "stability_score_thresh": 0.0, "max_regions": 3}},
+    "image_roundtrip": {"steps": 1, "height": 32, "width": 32, "use_image_cache": False},
+}
+# an empty caption, and one without noun phrases (HICE-S: an undefined local term, left out of its mean)
+WITH_EMPTY = ["a red square", "", "a picture of a blue stripe", "with of"]
+
+
+@pytest.mark.parametrize("name", sorted(scorers()))
+def test_logged_values_equal_the_scorers_on_the_same_inputs(setup, name):
+    """Every registered metric, by name, with an empty caption: per-sample metrics under a fixed score, corpus-level
+    ones under "skip" (their corpus values: those of the other captions, never a mean of sentence values)."""
+    spec = scorers()[name]
+    subset = setup.dataset.select(range(len(WITH_EMPTY)))
+    options = {"device": "cpu", **FAST.get(name, {})}
+    if name == "cider_fixed_idf":
+        from capeval.text.fixed_idf_cider import build_document_frequencies
+
+        options["idf"] = build_document_frequencies(setup.dataset["references"])
+    policy = "skip" if spec.is_corpus_level(options) else 0.0
+    references_column = None if spec.references == "unused" else "references"
+    compute_metrics = make_compute_metrics(name, setup.tokenizer, subset, references_column=references_column,
+                                           metric_options=options, empty_caption=policy)
+    eval_pred = SimpleNamespace(predictions=_ids(setup.tokenizer, WITH_EMPTY, 9, setup.tokenizer.pad_token_id),
+                                label_ids=_ids(setup.tokenizer, subset["caption"], 6, -100), inputs=None)
+    scorer = load_scorer(name, **options)
+    inputs = {"images": None if spec.images == "unused" else subset["image"],
+              "references": None if references_column is None else subset["references"]}
+    if name == "spice":
+        with pytest.raises(ModelNotAvailableError):
+            compute_metrics(eval_pred)
+        return
+    logged = compute_metrics(eval_pred)
+    expected = scorer.score(WITH_EMPTY, **inputs, empty_caption=policy)
+    numbers = {k: float(v) for k, v in expected.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    assert logged == {**numbers, "hashcode": expected["hashcode"]}
+    assert logged["empty_captions" if policy == 0.0 else "skipped_empty_captions"] == 1
+    if policy == "skip":
+        kept = scorer.score([WITH_EMPTY[i] for i in (0, 2, 3)],
+                            **{k: None if v is None else [v[i] for i in (0, 2, 3)] for k, v in inputs.items()})
+        assert {k: logged[k] for k in kept if k in logged and isinstance(kept[k], float)} == \
+            {k: v for k, v in kept.items() if isinstance(v, float)}
+    own_means = [k for k, v in expected.items() if f"{k}_per_sample" in expected and v == v]
+    assert all(np.isfinite(logged[k]) for k in own_means)  # a finite mean of the scorer is logged finite
 
 
 @pytest.mark.filterwarnings("ignore:the Trainer kept all")
@@ -484,3 +550,49 @@ def test_ddp_two_gloo_processes_equal_one_process(tiny_hub, tmp_path):
     assert single["counts"]["scorer"] == 3 * 17 and single["counts"]["module"] == 17
     assert [c["scorer"] for c in scored] == [27, 24]  # per pass: 5 + 5 of "all", 4 + 3 of "part"
     assert [c["module"] for c in scored] == [17, 0]
+
+
+DDP_WITH_EMPTY = ["a red square", "", "a blue stripe", "a green circle", ""]
+DDP_EMPTY_WORKER = r"""
+import json, os, sys
+sys.path.insert(0, sys.argv[1])
+import test_transformers_integration as t
+
+json.dump(t.score_with_empty_captions(), open(os.path.join(sys.argv[2], f"empty{os.environ['RANK']}.json"), "w"))
+"""
+
+
+def score_with_empty_captions() -> dict:
+    """The hook's metrics for captions with two empty ones, under "skip" and a fixed score (clip_s by name)."""
+    tokenizer = make_tokenizer()
+    dataset = make_dataset(tokenizer, make_image_processor()).select(range(len(DDP_WITH_EMPTY)))
+    eval_pred = SimpleNamespace(predictions=_ids(tokenizer, DDP_WITH_EMPTY, 9, tokenizer.pad_token_id),
+                                label_ids=_ids(tokenizer, dataset["caption"], 6, -100), inputs=None)
+    out = {}
+    for policy in ("skip", 0.25):
+        compute_metrics = make_compute_metrics("clip_s", tokenizer, dataset, references_column="references",
+                                               metric_options={"device": "cpu"}, empty_caption=policy)
+        out[str(policy)] = compute_metrics(eval_pred)
+    return out
+
+
+def test_ddp_empty_captions_logged_as_the_scorer_scores_them(tiny_hub, tmp_path):
+    """Under DDP each process scores its share of the non-empty captions; the merged metrics are the scorer's own
+    under the same policy."""
+    (tmp_path / "worker.py").write_text(DDP_EMPTY_WORKER)
+    env = {**os.environ, "HF_HUB_CACHE": str(tiny_hub), "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
+           "--master_port", str(_free_port()), str(tmp_path / "worker.py"), str(Path(__file__).parent),
+           str(tmp_path)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    ranks = [json.loads((tmp_path / f"empty{rank}.json").read_text()) for rank in range(2)]
+    scorer = load_scorer("clip_s", device="cpu")
+    dataset = make_dataset(make_tokenizer(), make_image_processor()).select(range(len(DDP_WITH_EMPTY)))
+    for policy in ("skip", 0.25):
+        expected = scorer.score(DDP_WITH_EMPTY, images=dataset["image"], references=dataset["references"],
+                                empty_caption=policy)
+        numbers = {k: v for k, v in expected.items() if isinstance(v, (int, float))}
+        for out in ranks:
+            assert out[str(policy)].pop("hashcode") == expected["hashcode"]
+            assert out[str(policy)] == pytest.approx(numbers, abs=1e-6)

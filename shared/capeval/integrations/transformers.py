@@ -41,7 +41,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from capeval.core.errors import InputError
-from capeval.core.scoring import Scorer, get_scorer_spec, load_scorer, scorers
+from capeval.core.scoring import (EmptyCaption, Scorer, empty_caption_policy, get_scorer_spec, load_scorer, scorers,
+                                  with_empty_captions)
 from capeval.distributed import gather_shares, is_corpus_level, on_main_process, process_state, share
 
 FINGERPRINT_SIZE = 256
@@ -56,7 +57,7 @@ class AlignmentError(InputError):
 def make_compute_metrics(metric, tokenizer, eval_dataset, *, image_column: Optional[str] = "image",
                          references_column: Optional[str] = None, labels_column: str = "labels",
                          inputs_column: str = "pixel_values", metric_options: Optional[Dict[str, Any]] = None,
-                         empty_score: Optional[float] = None, match_atol: float = 1e-3):
+                         empty_caption: EmptyCaption = "error", match_atol: float = 1e-3):
     """A ``compute_metrics(eval_pred, compute_result=None)`` for ``Seq2SeqTrainer(predict_with_generate=True)``.
 
     Args:
@@ -69,18 +70,22 @@ def make_compute_metrics(metric, tokenizer, eval_dataset, *, image_column: Optio
             row; ``None`` for reference-free scoring), and ``labels_column`` / ``inputs_column`` for the
             alignment checks (see the module docstring).
         metric_options: options for the scorer factory when ``metric`` is a name (``device``, ``batch_size``...).
-        empty_score: score given to a generated caption that decodes to an empty string (in the means of the
-            per-sample scores); ``None`` (default) raises :class:`capeval.InputError` instead. When set,
-            ``empty_predictions`` (their count) is logged too; when every caption is empty, only the main score
-            (the metric's name) is logged, equal to ``empty_score``.
+        empty_caption: what a generated caption that decodes to an empty string gets, as in
+            ``load_scorer(...).score(empty_caption=...)`` (:mod:`capeval.core.scoring`): ``"error"`` (default:
+            :class:`capeval.InputError`), ``"skip"`` (no score: means and corpus-level statistics over the other
+            captions; ``skipped_empty_captions`` logged) or a finite score counted in the means (``empty_captions``
+            logged; refused for corpus-level metrics such as BLEU, METEOR and CIDEr-D, whose corpus values are not
+            means). When every caption is empty only the count is logged. An evaluate module applies the
+            ``empty_caption`` it was loaded with (``evaluate.load(..., empty_caption=...)``).
         match_atol: tolerance on pixel-value fingerprints (chunk means) when matching by content.
 
     Returns a function returning the corpus-level scalars only (per-sample lists are dropped), as the
-    Trainer logs them (``eval_clip_s``, ``eval_<name>_clip_s`` for a dict of datasets). With
+    Trainer logs them (``eval_clip_s``, ``eval_<name>_clip_s`` for a dict of datasets): the values the scorer
+    returns on the same captions, images and references. With
     ``batch_eval_metrics=True`` it accumulates the batches and scores everything at ``compute_result=True``
     (corpus-level metrics stay exact), returning ``{}`` before.
     """
-    adapter = _MetricAdapter(metric, metric_options or {})
+    adapter = _MetricAdapter(metric, metric_options or {}, empty_caption)
     if adapter.needs_references and references_column is None:
         raise InputError(f"metric {adapter.name!r} needs references: pass references_column=")
     if adapter.needs_images and image_column is None:
@@ -117,8 +122,7 @@ def make_compute_metrics(metric, tokenizer, eval_dataset, *, image_column: Optio
             if not last:
                 return {}
             name, predictions, rows = evaluation.finish()
-            return _score(adapter, predictions, rows, datasets[name], image_column, references_column, empty_score,
-                          state)
+            return _score(adapter, predictions, rows, datasets[name], image_column, references_column, state)
         except BaseException:
             last = True  # a failed pass is dropped whole
             raise
@@ -132,26 +136,33 @@ def make_compute_metrics(metric, tokenizer, eval_dataset, *, image_column: Optio
 class _MetricAdapter:
     """One ``score(predictions, images, references) -> dict`` over scorer names, scorers and evaluate modules."""
 
-    def __init__(self, metric, options: Dict[str, Any]):
+    def __init__(self, metric, options: Dict[str, Any], empty_caption: EmptyCaption):
         self.module, self._scorer, self._options = None, None, options
+        corpus_level = False
         if isinstance(metric, str):
             spec, self.name = get_scorer_spec(metric), metric
             spec.check_options(options)
-            self.splits = not spec.is_corpus_level(options)
+            corpus_level = spec.is_corpus_level(options)
+            self.splits = not corpus_level
             if int(os.environ.get("WORLD_SIZE", "1")) <= 1:  # under DDP: loaded by the processes that score, on use
                 self._scorer = load_scorer(metric, **options)
         elif hasattr(metric, "compute") and getattr(metric, "scorer_name", None):
-            if options:
-                raise InputError("metric_options apply to scorer names; pass options to evaluate.load instead")
+            if options or empty_caption != "error":
+                raise InputError("metric_options and empty_caption apply to scorer names; pass them to evaluate.load "
+                                 "instead")
             spec, self.module, self.name, self.splits = scorers()[metric.scorer_name], metric, metric.scorer_name, False
         elif hasattr(metric, "score"):
             if options:
                 raise InputError("metric_options apply to scorer names; configure the scorer object instead")
             spec, self._scorer = None, metric
             self.name = getattr(metric, "name", type(metric).__name__)
-            self.splits = isinstance(metric, Scorer) and not is_corpus_level(metric)
+            corpus_level = is_corpus_level(metric)
+            self.splits = isinstance(metric, Scorer) and not corpus_level
+            if empty_caption != "error" and not isinstance(metric, Scorer):
+                raise InputError("empty_caption applies to capeval scorers; this scorer object decides for itself")
         else:
             raise TypeError("metric must be a capeval scorer name, a scorer object or a capeval evaluate module")
+        self.empty_caption = empty_caption_policy(empty_caption, metric=self.name, corpus_level=corpus_level)
         # True: required, False: not used (not read), None: optional or unknown (passed when given)
         self.needs_images: Optional[bool] = {"required": True, "unused": False}.get(spec.images) if spec else None
         self.needs_references = bool(spec and spec.needs_references)
@@ -162,8 +173,10 @@ class _MetricAdapter:
             self._scorer = load_scorer(self.name, **self._options)
         return self._scorer
 
-    def score(self, predictions, images, references, rows: Optional[List[int]] = None) -> Dict[str, Any]:
-        """``rows``: the samples' row numbers in the eval dataset, named in input errors."""
+    def score(self, predictions, images, references, rows: Optional[List[int]] = None,
+              empty_caption: Optional[EmptyCaption] = None) -> Dict[str, Any]:
+        """``rows``: the samples' row numbers in the eval dataset, named in input errors; ``empty_caption``: the
+        policy for empty captions (default: the hook's)."""
         if self.module is not None:
             inputs = {"predictions": predictions}
             if images is not None:
@@ -172,7 +185,9 @@ class _MetricAdapter:
                 inputs["references"] = references
             return self.module.compute(**inputs)
         if isinstance(self.scorer, Scorer):
-            return self.scorer.score_inputs(self.scorer.validate(predictions, images, references, indices=rows))
+            policy = self.empty_caption if empty_caption is None else empty_caption
+            valid = self.scorer.validate(predictions, images, references, indices=rows, empty_caption=policy)
+            return self.scorer.score_inputs(valid)
         return self.scorer.score(predictions, images=images, references=references)
 
 
@@ -456,44 +471,37 @@ def raw_column(dataset, column: str, rows: Sequence[int]) -> List[Any]:
 
 
 def _score(adapter: _MetricAdapter, predictions: List[str], rows: List[int], dataset, image_column,
-           references_column, empty_score, state) -> Dict[str, float]:
+           references_column, state) -> Dict[str, float]:
     """``state``: accelerate's state under DDP (the work is shared, every process gets the result), else None."""
     empty = [i for i, text in enumerate(predictions) if not text]
-    if empty and empty_score is None:
-        raise InputError(f"{len(empty)} of {len(predictions)} generated captions are empty (first: sample {empty[0]}); "
-                         "pass empty_score= to make_compute_metrics, or set min_new_tokens for generation")
-    keep = [i for i, text in enumerate(predictions) if text]
-    kept_rows = [rows[i] for i in keep]
+    if empty and adapter.empty_caption == "error" and adapter.module is None:
+        raise InputError(f"{len(empty)} of {len(predictions)} generated captions are empty (first: sample {empty[0]}, "
+                         f"eval_dataset row {rows[empty[0]]}); pass empty_caption='skip' or a score to "
+                         "make_compute_metrics, or set min_new_tokens for generation")
 
-    def score(indices: Sequence[int]) -> Dict[str, Any]:
-        """Score the kept samples at ``indices``, reading their images and references from the dataset."""
-        chosen = [kept_rows[i] for i in indices]
+    def score(indices: Sequence[int], empty_caption: Optional[EmptyCaption] = None) -> Dict[str, Any]:
+        """Score the samples at ``indices``, reading their images and references from the dataset."""
+        chosen = [rows[i] for i in indices]
         images = raw_column(dataset, image_column, chosen) if image_column else None
         references = raw_column(dataset, references_column, chosen) if references_column else None
-        return adapter.score([predictions[keep[i]] for i in indices], images, references, rows=chosen)
+        return adapter.score([predictions[i] for i in indices], images, references, rows=chosen,
+                             empty_caption=empty_caption)
 
-    if not keep:
-        result: Dict[str, Any] = {}
-    elif state is None:
-        result = score(range(len(keep)))
-    elif adapter.splits:  # each process scores its share on its own device
-        mine = share(state, len(keep))
-        result = gather_shares(state, len(keep), mine, lambda: score(mine))
+    everything = range(len(predictions))
+    if state is None:
+        result = score(everything)
+    elif adapter.splits:  # each process scores its share of the non-empty captions on its own device
+        skipped = set(empty)
+        keep = [i for i in everything if i not in skipped]
+        shares = share(state, len(keep))  # positions in ``keep``
+        result = gather_shares(state, len(keep), shares, lambda: score([keep[i] for i in shares], "error")) \
+            if keep else {}
+        if adapter.empty_caption != "error":
+            result = with_empty_captions(result, empty, len(predictions), adapter.empty_caption)
     else:
-        result = on_main_process(state, lambda: score(range(len(keep))))
-    out = {}
-    for key, value in result.items():
-        if key.endswith("_per_sample"):
-            continue
-        per_sample = result.get(f"{key}_per_sample")
-        if per_sample is not None and empty:
-            value = float(np.mean(list(per_sample) + [empty_score] * len(empty)))
-        if isinstance(value, (int, float, np.number)) and not isinstance(value, bool):
-            out[key] = float(value)
+        result = on_main_process(state, lambda: score(everything))
+    out = {key: float(value) for key, value in result.items()
+           if isinstance(value, (int, float, np.number)) and not isinstance(value, bool)}
     if "hashcode" in result:  # which weights and options produced these numbers (a string: loggers keep it as text)
         out["hashcode"] = result["hashcode"]
-    if empty_score is not None:
-        out["empty_predictions"] = float(len(empty))
-        if not keep:  # nothing was scored: the metric's main score alone
-            out[adapter.name] = float(empty_score)
     return out
