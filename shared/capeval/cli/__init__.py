@@ -49,7 +49,8 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
     """The parser; only ``command``'s module is imported and configured (all of them when ``command`` is "*").
-    Every command's ``--device``, ``--dtype`` and ``--batch-size`` are checked by the types of :mod:`.options`."""
+    Every command's ``--device``, ``--dtype``, ``--batch-size`` and ``--resamples`` are checked by the types of
+    :mod:`.options`."""
     parser = _Parser(prog="capeval", description="Faithful, fast image-captioning metrics.")
     parser.add_argument("--version", action="version", version=f"capeval {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

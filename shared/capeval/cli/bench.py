@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 
+from capeval.cli.options import positive_int
+
 
 def configure(parser) -> None:
     parser.add_argument("--arch", default="ViT-B-32", help="open_clip architecture (random weights)")
-    parser.add_argument("--images", type=int, default=20, help="distinct images")
-    parser.add_argument("--captions", type=int, default=200, help="(image, caption) pairs")
-    parser.add_argument("--naive-samples", type=int, default=50, help="pairs timed in the naive loop")
+    parser.add_argument("--images", type=positive_int, default=20, help="distinct images")
+    parser.add_argument("--captions", type=positive_int, default=200, help="(image, caption) pairs")
+    parser.add_argument("--naive-samples", type=positive_int, default=50, help="pairs timed in the naive loop")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--dtype", default="float32")

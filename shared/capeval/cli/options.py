@@ -1,6 +1,6 @@
 """The argparse types of the options that several commands share. A bad value is a one-line usage error (exit 2)
 while the command line is parsed, before any model loads. :func:`check_shared_options` gives every command's
-``--device``, ``--dtype`` and ``--batch-size`` these types, wherever the option is declared."""
+``--device``, ``--dtype``, ``--batch-size`` and ``--resamples`` these types, wherever the option is declared."""
 
 from __future__ import annotations
 
@@ -76,7 +76,8 @@ def output_file(text: str) -> str:
     return text
 
 
-SHARED_TYPES = {"device": device, "dtype": dtype, "batch_size": positive_int}  # option dest -> its type
+# option dest -> its type
+SHARED_TYPES = {"device": device, "dtype": dtype, "batch_size": positive_int, "resamples": non_negative_int}
 
 
 def check_shared_options(parser: argparse.ArgumentParser) -> None:
