@@ -34,8 +34,9 @@ def iter_records(source: Union[str, os.PathLike, Any], *, chunk_size: int = DEFA
     ``references`` or ``refs`` cell may hold a JSON or Python-literal list: :func:`list_cell`; :class:`RecordColumns`
     reads list cells of any field mapped to references) or ``.parquet`` file; a ``datasets``
     ``Dataset``/``IterableDataset``; a ``save_to_disk`` folder; or a folder of data files / a hub dataset id
-    ``org/name``, streamed with ``datasets.load_dataset(source, name, split=split, streaming=True)``. ``split`` may be left out when the source holds a single split; ``split`` and
-    ``name`` (the dataset config) do not apply to single files.
+    ``org/name``, streamed with ``datasets.load_dataset(source, name, split=split, streaming=True)``. ``split`` may
+    be left out when the source holds a single split; ``split`` and ``name`` (the dataset config) do not apply to
+    single files.
     """
     if not isinstance(chunk_size, int) or chunk_size < 1:
         raise InputError(f"chunk_size must be a positive number of records, got {chunk_size!r}")
@@ -219,6 +220,7 @@ def _hub_records(source: str, chunk_size: int, split: Optional[str], name: Optio
 
 DEFAULT_FIELDS = {"caption": "caption", "image": "image", "references": "references"}
 CLI_OPTIONS = {"caption": "--caption-field", "image": "--image-field", "references": "--references-field"}
+PLURALS = {"caption": "captions", "image": "images", "references": "references"}
 # record fields that usually hold a role's values, for hints when the mapped field is absent
 LOOK_ALIKES = {
     "caption": ("caption", "candidate", "candidates", "prediction", "predictions", "hypothesis", "hyp", "generated",
@@ -327,9 +329,10 @@ class RecordColumns:
             name = self._look_alike(record, role)
             if name is not None:
                 self._warned.add(role)
-                warnings.warn(f"record {number} has field {name!r} but {role} are read from {self.fields[role]!r} "
-                              f"({self.options[role]}): {self.scorer.name} scores without {role}",
-                              UnmappedFieldWarning, stacklevel=3)
+                values = PLURALS[role]
+                warnings.warn(f"record {number} has field {name!r} but {values} are read from {self.fields[role]!r} "
+                              f"({self.options[role]}): {self.scorer.name} scores without {values}",
+                              UnmappedFieldWarning, stacklevel=4)  # the caller of RecordColumns
                 return
 
     def _formatted_image(self, record: Dict, number) -> str:
