@@ -12,7 +12,6 @@ from capeval.cli.options import device, dtype, non_negative_int, output_file, po
 from capeval.cli.sidecar import identity, remove_sidecar, write_sidecar
 from capeval.core.errors import InputError
 from capeval.core.records import DEFAULT_CHUNK_ROWS, RecordColumns, RecordFingerprint, iter_records, parse_shard
-from capeval.core.records import record_columns  # noqa: F401  (until integrations/ray.py imports it from there)
 
 # the "shard_of" stamp of every `capeval score --shard` output (in each row and in the sidecar): the input's
 # fingerprint and number of records, the metric, the scorer's hashcode and how records map to what is scored
@@ -39,7 +38,8 @@ def configure(score) -> None:
     score.add_argument("--caption-field", default="caption", help="the records' caption field (default: caption)")
     score.add_argument("--image-field", default="image", help="the records' image field (default: image)")
     score.add_argument("--references-field", default="references",
-                       help="the records' references field (default: references)")
+                       help="the records' references field (default: references); text holding a list, as in a CSV "
+                            "cell, is read as that list")
     score.add_argument("--image-format", help="build each image path from the record's fields, e.g. "
                                               "'COCO_val2014_{image_id:012d}.jpg' for COCO-style results")
     score.add_argument("--device", type=device, default="auto")
