@@ -187,7 +187,7 @@ def test_factual_graph_cache_is_bounded_and_evicted_captions_are_parsed_again(ti
     assert len(spy.calls) == 4 and len(parser.graph_cache) == 2
     raw = parser.generate(captions)
     assert first == [parse_scene_graph(r) for r in raw]
-    assert "a cat" not in parser.graph_cache  # generated first, evicted
+    assert (parser.graph_namespace, "a cat") not in parser.graph_cache  # generated first, evicted
 
     spy.calls.clear()
     assert parser.extract(["a cat"]) == [phrases_from_graph(first[1])]
@@ -235,7 +235,7 @@ def test_factual_truncation_is_counted_per_call_and_per_occurrence_whatever_the_
     first, caught = truncation_warnings(lambda: parser.extract(captions))
     assert parser.truncated_inputs == expected and parser.count_truncated(captions) == expected
     assert len(caught) == 1 and str(caught[0].message).startswith(f"{expected} of {len(captions)} captions")
-    assert all(parser.graph_cache.get(c.strip()) is not None for c in captions)
+    assert all(parser.graph_cache.get((parser.graph_namespace, c.strip())) is not None for c in captions)
     again, caught = truncation_warnings(lambda: parser.extract(captions))  # everything cached now
     assert again == first and parser.truncated_inputs == expected and len(caught) == 1
     _, caught = truncation_warnings(lambda: parser.extract(captions * 2, warn=False))
