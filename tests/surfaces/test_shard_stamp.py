@@ -61,7 +61,7 @@ def test_three_records_in_four_shards_merge_to_the_single_run(tiny_hub, tmp_path
     assert "shard(s) 3/4 are missing" in _merge_error(capsys, *shards[:3], output=tmp_path / "m.jsonl")
 
 
-def test_merge_refuses_shards_scored_with_another_caption_field_image_folder_or_image_format(tiny_hub, tmp_path,
+def test_merge_refuses_shards_scored_with_another_caption_field_policy_image_folder_or_format(tiny_hub, tmp_path,
                                                                                              capsys):
     base = _input(tmp_path, 4)
     images = ["--images", str(tmp_path / "pics")]

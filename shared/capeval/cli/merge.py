@@ -32,7 +32,7 @@ def _shard_run(path, row) -> Optional[Dict]:
 
 
 def _check_stamp(where: str, stamp) -> None:
-    if not isinstance(stamp, dict) or sorted(stamp) != sorted(SHARD_RUN_KEYS):
+    if not isinstance(stamp, dict) or sorted(stamp) != sorted(SHARD_RUN_KEYS) or not isinstance(stamp["fields"], dict):
         raise InputError(f"{where}: its 'shard_of' stamp {json.dumps(stamp, sort_keys=True):.200} does not hold "
                          f"{', '.join(SHARD_RUN_KEYS)} (written by another capeval version?): score that shard again")
 
@@ -59,8 +59,7 @@ class _ShardFile:
     """One input of ``capeval merge``: its rows (stamps checked and removed), its shard tag and its sidecar."""
 
     def __init__(self, path):
-        self.path, self.sidecar = path, read_sidecar(path)
-        self.rows, self.stamps, self.tags = [], [], set()
+        self.path, self.rows, self.stamps, self.tags = path, [], [], set()
         for row in iter_records(path):
             if "index" not in row or "scores" not in row:
                 raise InputError(f"{path}: not a `capeval score` output (rows need 'index' and 'scores')")
@@ -70,6 +69,7 @@ class _ShardFile:
             if "shard" in row:
                 self.tags.add(row.pop("shard"))
             self.rows.append(row)
+        self.sidecar = read_sidecar(path)
         if not self.rows and self.sidecar.get("shard"):  # a shard without records: only its sidecar speaks for it
             _check_stamp(f"{path} (sidecar)", self.sidecar.get("shard_of"))
             self.stamps, self.tags = [self.sidecar["shard_of"]], {self.sidecar["shard"]}
