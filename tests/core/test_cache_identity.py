@@ -132,7 +132,7 @@ def test_an_embedding_cache_stays_within_its_bytes_and_counts_whole_blocks(tmp_p
         blocks = {id(block): block.rows.nbytes for block, _ in cache._memory.values()}
         keys = sum(cache._entry_bytes(key) for key in cache._memory)
         assert cache.nbytes == sum(blocks.values()) + keys  # every allocated block counted whole
-    assert cache.evictions > 1500 and len(cache) > 50
+    assert cache.evictions > 1900 and len(cache) > 30
     assert torch.equal(cache.get(f"{1999:064x}"), torch.full((128,), 1999.0))
     assert cache.get(f"{0:064x}") is None
 
