@@ -54,6 +54,22 @@ def configure(score) -> None:
     score.add_argument("--shard", help="i/n: score only records with index %% n == i (then `capeval merge`)")
     score.add_argument("--chunk-size", type=positive_int,
                        help="stream the input in chunks of this many records (bounded memory)")
+    score.add_argument("--empty-caption", type=empty_caption, default="error", metavar="error|skip|SCORE",
+                       help="an empty caption: an error (default); 'skip' (no score, null in --output, the other "
+                            "captions scored as the corpus, counted in skipped_empty_captions); or a finite score "
+                            "counted in the means (refused by corpus-level metrics)")
+
+
+def empty_caption(text: str):
+    """argparse type of ``--empty-caption``: ``error``, ``skip`` or a finite score."""
+    import argparse
+
+    from capeval.core.scoring import empty_caption_policy
+
+    try:
+        return empty_caption_policy(text if text in ("error", "skip") else float(text))
+    except (ValueError, InputError):
+        raise argparse.ArgumentTypeError(f"use error, skip or a finite score, not {text!r}") from None
 
 
 def _batches(records: Iterator[Dict], size: Optional[int]) -> Iterator[List[Dict]]:
@@ -78,7 +94,7 @@ class RunningSummary:
 
     def add_scores(self, scores: Dict[str, List[float]]) -> None:
         for key, values in scores.items():
-            defined = [float(v) for v in values if v == v]
+            defined = [float(v) for v in values if v is not None and v == v]  # None: a skipped empty caption
             self.sums[key] = self.sums.get(key, 0.0) + sum(defined)
             self.counts[key] = self.counts.get(key, 0) + len(defined)
 
@@ -167,7 +183,7 @@ def _stamp_rows(partial: Path, stamp: Dict) -> None:
 
 
 def run(args) -> int:
-    from capeval.core.scoring import get_scorer_spec, load_scorer
+    from capeval.core.scoring import empty_caption_policy, get_scorer_spec, load_scorer
 
     if args.from_features:
         return _score_features(args)
@@ -193,6 +209,7 @@ def run(args) -> int:
             raise InputError(f"--cider-idf applies to ensembeval, not {args.metric}")
         options["cider_idf"] = args.cider_idf
     corpus_level = spec.is_corpus_level(options)
+    empty_caption_policy(args.empty_caption, metric=args.metric, corpus_level=corpus_level)  # before any model loads
     if corpus_level and (num_shards > 1 or chunk_size):
         hint = (" (or fix CIDEr's IDF: --cider-idf <folder of `capeval train cider-idf`>)"
                 if "cider_idf" in spec.options else "")
@@ -215,7 +232,8 @@ def run(args) -> int:
     try:
         for batch in _batches(records, chunk_size):
             captions, images, references = columns(batch)
-            inputs = scorer.validate(captions, images, references, indices=[r["index"] for r in batch])
+            inputs = scorer.validate(captions, images, references, indices=[r["index"] for r in batch],
+                                     empty_caption=args.empty_caption)
             result = scorer.score_inputs(inputs)
             per_sample = {k[: -len("_per_sample")]: v for k, v in result.items() if k.endswith("_per_sample")}
             summary.add_scores(per_sample)

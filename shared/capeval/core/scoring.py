@@ -187,17 +187,14 @@ class Scorer(ABC):
     def validate(self, predictions, images=None, references=None, *, indices: Optional[Sequence[int]] = None,
                  empty_caption: EmptyCaption = "error") -> ValidInputs:
         """The shared validation step; ``indices`` name the samples in errors (record numbers of a chunk). Under a
-        ``"skip"`` or fixed-score policy the result holds the samples to score and where the empty captions were."""
+        ``"skip"`` or fixed-score policy the result (every sample) also says where the empty captions are."""
         policy = empty_caption_policy(empty_caption, metric=self.name, corpus_level=self.is_corpus_level())
         valid, empty = validate_allowing_empty(predictions, images, references, images_needed=self.images,
                                                references_needed=self.references, metric=self.name,
                                                indices=indices, empty_caption=policy)
         if policy == "error":
             return valid
-        skipped = set(empty)
-        kept = [i for i in range(len(valid)) if i not in skipped]
-        return PolicyInputs([valid.predictions[i] for i in kept], _pick(valid.images, kept),
-                            _pick(valid.references, kept), empty=tuple(empty), size=len(valid),
+        return PolicyInputs(valid.predictions, valid.images, valid.references, empty=tuple(empty),
                             empty_caption=policy)
 
     def is_corpus_level(self) -> bool:
@@ -212,8 +209,9 @@ class Scorer(ABC):
         """Score input that :meth:`validate` returned (for callers that validate with record numbers); with the
         scorer's ``provenance`` and ``hashcode`` when it was built by :func:`load_scorer`."""
         if isinstance(inputs, PolicyInputs):
-            result = self._score(inputs, **options) if len(inputs) else {}
-            result = with_empty_captions(result, inputs.empty, inputs.size, inputs.empty_caption)
+            scored = inputs.scored()
+            result = self._score(scored, **options) if len(scored) else {}
+            result = with_empty_captions(result, inputs.empty, len(inputs), inputs.empty_caption)
         else:
             result = self._score(inputs, **options)
         if self.provenance is not None:
@@ -263,12 +261,17 @@ def validate_allowing_empty(predictions, images=None, references=None, *, empty_
 
 @dataclass(frozen=True)
 class PolicyInputs(ValidInputs):
-    """Validated input under a ``"skip"`` or fixed-score policy: the samples to score (the fields), the positions of
-    the empty captions in the whole input (``empty``) and its length (``size``)."""
+    """Validated input under a ``"skip"`` or fixed-score policy: every sample (empty captions as given) and the
+    positions of the empty captions (``empty``), which :meth:`scored` leaves out."""
 
     empty: Tuple[int, ...] = ()
-    size: int = 0
     empty_caption: EmptyCaption = "skip"
+
+    def scored(self) -> ValidInputs:
+        """The samples with a caption, in order."""
+        skipped = set(self.empty)
+        kept = [i for i in range(len(self)) if i not in skipped]
+        return ValidInputs([self.predictions[i] for i in kept], _pick(self.images, kept), _pick(self.references, kept))
 
 
 def _pick(values: Optional[List], positions: Sequence[int]) -> Optional[List]:
