@@ -175,3 +175,12 @@ def test_every_caching_scorer_takes_cache_bytes():
     assert caching == {name for name, spec in scorers().items() if "cache_bytes" in spec.options}
     assert {"clip_s", "pac_s", "polos", "mpnet_score", "blip2_score", "vcrscore", "hice_s", "ensembeval",
             "image_roundtrip"} <= caching
+
+
+def test_the_truncation_memo_keeps_no_text_only_fixed_size_digests():
+    from capeval.core.runtime import TruncationCounter
+
+    counter = TruncationCounter(len, 77, "test")
+    long_text = "a dog " * 20_000
+    assert counter.count([long_text, "a cat", long_text]) == 2
+    assert all(len(key) == 64 for key in counter._over._items)  # a sha256, not the 120,000-character text

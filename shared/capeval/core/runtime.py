@@ -104,17 +104,19 @@ class LruCache(Generic[V]):
 
 class TruncationCounter:
     """Counts the texts of a call over an encoder's token limit, per occurrence and whatever the embedding caches
-    hold; each distinct text's length is measured once (LRU-bounded memo)."""
+    hold; each distinct text's length is measured once (LRU-bounded memo keyed by the text's sha256: an entry's size
+    does not grow with its text's length)."""
 
     def __init__(self, length: Callable[[str], int], limit: int, encoder: str, max_entries: int = 200_000):
         self.length, self.limit, self.encoder = length, limit, encoder
         self._over: LruCache[bool] = LruCache(max_entries)
 
     def over_limit(self, text: str) -> bool:
-        over = self._over.get(text)
+        key = text_key(text)
+        over = self._over.get(key)
         if over is None:
             over = self.length(text) > self.limit
-            self._over.put(text, over)
+            self._over.put(key, over)
         return over
 
     def count(self, texts: Sequence[str]) -> int:
