@@ -288,8 +288,8 @@ class EmbeddingCache:
     blocks of about :data:`BLOCK_BYTES` (millions of small long-lived tensors fragment the C heap); a freed row is
     reused and a block with no row in use is released. ``nbytes`` counts every allocated block whole plus
     :data:`ENTRY_OVERHEAD` and the key's size per entry, and stays at most ``max_bytes``; an entry larger than that
-    on its own is not kept in memory. ``max_items`` (optional) also bounds the number of entries. Values returned
-    are copies: later evictions never change them. Persisted files are written to a temporary name and renamed, so
+    on its own is not kept in memory. ``max_items`` (optional) also bounds the number of entries. :meth:`get` returns
+    copies: later evictions never change them. Persisted files are written to a temporary name and renamed, so
     concurrent writers are safe.
     """
 
