@@ -111,3 +111,24 @@ def test_pairwise_outcomes_must_be_right_wrong_or_half():
         compare_accuracy(correct, broken, resamples=10)
     with pytest.raises(InputError, match=r"correct\['b'\]"):
         accuracy_clusters({"a": correct, "b": broken}, resamples=10)
+
+
+def test_one_unit_gives_the_values_but_no_interval_or_p_value():
+    """One unit: every bootstrap resample is the sample itself (formerly a zero-width CI and p = 0 or 1)."""
+    a, b, human = _data()
+    units = ["img"] * len(human)
+    for test in (paired_bootstrap, paired_permutation):
+        with pytest.warns(UndefinedStatisticWarning, match="1 unit"):
+            out = test(a, b, human, statistic="pearson", units=units, resamples=50)
+        assert out["delta"] == pytest.approx(np.corrcoef(a, human)[0, 1] - np.corrcoef(b, human)[0, 1])
+        assert np.isnan(out["p_value"]) and "1 unit" in out["undefined"]
+    assert all(np.isnan(paired_bootstrap(a, b, human, units=units, resamples=20)["ci"]))
+    with pytest.warns(UndefinedStatisticWarning, match="1 unit"):
+        clusters = correlation_clusters({"a": a, "b": b}, human, statistic="pearson", units=units, resamples=30)
+    assert all(np.isnan(clusters["ci"]["a"])) and all(np.isnan(list(clusters["p_values"].values())))
+    assert set(clusters["ranks"].values()) == {1}  # nothing is significantly better than anything
+    correct_a, correct_b = np.array([[1, 1, 0, 1]]), np.array([[0, 1, 0, 0]])
+    with pytest.warns(UndefinedStatisticWarning, match="1 unit"):
+        accuracy = compare_accuracy(correct_a, correct_b, units=["img"] * 4, resamples=30)
+    assert accuracy["delta"] == pytest.approx(0.5)
+    assert np.isnan(accuracy["p_bootstrap"]) and np.isnan(accuracy["p_permutation"]) and all(np.isnan(accuracy["ci"]))

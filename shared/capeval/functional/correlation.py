@@ -148,9 +148,12 @@ def resampled_interval(values: np.ndarray, confidence: float, what: str = "the s
 def bootstrap_interval(statistic: Callable, metric: Sequence[float], human: Sequence[float], *,
                        resamples: int = 1000, confidence: float = 0.95, seed: int = 0) -> Tuple[float, float]:
     """Percentile bootstrap interval of ``statistic`` over resampled (metric, human) rows (seeded); (NaN, NaN)
-    where the statistic of the full sample is undefined."""
+    where the statistic of the full sample is undefined, or with fewer than 2 rows."""
     metric, human = np.asarray(metric, dtype=float), np.asarray(human, dtype=float)
     if np.isnan(quiet(statistic, metric, human)):
+        return float("nan"), float("nan")
+    if len(metric) < 2:
+        warn_undefined("the bootstrap interval", f"{len(metric)} row(s): every resample would be the sample itself")
         return float("nan"), float("nan")
     rng = np.random.default_rng(seed)
     values = []

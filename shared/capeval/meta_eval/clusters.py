@@ -23,7 +23,7 @@ from capeval.functional.correlation import STATISTICS, warn_undefined
 from capeval.meta_eval.resampled import AccuracyResampler, Resampler
 from capeval.meta_eval.resampling import bootstrap_counts, swap_masks, unit_codes
 from capeval.meta_eval.significance import (
-    bootstrap_p, correct_table, paired_columns, percentile_interval, permutation_p, undefined_of,
+    bootstrap_p, correct_table, paired_columns, percentile_interval, permutation_p, too_few_units, undefined_of,
 )
 
 CORRECTIONS = ("holm", "bonferroni", "none")
@@ -113,10 +113,13 @@ def correlation_clusters(scores: Mapping[str, Sequence[float]], human, *, statis
     codes, n_units = unit_codes(units, len(human))
     resampler = Resampler(human, codes, n_units, statistic)
     values = np.array([STATISTICS[statistic](arrays[m], human) for m in ranked])
+    unresampled = too_few_units(n_units, "the CIs and p-values") if ranked else None
     boot = np.stack([_bootstrap_values(resampler, arrays[m], n_units, resamples, seed) for m in ranked], 1) \
-        if ranked else np.empty((resamples, 0))
+        if ranked and not unresampled else np.full((resamples, len(ranked)), np.nan)
 
     def pair_p(i: int, j: int) -> float:
+        if unresampled:
+            return float("nan")
         if test == "bootstrap":
             return bootstrap_p(boot[:, i] - boot[:, j], "greater")
         a, b = resampler.prepare(arrays[ranked[i]]), resampler.prepare(arrays[ranked[j]])  # one pair at a time
@@ -152,10 +155,13 @@ def accuracy_clusters(correct: Mapping[str, np.ndarray], *, categories: Optional
     resampler = AccuracyResampler(categories, codes, n_units)
     sums = [resampler.sums(a) for a in arrays]
     values = np.array([resampler.value(s, np.ones((1, n_units)))[0] for s in sums])
-    boot = np.concatenate([np.stack([resampler.value(s, c) for s in sums], 1)
-                           for c in bootstrap_counts(n_units, resamples, seed)])
+    unresampled = too_few_units(n_units, "the CIs and p-values")
+    boot = np.full((resamples, len(names)), np.nan) if unresampled else np.concatenate(
+        [np.stack([resampler.value(s, c) for s in sums], 1) for c in bootstrap_counts(n_units, resamples, seed)])
 
     def pair_p(i: int, j: int) -> float:
+        if unresampled:
+            return float("nan")
         if test == "bootstrap":
             return bootstrap_p(boot[:, i] - boot[:, j], "greater")
         null = np.concatenate([resampler.permuted(sums[i], sums[j], s) - resampler.permuted(sums[i], sums[j], 1 - s)

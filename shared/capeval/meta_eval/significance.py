@@ -33,6 +33,16 @@ from capeval.meta_eval.resampled import AccuracyResampler, Resampler
 from capeval.meta_eval.resampling import bootstrap_counts, swap_masks, unit_codes
 
 NAN = float("nan")
+MIN_UNITS = 2  # fewer: every bootstrap resample is the sample itself and no swap changes anything
+
+
+def too_few_units(n_units: int, what: str) -> Optional[str]:
+    """Why resampling ``n_units`` units says nothing (with a warning), else None."""
+    if n_units >= MIN_UNITS:
+        return None
+    reason = f"{n_units} unit(s): resampling needs at least {MIN_UNITS} (every resample would be the sample itself)"
+    warn_undefined(what, reason, stacklevel=4)
+    return reason
 ALTERNATIVES = ("two-sided", "greater", "less")
 
 
@@ -124,6 +134,15 @@ def _undefined_comparison(a: np.ndarray, b: np.ndarray, human: np.ndarray, stati
     return {"value_a": value_a, "value_b": value_b, "delta": NAN, "p_value": NAN, "undefined": cause}
 
 
+def _unresampled(a: np.ndarray, b: np.ndarray, human: np.ndarray, statistic: str, n_units: int) -> Optional[Dict]:
+    """Where there are too few units to resample: the values and their difference, NaN p-values, the cause."""
+    reason = too_few_units(n_units, f"the p-value of the {statistic} difference")
+    if reason is None:
+        return None
+    value_a, value_b = STATISTICS[statistic](a, human), STATISTICS[statistic](b, human)
+    return {"value_a": value_a, "value_b": value_b, "delta": value_a - value_b, "p_value": NAN, "undefined": reason}
+
+
 def paired_bootstrap(metric_a, metric_b, human, *, statistic: str = "kendall_tau_c",
                      units: Optional[Sequence] = None, resamples: int = 1000, seed: int = 0,
                      confidence: float = 0.95, alternative: str = "two-sided", nan_policy: str = "raise") -> Dict:
@@ -134,7 +153,7 @@ def paired_bootstrap(metric_a, metric_b, human, *, statistic: str = "kendall_tau
     codes, n_units = unit_codes(units, len(human))
     common = {"test": "paired bootstrap", "statistic": statistic, "confidence": confidence, "alternative": alternative,
               "resamples": resamples, "units": n_units, "seed": seed, "omitted": omitted}
-    undefined = _undefined_comparison(a, b, human, statistic)
+    undefined = _undefined_comparison(a, b, human, statistic) or _unresampled(a, b, human, statistic, n_units)
     if undefined:
         return {**common, **undefined, "ci": [NAN, NAN], "undefined_resamples": 0}
     resampler = Resampler(human, codes, n_units, statistic)
@@ -159,7 +178,7 @@ def paired_permutation(metric_a, metric_b, human, *, statistic: str = "kendall_t
     codes, n_units = unit_codes(units, len(human))
     common = {"test": "paired permutation", "statistic": statistic, "alternative": alternative,
               "resamples": resamples, "units": n_units, "seed": seed, "omitted": omitted}
-    undefined = _undefined_comparison(a, b, human, statistic)
+    undefined = _undefined_comparison(a, b, human, statistic) or _unresampled(a, b, human, statistic, n_units)
     if undefined:
         return {**common, **undefined, "undefined_resamples": 0}
     resampler = Resampler(human, codes, n_units, statistic)
@@ -289,6 +308,11 @@ def _accuracy_difference(ca: np.ndarray, cb: np.ndarray, categories: np.ndarray,
     sums_a, sums_b = resampler.sums(ca), resampler.sums(cb)
     ones = np.ones((1, n_units))
     value_a, value_b = float(resampler.value(sums_a, ones)[0]), float(resampler.value(sums_b, ones)[0])
+    reason = too_few_units(n_units, "the p-value of the accuracy difference")
+    if reason is not None:
+        return {"value_a": value_a, "value_b": value_b, "delta": value_a - value_b, "ci": [NAN, NAN],
+                "confidence": confidence, "p_bootstrap": NAN, "p_permutation": NAN, "alternative": alternative,
+                "undefined": reason}
     deltas = np.concatenate([resampler.value(sums_a, c) - resampler.value(sums_b, c)
                              for c in bootstrap_counts(n_units, resamples, seed)])
     null = np.concatenate([resampler.permuted(sums_a, sums_b, s) - resampler.permuted(sums_a, sums_b, 1 - s)
