@@ -1,12 +1,13 @@
 """``capeval publish-spaces --dry-run DIR``: Space folders that install and start on their own.
 
-Always on: the folders (wheel, requirements, card YAML) and every app started from its folder in this venv with
-tiny weights. Opt-in (``CAPEVAL_SPACES_E2E=1``, or a comma-separated list of modules; default ``hice_s``, the
-heaviest): what the Hub does, in a fresh venv without system site-packages: ``pip install -r requirements.txt``
-plus the pinned gradio from a folder holding only ``requirements.txt`` (the Hub installs it before it copies the
-repository), the wheel served by URL from 127.0.0.1 as the Hub serves ``resolve/main``, ``python app.py`` on
-127.0.0.1 with tiny weights, and the page rendered by headless Chromium. It prints the venv build and start
-times.
+Always on: the folders (wheel, requirements, system packages, card YAML) and every app started from its folder in
+this venv with tiny weights, with ``java`` off PATH unless the Space declares a Java runtime in ``packages.txt``
+(the Hub's image has none). Opt-in (``CAPEVAL_SPACES_E2E=1``, or a comma-separated list of modules; default
+``hice_s``, the heaviest): what the Hub does, in a fresh venv without system site-packages: ``pip install -r
+requirements.txt`` plus the pinned gradio from a folder holding only ``requirements.txt`` (the Hub installs it
+before it copies the repository), the wheel served by URL from 127.0.0.1 as the Hub serves ``resolve/main``,
+``python app.py`` on 127.0.0.1 with tiny weights, and the page rendered by headless Chromium. It prints the venv
+build and start times.
 """
 
 import functools
@@ -27,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from capeval.cli import main
-from capeval.cli.publish_spaces import WHEEL_URL, card_fields, space_requirements
+from capeval.cli.publish_spaces import WHEEL_URL, card_fields, space_requirements, system_packages
 from capeval.core.errors import InputError
 from capeval.core.version import __version__
 from capeval.modules import available_modules
@@ -58,7 +59,9 @@ def test_dry_run_writes_a_space_folder_per_module_with_the_wheel(spaces):
         folder = spaces / name
         (wheel,) = folder.glob("capeval-*.whl")
         assert wheel.name == f"capeval-{__version__}-py3-none-any.whl"
-        assert {"app.py", "README.md", f"{name}.py", "requirements.txt"} <= {p.name for p in folder.iterdir()}
+        assert {"app.py", "README.md", f"{name}.py", "requirements.txt", "packages.txt"} <= \
+            {p.name for p in folder.iterdir()}
+        assert (folder / "packages.txt").read_text().split() == (source / "packages.txt").read_text().split()
         for kept in ("app.py", "README.md", f"{name}.py"):
             assert (folder / kept).read_bytes() == (source / kept).read_bytes(), kept
         url = WHEEL_URL.format(repo_id=f"capeval/{name}", name=name, wheel=wheel.name)
@@ -91,6 +94,11 @@ def test_requirements_and_card_errors(tmp_path):
     with pytest.raises(InputError, match="no YAML header"):
         card_fields(tmp_path / "README.md")
     assert main(["publish-spaces", "--dry-run", str(tmp_path / "out"), "--wheel", str(tmp_path / "README.md")]) == 2
+    with pytest.raises(InputError, match="packages.txt is missing"):
+        system_packages(tmp_path)
+    (tmp_path / "packages.txt").write_text("default-jre-headless\nlibgl1 # comment\n")
+    with pytest.raises(InputError, match=r"not Debian package names: \['#'\]"):
+        system_packages(tmp_path)
 
 
 def free_port() -> int:
@@ -99,10 +107,26 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_app(python, folder: Path, hub_cache: Path):
+def declares_java(folder: Path) -> bool:
+    return any(re.search(r"-(jre|jdk)(-headless)?$", name) for name in (folder / "packages.txt").read_text().split())
+
+
+def path_without(program: str, bin_dir: Path) -> str:
+    """A PATH finding everything the current one does but ``program``: ``bin_dir`` holding links to the rest."""
+    bin_dir.mkdir(exist_ok=True)
+    for directory in os.environ["PATH"].split(os.pathsep):
+        for entry in sorted(Path(directory).glob("*")) if Path(directory).is_dir() else ():
+            link = bin_dir / entry.name
+            if entry.name != program and not os.path.lexists(link) and os.access(entry, os.X_OK):
+                link.symlink_to(entry.resolve())
+    return str(bin_dir)
+
+
+def start_app(python, folder: Path, hub_cache: Path, path: str = None):
     """``python app.py`` in ``folder`` as the Hub starts a Space, on 127.0.0.1, offline, with the tiny weights."""
     port = free_port()
-    env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port),
+    env = {**os.environ, "PATH": path or os.environ["PATH"], "GRADIO_SERVER_NAME": "127.0.0.1",
+           "GRADIO_SERVER_PORT": str(port),
            "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_CACHE": str(hub_cache), "HF_HUB_OFFLINE": "1",
            "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1"}
     log = open(folder / "app.log", "w")
@@ -131,11 +155,15 @@ def stop(process):
         process.kill()
 
 
-def test_every_app_starts_from_its_built_space_folder(spaces, tiny_hub):
-    """Each Space folder's ``app.py`` (started as the Hub starts it, in this venv) serves its page; a metric's
-    opens with the first example scored with the tiny weights, says that they are tiny random test weights, and
-    carries the metric card."""
-    started = {name: start_app(sys.executable, spaces / name, tiny_hub) for name in sorted(available_modules())}
+def test_every_app_starts_from_its_built_space_folder(spaces, tiny_hub, tmp_path):
+    """Each Space folder's ``app.py`` (started as the Hub starts it, in this venv, with ``java`` off PATH unless
+    its ``packages.txt`` installs a Java runtime) serves its page; a metric's opens with the first example scored
+    with the tiny weights, says that they are tiny random test weights, and carries the metric card."""
+    no_java = path_without("java", tmp_path / "bin-without-java")
+    assert subprocess.run(["sh", "-c", "command -v java"], env={"PATH": no_java}).returncode != 0
+    started = {name: start_app(sys.executable, spaces / name, tiny_hub,
+                               None if declares_java(spaces / name) else no_java)
+               for name in sorted(available_modules())}
     try:
         for name, (process, url) in started.items():
             config = json.dumps(wait_until_served(process, url, spaces / name / "app.log"))

@@ -2,7 +2,9 @@
 and push it (or, with ``--dry-run DIR``, only write the Space folders under ``DIR``).
 
 A Space folder holds the module's card (``README.md``, whose YAML pins the Gradio ``sdk_version``), script,
-``app.py``, the built capeval wheel and a ``requirements.txt`` whose capeval line installs that wheel by URL:
+``app.py``, ``packages.txt`` (the Debian packages the Hub installs with apt: every module folder declares its own,
+an empty file when it needs none, e.g. ``default-jre-headless`` for pycocoevalcap's Java tokenizer and METEOR),
+the built capeval wheel and a ``requirements.txt`` whose capeval line installs that wheel by URL:
 the Hub installs ``requirements.txt`` before it copies the repository into the image, so a relative path would
 not exist yet; the wheel is fetched from the Space repository itself (``resolve/main/<wheel>``).
 """
@@ -15,12 +17,13 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Dict
+from typing import Dict, List
 
 from capeval.core.errors import InputError
 
 WHEEL_URL = "https://huggingface.co/spaces/{repo_id}/resolve/main/{wheel}"
 _CAPEVAL_LINE = re.compile(r"^capeval(\[[\w,\s-]+\])?\s*$")
+_DEBIAN_PACKAGE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
 _YAML_FIELD = re.compile(r"^(sdk_version|python_version|app_file):\s*(\S+)\s*$", re.M)
 
 
@@ -73,6 +76,18 @@ def space_requirements(module_requirements: str, wheel_url: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def system_packages(module: Path) -> List[str]:
+    """The Debian packages a module folder declares in ``packages.txt``, one per line (an empty file: none)."""
+    path = module / "packages.txt"
+    if not path.is_file():
+        raise InputError(f"{path} is missing: every module declares its system packages (an empty file if none)")
+    names = path.read_text(encoding="utf-8").split()
+    bad = [name for name in names if not _DEBIAN_PACKAGE.match(name)]
+    if bad:
+        raise InputError(f"{path}: not Debian package names: {bad}")
+    return names
+
+
 def write_space(name: str, module: Path, target: Path, wheel: Path, wheel_url: str) -> Path:
     """Write the Space folder of module ``name`` (its folder ``module``) into ``target``."""
     fields = card_fields(module / "README.md")
@@ -81,7 +96,9 @@ def write_space(name: str, module: Path, target: Path, wheel: Path, wheel_url: s
         raise InputError(f"{module / 'README.md'}: the YAML header lacks {missing}")
     if not (module / fields["app_file"]).is_file():
         raise InputError(f"{name}: app_file {fields['app_file']} is missing: modules without an app cannot be Spaces")
+    packages = system_packages(module)
     target.mkdir(parents=True, exist_ok=True)
+    (target / "packages.txt").write_text("".join(f"{name}\n" for name in packages), encoding="utf-8")
     for path in sorted(module.iterdir()):
         if path.is_file() and path.suffix in (".py", ".md") and path.name != "__init__.py":
             shutil.copy2(path, target / path.name)
