@@ -4,6 +4,7 @@ provenance sidecar; merge refuses shards of different runs and joins empty shard
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -72,6 +73,9 @@ def test_merge_refuses_shards_scored_with_another_caption_field_policy_image_fol
     err = _merge_error(capsys, s0, s1, output=merged)
     assert f"{s0} and {s1} come from different runs" in err and "caption field caption vs alt" in err
 
+    assert main(base + images + ["--empty-caption", "skip", "--shard", "1/2", "--output", str(s1)]) == 0
+    assert "empty captions error vs skip" in _merge_error(capsys, s0, s1, output=merged)
+
     _pictures(tmp_path / "other", seed=1)  # other pictures under the same names
     assert main(base + ["--images", str(tmp_path / "other"), "--shard", "1/2", "--output", str(s1)]) == 0
     err = _merge_error(capsys, s0, s1, output=merged)
@@ -132,3 +136,15 @@ def test_outputs_and_summaries_carry_hashcode_tiny_flag_and_a_provenance_sidecar
     edited = {**json.loads(Path(f"{s1}.provenance.json").read_text()), "hashcode": "clip_s|other"}
     Path(f"{s1}.provenance.json").write_text(json.dumps(edited))
     assert "its sidecar" in _merge_error(capsys, s0, s1, output=tmp_path / "m.jsonl")
+
+
+def test_shards_naming_the_same_weights_by_registry_name_and_by_folder_merge(tiny_hub, tmp_path, capsys):
+    """The stamp holds the scorer's hashcode (the weights' content), not the spelling of --weights."""
+    base = _input(tmp_path, 4) + ["--images", str(tmp_path / "pics")]
+    snapshot = next(Path(os.environ["HF_HUB_CACHE"]).glob("models--timm--vit_base_patch32_clip_224.openai/snapshots/*"))
+    s0, s1 = tmp_path / "s0.jsonl", tmp_path / "s1.jsonl"
+    assert main(base + ["--weights", "openai-clip-vit-b-32", "--shard", "0/2", "--output", str(s0)]) == 0
+    assert main(base + ["--weights", str(snapshot), "--shard", "1/2", "--output", str(s1)]) == 0
+    capsys.readouterr()
+    assert main(["merge", str(s0), str(s1), "--output", str(tmp_path / "merged.jsonl")]) == 0
+    assert json.loads(capsys.readouterr().out)["n"] == 4

@@ -147,7 +147,7 @@ def scored_fields(args, scorer) -> Dict[str, Optional[str]]:
     """How records become what ``scorer`` scores: the caption and references fields, the empty-caption policy, the
     image field or ``--image-format``, and the resolved ``--images`` folder (roles the scorer does not use are left
     out)."""
-    fields = {"caption field": args.caption_field, "empty captions": str(getattr(args, "empty_caption", "error"))}
+    fields = {"caption field": args.caption_field, "empty captions": str(args.empty_caption)}
     if scorer.references != "unused":
         fields["references field"] = args.references_field
     if scorer.images != "unused":
