@@ -108,3 +108,19 @@ def test_a_release_value_that_is_not_a_rating_names_the_file_record_and_field(tm
     with pytest.raises(InputError, match=r"pascal50s_pairs_48refs.parquet: record 1: field 'scores.label': None is "
                                          r"not 0"):
         load("pascal50s", tmp_path / "pascal")
+
+
+def test_the_ensembeval_text_transfer_names_components_of_tiny_random_weights(tiny_hub, tmp_path, monkeypatch):
+    from capeval.benchmarks import catalog, loaders
+    from capeval.benchmarks.ensemble_transfer import ensemble_text_transfer
+
+    rows = _rows()
+    c, r, i, h = map(list, zip(*rows))
+    made = {"fit_here": Benchmark("fit_here", c, r, i, h, "pearson", "fabricated"),
+            "eval_here": Benchmark("eval_here", c[::-1], r[::-1], i[::-1], h, "pearson", "fabricated")}
+    for name, benchmark in made.items():  # registered as benchmarks by name (the loaders are data, not models)
+        monkeypatch.setitem(loaders.CORRELATION_LOADERS, name, lambda _dir, b=benchmark: b)
+        monkeypatch.setitem(catalog.BENCHMARKS, name, lambda _dir, b=benchmark: b)
+    out = ensemble_text_transfer("fit_here", ["eval_here"], data_dir=tmp_path, components=("bleu_1", "mpnet_score"),
+                                 cache_dir=tmp_path / "cache", device="cpu")
+    assert out["tiny_random_weights"] == ["mpnet_score"]

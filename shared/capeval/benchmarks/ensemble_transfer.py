@@ -12,13 +12,13 @@ import argparse
 import hashlib
 import json
 from pathlib import Path
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from capeval.benchmarks.catalog import load
 from capeval.benchmarks.loaders import CORRELATION_LOADERS, Benchmark
-from capeval.benchmarks.runner import metric_scores
+from capeval.benchmarks.runner import metric_scores, scorer_and_key
 from capeval.core.errors import InputError, ModelNotAvailableError
 from capeval.functional.correlation import STATISTICS, bootstrap_interval
 from capeval.core.hub import default_cache_dir
@@ -57,8 +57,10 @@ def overlap_scores(benchmark: Benchmark, *, cache_dir=None) -> Dict[str, List[fl
 
 
 def component_scores(benchmark: Benchmark, components: Sequence[str], *, cache_dir=None,
-                     device: str = "auto", batch_size: int = 64) -> Tuple[Dict[str, List[float]], Dict[str, str]]:
-    """Per-row scores of each component, and ``{component: reason}`` for those whose model is not available."""
+                     device: str = "auto", batch_size: int = 64, loaded: Optional[Dict] = None
+                     ) -> Tuple[Dict[str, List[float]], Dict[str, str]]:
+    """Per-row scores of each component, and ``{component: reason}`` for those whose model is not available.
+    ``loaded``: a dict that keeps the scorers (and so their provenance) for further calls."""
     unknown = [c for c in components if c not in TEXT_COMPONENTS]
     if unknown:
         raise InputError(f"not text-only components: {unknown}; choose from {list(TEXT_COMPONENTS)}")
@@ -72,10 +74,20 @@ def component_scores(benchmark: Benchmark, components: Sequence[str], *, cache_d
             continue
         try:
             scores[component] = metric_scores(RUNNER_METRICS[component], benchmark, cache_dir=cache_dir,
-                                              device=device, batch_size=batch_size)
+                                              device=device, batch_size=batch_size, loaded=loaded)
         except ModelNotAvailableError as exc:
             skipped[component] = f"weights not available: {str(exc).splitlines()[0]}"
     return {c: scores[c] for c in components if c in scores}, skipped
+
+
+def _tiny_components(components: Sequence[str], loaded: Dict) -> List[str]:
+    """The components whose scorer (kept in ``loaded``) loaded tiny random test weights."""
+    tiny = []
+    for component in components:
+        scorer = loaded.get(scorer_and_key(RUNNER_METRICS[component])[0]) if component in RUNNER_METRICS else None
+        if scorer is not None and (scorer.provenance or {}).get("tiny_random_weights"):
+            tiny.append(component)
+    return tiny
 
 
 def _correlation_benchmark(name: str, data_dir) -> Benchmark:
@@ -108,7 +120,9 @@ def ensemble_text_transfer(fit_on: str, evaluate_on: Sequence[str], *, data_dir=
     each benchmark of ``evaluate_on`` (zero-shot), with the benchmark's literature statistic ×100.
 
     ``resamples`` > 0 adds seeded percentile-bootstrap 95% intervals for the ensemble's value and for its margin
-    over the benchmark's best single component (``best_component``), resampling the same rows for both.
+    over the benchmark's best single component (``best_component``; a component whose statistic is undefined is
+    never the best), resampling the same rows for both. ``tiny_random_weights`` lists the components scored with
+    tiny random test weights.
     """
     import pandas as pd
 
@@ -116,12 +130,13 @@ def ensemble_text_transfer(fit_on: str, evaluate_on: Sequence[str], *, data_dir=
 
     names = list(dict.fromkeys([fit_on, *evaluate_on]))
     benchmarks = {name: _correlation_benchmark(name, data_dir) for name in names}
-    scored, skipped = {}, {}
+    scored, skipped, loaded = {}, {}, {}
     for name, benchmark in benchmarks.items():
         scored[name], missing = component_scores(benchmark, components, cache_dir=cache_dir, device=device,
-                                                 batch_size=batch_size)
+                                                 batch_size=batch_size, loaded=loaded)
         skipped.update(missing)
     used = [c for c in components if c not in skipped]
+    tiny = _tiny_components(used, loaded)
     table = pd.DataFrame({**{c: scored[fit_on][c] for c in used}, "human_score": benchmarks[fit_on].human})
     fit = fit_weights(table, used, "human_score")
     weights = np.array(list(fit.weights.values()))
@@ -138,7 +153,7 @@ def ensemble_text_transfer(fit_on: str, evaluate_on: Sequence[str], *, data_dir=
         if resamples and defined:
             entry.update(_intervals(benchmark, ensemble, scored[name][entry["best_component"]], resamples, seed))
         report[name] = entry
-    return {"fit_on": fit_on, "n_fit": fit.rows, "candidates": used, "skipped": skipped,
+    return {"fit_on": fit_on, "n_fit": fit.rows, "candidates": used, "skipped": skipped, "tiny_random_weights": tiny,
             "selected": list(fit.weights), "weights": fit.weights, "dropped_intercept": fit.intercept,
             "cv_r2": fit.cv_r2, "train_r2_without_intercept": fit.train_r2, "benchmarks": report}
 
