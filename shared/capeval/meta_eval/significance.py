@@ -43,6 +43,8 @@ def too_few_units(n_units: int, what: str) -> Optional[str]:
     reason = f"{n_units} unit(s): resampling needs at least {MIN_UNITS} (every resample would be the sample itself)"
     warn_undefined(what, reason, stacklevel=4)
     return reason
+
+
 ALTERNATIVES = ("two-sided", "greater", "less")
 
 
@@ -55,7 +57,7 @@ def paired_columns(columns: Dict[str, Sequence[float]], units: Optional[Sequence
         length = len(np.atleast_1d(np.asarray(values, dtype=object)))
         if n is not None and length != n:
             raise InputError(f"{field}: {length} values, expected {n} (one per judgment row)")
-        n = length if n is None else n
+        n = length
     kept, omitted = finite_rows(columns, nan_policy)
     if units is not None and len(units) != n:
         raise InputError(f"units: {len(units)} entries for {n} rows (one unit label per row)")
