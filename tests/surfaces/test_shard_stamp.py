@@ -148,3 +148,16 @@ def test_shards_naming_the_same_weights_by_registry_name_and_by_folder_merge(tin
     capsys.readouterr()
     assert main(["merge", str(s0), str(s1), "--output", str(tmp_path / "merged.jsonl")]) == 0
     assert json.loads(capsys.readouterr().out)["n"] == 4
+
+
+def test_a_failed_rerun_leaves_the_previous_output_with_its_own_sidecar(tiny_hub, tmp_path, capsys):
+    base = _input(tmp_path, 2) + ["--images", str(tmp_path / "pics")]
+    out, sidecar = tmp_path / "out.jsonl", tmp_path / "out.jsonl.provenance.json"
+    assert main(base + ["--output", str(out)]) == 0
+    before = out.read_text(), sidecar.read_text()
+    with open(tmp_path / "in.jsonl", "a") as f:
+        f.write(json.dumps({"image": "gone.png", "caption": "x", "references": ["y"]}) + "\n")
+    assert main(base + ["--output", str(out)]) == 2
+    assert "image file not found" in capsys.readouterr().err
+    assert (out.read_text(), sidecar.read_text()) == before
+    assert not Path(f"{out}.partial").exists()

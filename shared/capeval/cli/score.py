@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Optional
 
 from capeval.cli.options import device, dtype, non_negative_int, output_file, positive_int
-from capeval.cli.sidecar import identity, remove_sidecar, write_sidecar
+from capeval.cli.sidecar import identity, write_sidecar
 from capeval.core.errors import InputError
 from capeval.core.records import DEFAULT_CHUNK_ROWS, RecordColumns, RecordFingerprint, iter_records, parse_shard
 
@@ -132,7 +132,6 @@ def _score_features(args) -> int:
     code = hashcode(provenance)
     if args.output:
         partial = Path(f"{args.output}.partial")
-        remove_sidecar(args.output)
         with open(partial, "w", encoding="utf-8") as out:
             for row, score in zip(scores.rows, scores):
                 out.write(json.dumps({**row, "scores": {"vcrscore": score}, "hashcode": code}) + "\n")
@@ -227,8 +226,6 @@ def run(args) -> int:
     # written under a temporary name and renamed once complete: a killed shard leaves no output to merge
     partial = Path(f"{args.output}.partial") if args.output else None
     out = open(partial, "w", encoding="utf-8") if partial else None
-    if partial:
-        remove_sidecar(args.output)
     try:
         for batch in _batches(records, chunk_size):
             captions, images, references = columns(batch)
@@ -271,7 +268,7 @@ def run(args) -> int:
         if partial:
             partial.unlink(missing_ok=True)
         raise InputError(f"{args.input} holds no records")
-    if partial:  # the sidecar first: an output never appears without its own
+    if partial:  # the sidecar just before the output: a new output never appears without its own
         shard_tag = {"shard": f"{shard}/{num_shards}", "shard_of": stamp} if stamp else {}
         write_sidecar(args.output, rows=n, hashcode=scorer.hashcode, provenance=scorer.provenance,
                       metric=args.metric, **shard_tag)

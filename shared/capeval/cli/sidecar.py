@@ -41,7 +41,7 @@ def write_sidecar(output, *, rows: int, hashcode: Optional[str], provenance: Opt
 
 
 def remove_sidecar(output) -> None:
-    """Drop a sidecar left by an earlier run, so that a run killed before it finishes leaves none that lies."""
+    """Drop a sidecar left beside an output folder by an earlier run (``ray-score`` writes into an empty folder)."""
     sidecar_path(output).unlink(missing_ok=True)
 
 
