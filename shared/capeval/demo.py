@@ -251,9 +251,14 @@ def blocks(title: str):
         return gr.Blocks(title=title, css=CSS)
 
 
-def _set_interactive_js(interactive: bool) -> str:
-    """A browser-side step setting a button's ``interactive`` at once, without a round trip to the server."""
-    return f"() => ({{__type__: 'update', interactive: {'true' if interactive else 'false'}}})"
+DISABLE_JS = "{__type__: 'update', interactive: false}"
+ENABLE_JS = "{__type__: 'update', interactive: true}"
+
+
+def _browser_step(*values: str) -> str:
+    """A step run in the browser at once, with no round trip to the server: a JavaScript function returning
+    ``values`` (JavaScript expressions) for its outputs."""
+    return f"() => [{', '.join(values)}]"
 
 
 def build_demo(metric: str, *, title: Optional[str] = None, description: Optional[str] = None,
@@ -329,19 +334,22 @@ def build_demo(metric: str, *, title: Optional[str] = None, description: Optiona
             values = [rows[index][k] for k in shown]
             return values if len(values) > 1 else values[0]
 
+        def show_and_enable(scores, panel):
+            return (*show(scores, panel), gr.update(interactive=True))
+
         private = dict(api_visibility="private", queue=False)
-        example_rows.click(None, None, button, js=_set_interactive_js(False), **private).then(
+        example_rows.click(None, None, button, js=_browser_step(DISABLE_JS), **private).then(
             load_example, example_rows, example_inputs, show_progress="hidden", **private).then(
-            None, None, button, js=_set_interactive_js(True), **private)
+            None, None, button, js=_browser_step(ENABLE_JS), **private)
+        # Score: disabled and the old result cleared at once, then the inputs are read and scored
         cleared = [raw_scores, raw_panel, scores_table] + ([panel] if panel is not raw_panel else [])
-        clear_values = ", ".join("'*Scoring…*'" if part is scores_table else "''" if isinstance(part, gr.Markdown)
-                                 else "null" for part in cleared)
-        scoring = button.click(None, None, [button, *cleared], js=f"() => [{{__type__: 'update', interactive: "
-                                                                  f"false}}, {clear_values}]", **private).then(
+        blank = ["'*Scoring…*'" if part is scores_table else "''" if isinstance(part, gr.Markdown) else "null"
+                 for part in cleared]
+        scoring = button.click(None, None, [button, *cleared], js=_browser_step(DISABLE_JS, *blank), **private).then(
             score, inputs=[image, caption, references], outputs=[raw_scores, raw_panel], api_name="score",
             show_progress_on=[scores_table] + ([panel] if panel.visible is not False else []))
-        scoring.then(lambda scores, panel: (*show(scores, panel), gr.update(interactive=True)),
-                     inputs=[raw_scores, raw_panel], outputs=[scores_table, panel, weights, button], **private)
+        scoring.then(show_and_enable, inputs=[raw_scores, raw_panel], outputs=[scores_table, panel, weights, button],
+                     **private)
     return demo
 
 
