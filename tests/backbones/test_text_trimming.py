@@ -314,33 +314,41 @@ def test_an_image_feature_is_bitwise_the_same_in_any_batch(clip):
     np.testing.assert_allclose(torch.stack(alone).numpy(), direct.numpy(), atol=1e-5, rtol=0)
 
 
-def test_the_last_blocks_run_queries_and_mlp_at_the_pooled_position_only(clip):
+def test_the_last_blocks_run_queries_and_mlp_at_the_pooled_position_only(clip, monkeypatch):
     """The last block of each tower runs its attention queries (and so its output projection) and its MLP at the class
     token (image) or end-of-text token (text) only, with keys and values from every position: the other positions'
     outputs are never read (the features equal open_clip's own forwards: tests above)."""
     from PIL import Image
 
+    from capeval.backbones import clip_pooled
+
     seen = {}
+    towers = {"image": clip.model.visual.transformer, "text": clip.model.transformer}
+    tower_of = {id(tower.resblocks[-1].attn): name for name, tower in towers.items()}
 
     def spy(name, module):
         original = module.forward
 
         def recording(x, *args, **kwargs):
-            seen.setdefault(name, []).append(tuple(x.shape) if not args else (tuple(x.shape), tuple(args[0].shape)))
+            seen.setdefault(name, []).append(tuple(x.shape))
             return original(x, *args, **kwargs)
         return recording
 
-    towers = {"image": clip.model.visual.transformer, "text": clip.model.transformer}
+    def attention(attn, queries, keys, *args):
+        seen.setdefault(f"{tower_of[id(attn)]} attention", []).append((tuple(queries.shape), tuple(keys.shape)))
+        return one_query(attn, queries, keys, *args)
+
+    one_query = clip_pooled.attention_at_one_query
+    monkeypatch.setattr(clip_pooled, "attention_at_one_query", attention)
     for name, tower in towers.items():
-        last = tower.resblocks[-1]
-        last.mlp.forward, last.attn.forward = spy(name, last.mlp), spy(f"{name} attention", last.attn)
+        tower.resblocks[-1].mlp.forward = spy(name, tower.resblocks[-1].mlp)
     try:
         clip.reset_caches()
         clip.encode_images([Image.new("RGB", (50, 40), (200, 10, 10))], show_progress=False)
         clip.encode_texts(TEXTS[:2] + HF_TEXTS[:1], show_progress=False)  # 2 prompted, 1 plain: 2 forwards
     finally:
         for tower in towers.values():
-            del tower.resblocks[-1].mlp.forward, tower.resblocks[-1].attn.forward
+            del tower.resblocks[-1].mlp.forward
     widths = sorted({(kind, -(-len(clip.text_ids(t)) // 4) * 4) for kind, t in
                      ((False, HF_TEXTS[0]), (True, TEXTS[0]), (True, TEXTS[1]))})  # plain first, then by width
     assert len(widths) == 3

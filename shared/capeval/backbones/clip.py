@@ -245,7 +245,7 @@ def encode_text_trimmed(model: torch.nn.Module, tokens: torch.Tensor,
 
 
 # the numerics of the forwards below (widths, rows, pooled last blocks, prompt states): change it when they change
-FORWARDS = "forwards-2"
+FORWARDS = "forwards-3"
 OPENAI_FP16 = "openai-fp16"
 PRECISIONS = ("uniform", OPENAI_FP16)
 

@@ -59,14 +59,36 @@ def blocks_pooled(transformer, x: torch.Tensor, at: torch.Tensor, attn_mask: Opt
             continue
         normed = block.ln_1(x)
         keys = normed if context is None else torch.cat([context[index].expand(len(x), -1, -1), normed], 1)
-        queries, block_mask = normed, mask
-        if last:
-            x, queries = x[rows, at].unsqueeze(1), normed[rows, at].unsqueeze(1)
-            if mask is not None:  # each row's query sees its own keys: (B * heads, 1, keys)
-                block_mask = mask[at].unsqueeze(1).repeat_interleave(block.attn.num_heads, 0)
-        x = x + block.ls_1(block.attn(queries, keys, keys, need_weights=False, attn_mask=block_mask)[0])
+        if last:  # each row's query (its pooled position) sees its own keys
+            x = x[rows, at].unsqueeze(1)
+            attended = attention_at_one_query(block.attn, normed[rows, at].unsqueeze(1), keys,
+                                              None if mask is None else mask[at])
+        else:
+            attended = block.attn(normed, keys, keys, need_weights=False, attn_mask=mask)[0]
+        x = x + block.ls_1(attended)
         x = x + block.ls_2(block.mlp(block.ln_2(x)))
     return x[:, 0]
+
+
+def attention_at_one_query(attn: torch.nn.MultiheadAttention, queries: torch.Tensor, keys: torch.Tensor,
+                           key_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``attn(queries, keys, keys)`` for one query per row (``queries`` (B, 1, D), ``keys`` (B, S, D), additive
+    ``key_mask`` (B, S)), written as matrix products: on CPU, PyTorch's fused attention kernel gives a single query
+    different bits in different threads' shares of the batch, so a feature would depend on its row in the forward
+    whenever more than one thread runs; batched matrix products treat every row alike."""
+    width, heads = attn.embed_dim, attn.num_heads
+    bias = attn.in_proj_bias
+    query = torch.nn.functional.linear(queries, attn.in_proj_weight[:width], None if bias is None else bias[:width])
+    key, value = torch.nn.functional.linear(keys, attn.in_proj_weight[width:],
+                                            None if bias is None else bias[width:]).chunk(2, dim=-1)
+
+    def split(t):  # (B, heads, positions, head width)
+        return t.unflatten(-1, (heads, -1)).transpose(1, 2)
+
+    scores = split(query) @ split(key).transpose(-1, -2) * (width // heads) ** -0.5
+    if key_mask is not None:
+        scores = scores + key_mask[:, None, None, :]
+    return attn.out_proj((scores.softmax(-1) @ split(value)).transpose(1, 2).flatten(2))
 
 
 def project_text(model, pooled: torch.Tensor) -> torch.Tensor:
