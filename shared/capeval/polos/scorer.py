@@ -21,6 +21,7 @@ from capeval.core.runtime import (
     EmbeddingCache,
     TruncationCounter,
     encode_cached,
+    in_fixed_rows,
     in_text_shapes,
     resolve_device,
     resolve_dtype,
@@ -140,6 +141,11 @@ class SimcseEncoder:
         input_ids, attention_mask = input_ids.to(self.device), attention_mask.to(self.device)
         hidden = self.model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True).hidden_states
         return [h.float() for h in hidden], attention_mask
+
+
+# references per head forward (the last one zero-padded): a matrix product over a few rows gives other bits than
+# the same rows among many, so a fixed count keeps a score independent of batch size, order and company
+HEAD_ROWS = 64
 
 
 class PolosScorer(Scorer):
@@ -274,9 +280,9 @@ class PolosScorer(Scorer):
         if self.official:  # officially the fp16 CLIP features' |a−b| and a⊙b are fp16; torch.cat promotes to fp32
             image, cand_clip, ref_clip = image.half(), cand_clip.half(), ref_clip.half()
         features = polos_features(ref_se, cand_se[owner], image[owner], cand_clip[owner], ref_clip)
-        with torch.inference_mode():
-            per_ref = torch.cat([self.head.mlp(chunk.to(self.device)).squeeze(-1).float().cpu()
-                                 for chunk in features.split(max(self.batch_size, 1) * 8)])
+        with torch.inference_mode():  # fixed-row forwards: a score's bits do not depend on the other references
+            per_ref = in_fixed_rows(lambda chunk: self.head.mlp(chunk.to(self.device)).squeeze(-1).float().cpu(),
+                                    features, rows=HEAD_ROWS)
         best = torch.full((n,), float("-inf")).scatter_reduce(0, owner, per_ref, reduce="amax")
         result = summarize({"polos": best.tolist()})
         texts = [*predictions, *flat]
