@@ -26,7 +26,9 @@ from capeval.core.version import __version__
 # options that do not change a single value: how fast, where cached (the device enters as its type)
 NEUTRAL_OPTIONS = ("device", "batch_size", "cache_dir", "persist_dir", "image_cache_dir", "num_workers",
                    "preprocess_workers", "cache_bytes")
-_FILE_HASHES: LruCache = LruCache(256)  # (path, size, mtime_ns) -> sha256 of a local weights file
+# (path, inode, size, mtime_ns, ctime_ns) -> sha256 of a local weights file: a rewrite (even of the same size within
+# one clock tick, or by a rename over it) changes the inode or the ctime
+_FILE_HASHES: LruCache = LruCache(256)
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 # files beside the weights that do not change a number: model cards, git metadata, capeval's own records
 _NOT_WEIGHTS = ("README.md", ".gitattributes", PROVENANCE_FILE, TINY_MARKER_FILE)
@@ -38,7 +40,7 @@ class TinyWeightsWarning(UserWarning):
 
 def _file_sha256(path: Path) -> str:
     stat = path.stat()
-    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    key = (str(path.resolve()), stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
     known = _FILE_HASHES.get(key)
     if known is None:
         digest = hashlib.sha256()
