@@ -31,7 +31,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 from capeval.core.errors import InputError
 from capeval.core.inputs import validate_inputs
 from capeval.core.records import record_columns
-from capeval.core.scoring import get_scorer_spec, load_scorer
+from capeval.core.scoring import empty_caption_policy, get_scorer_spec, load_scorer
 
 ON_ERROR = ("raise", "column")
 ERROR_COLUMN = "error"
@@ -85,12 +85,14 @@ class RayScorer:
     ``on_error="column"``.
 
     ``options``: the scorer's keyword options (``load_scorer``); ``images_dir``: the directory relative image paths
-    are under; ``index_column``: the integer column naming rows in errors.
+    are under; ``index_column``: the integer column naming rows in errors; ``empty_caption``: the scorer's policy
+    for empty captions (``"error"``, ``"skip"``: null scores, or a finite score).
     """
 
     def __init__(self, metric: str, *, options: Optional[Mapping] = None, on_error: str = "raise",
-                 index_column: str = "index", images_dir: Optional[str] = None):
+                 index_column: str = "index", images_dir: Optional[str] = None, empty_caption="error"):
         _check_on_error(on_error)
+        self.empty_caption = empty_caption_policy(empty_caption)
         options = dict(options or {})
         if get_scorer_spec(metric).is_corpus_level(options):
             raise InputError(f"{metric} is corpus-level under these options: use "
@@ -101,7 +103,8 @@ class RayScorer:
 
     def _validate(self, records: List[Dict]):
         captions, images, references = record_columns(records, self.images_dir, self.scorer)
-        return self.scorer.validate(captions, images, references, indices=[r["index"] for r in records])
+        return self.scorer.validate(captions, images, references, indices=[r["index"] for r in records],
+                                    empty_caption=self.empty_caption)
 
     def __call__(self, batch):
         import pyarrow as pa
@@ -117,7 +120,7 @@ class RayScorer:
             if key.endswith("_per_sample"):
                 column = [None] * len(records)
                 for position, value in zip(valid, values):
-                    column[position] = float(value)
+                    column[position] = None if value is None else float(value)  # None: a skipped empty caption
                 columns[key[: -len("_per_sample")]] = column
         if "hashcode" in result:
             columns[HASHCODE_COLUMN] = [None if p in errors else result["hashcode"] for p in range(len(records))]
@@ -198,15 +201,19 @@ def document_frequencies(ds, *, metric: str = "cider", on_error: str = "raise", 
 def score_dataset(ds, metric: str, *, options: Optional[Mapping] = None, on_error: str = "raise",
                   index_column: str = "index", images_dir: Optional[str] = None, concurrency: int = 1,
                   batch_size: int = 64, num_gpus: Optional[float] = None, num_cpus: Optional[float] = None,
-                  runtime_env: Optional[Mapping] = None):
+                  runtime_env: Optional[Mapping] = None, empty_caption="error"):
     """``ds`` scored by ``metric`` (lazy ``Dataset``: :class:`RayScorer` over an actor pool of ``concurrency``
     actors). Official corpus CIDEr (``cider``; ``ensembeval`` with ``cider`` and no ``cider_idf``) first runs
-    :func:`document_frequencies` and then scores with that fixed IDF; other corpus-level metrics are refused."""
+    :func:`document_frequencies` and then scores with that fixed IDF; other corpus-level metrics are refused.
+    ``empty_caption``: as :class:`RayScorer` (``"error"`` only for two-pass CIDEr)."""
     options = dict(options or {})
     _check_on_error(on_error)
     spec = get_scorer_spec(metric)
     spec.check_options(options)
+    empty_caption = empty_caption_policy(empty_caption, metric=metric, corpus_level=spec.is_corpus_level(options))
     if spec.is_corpus_level(options):
+        if empty_caption != "error":  # the first pass would count the skipped captions' references
+            raise InputError(f"empty_caption={empty_caption!r} with two-pass {metric}: score it with `capeval score`")
         if metric not in TWO_PASS_METRICS:
             raise InputError(f"{metric} is corpus-level (its values depend on the whole corpus in ways a second "
                              f"pass cannot fix): score it in one process with `capeval score`")
@@ -219,6 +226,7 @@ def score_dataset(ds, metric: str, *, options: Optional[Mapping] = None, on_erro
               if v is not None}
     scored = ds.map_batches(RayScorer, fn_constructor_kwargs={
         "metric": metric, "options": options, "on_error": on_error, "index_column": index_column,
+        "empty_caption": empty_caption,
         "images_dir": None if images_dir is None else os.fspath(images_dir)},
         concurrency=concurrency, batch_size=batch_size, batch_format="pyarrow", **remote)
     scored.context.raise_original_map_exception = True  # an InputError reaches the caller as an InputError
