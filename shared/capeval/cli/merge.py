@@ -105,7 +105,8 @@ def run(args) -> int:
     read, and renames the result to ``<output>``: one self-describing file, which appears complete or not at all.
     All stamps must be equal and every sidecar must describe its file; stamps and shard tags are dropped from the
     merged rows, which equal those of a one-process run, and the merged output gets its own sidecar. Rows without a
-    shard tag (unsharded outputs) merge as before; shard rows without a stamp (older outputs) are refused."""
+    shard tag (unsharded outputs) merge as before; shard rows without a stamp (older outputs) are refused, and so are
+    outputs of a corpus-level metric (their summary's corpus value is no mean of the rows)."""
     from capeval.polos.training import is_feature_folder, merge_features
 
     folders = [is_feature_folder(path) for path in args.shards]
@@ -119,6 +120,11 @@ def run(args) -> int:
     shards_seen: Dict[int, set] = {}
     run, run_path = None, None  # the first stamp, and its file
     files = [_ShardFile(path) for path in args.shards]
+    for file in files:
+        if file.sidecar.get("corpus_level"):
+            raise InputError(f"{file.path}: {file.sidecar.get('metric')} is corpus-level (its corpus value is not the "
+                             "mean of its per-sample values, and it cannot be sharded): its output is complete as "
+                             "written, with the corpus value in the summary of `capeval score`")
     for file in files:
         for stamp in file.stamps:
             if run is None:

@@ -271,7 +271,7 @@ def run(args) -> int:
     if partial:  # the sidecar just before the output: a new output never appears without its own
         shard_tag = {"shard": f"{shard}/{num_shards}", "shard_of": stamp} if stamp else {}
         write_sidecar(args.output, rows=n, hashcode=scorer.hashcode, provenance=scorer.provenance,
-                      metric=args.metric, **shard_tag)
+                      metric=args.metric, corpus_level=corpus_level, **shard_tag)
         os.replace(partial, args.output)
     means = summary.result()
     if corpus_level:
