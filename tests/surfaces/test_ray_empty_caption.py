@@ -32,3 +32,14 @@ def test_bad_policies_and_corpus_level_metrics_are_refused():
         score_dataset(None, "cider", empty_caption=0.0)
     with pytest.raises(InputError, match="two-pass cider"):
         score_dataset(None, "cider", empty_caption="skip")
+
+
+def test_ray_score_takes_the_same_option(capsys):
+    from capeval.cli import build_parser, main
+
+    args = build_parser("ray-score").parse_args(["ray-score", "rouge_l", "--input", "x.jsonl", "--output", "out",
+                                      "--empty-caption", "skip"])
+    assert args.empty_caption == "skip"
+    with pytest.raises(SystemExit) as exit_:
+        main(["ray-score", "rouge_l", "--input", "x.jsonl", "--output", "out", "--empty-caption", "nan"])
+    assert exit_.value.code == 2 and "use error, skip or a finite score" in capsys.readouterr().err

@@ -15,6 +15,7 @@ RAY_RETRY_HINT = "\nFailed to apply UDF transform"  # what Ray Data appends to a
 
 
 def configure(parser) -> None:
+    from capeval.cli.score import empty_caption
     from capeval.core.scoring import scorers
 
     parser.add_argument("metric", help=f"one of {sorted(scorers())}")
@@ -39,6 +40,9 @@ def configure(parser) -> None:
                         help="CPUs per actor (default 1); actors must leave CPUs free for reading and writing")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--batch-size", type=int, default=64, help="rows per map_batches batch and model batch")
+    parser.add_argument("--empty-caption", type=empty_caption, default="error", metavar="error|skip|SCORE",
+                        help="an empty caption: an error (default), 'skip' (null scores) or a finite score, as in "
+                             "`capeval score`")
 
 
 def _read(args):
@@ -132,7 +136,8 @@ def run(args) -> int:
     try:  # two-pass CIDEr runs its first pass inside score_dataset
         score_dataset(ds, args.metric, options=options, on_error=args.on_error, index_column=args.index_column,
                       images_dir=args.images, concurrency=args.concurrency, batch_size=args.batch_size,
-                      num_gpus=args.num_gpus, num_cpus=args.num_cpus).write_parquet(str(output))
+                      num_gpus=args.num_gpus, num_cpus=args.num_cpus,
+                      empty_caption=args.empty_caption).write_parquet(str(output))
     except Exception as exc:  # Ray wraps a worker's InputError: report its text as every command does
         cause = _input_error(exc)
         if cause is None:
