@@ -290,6 +290,16 @@ def _resolve_converted(spec: WeightSpec, files: List[str], cache_dir) -> Path:
     return fetch_upstream(spec)
 
 
+def recorded_files(folder: Path, names: Sequence[str]) -> Dict[str, Dict[str, object]]:
+    """What a conversion record says of each file it wrote: sha256, size and modification time (the provenance
+    takes the recorded sha256 only for a file of that size and time, so a file rewritten in place is hashed again)."""
+    record = {}
+    for name in names:
+        info = (folder / name).stat()
+        record[name] = {"sha256": _file_sha256(folder / name), "bytes": info.st_size, "mtime_ns": info.st_mtime_ns}
+    return record
+
+
 def _file_sha256(path: Path) -> str:
     import hashlib
 
@@ -380,7 +390,7 @@ def _convert_official(spec: WeightSpec, official: Path, sha256: str, origin: str
         (out / PROVENANCE_FILE).write_text(json.dumps({
             "weight": spec.name, "source": upstream.url or upstream.page, "file": upstream.filename, "sha256": sha256,
             "converter": upstream.converter, "capeval_version": __version__, "downloaded_from": origin,
-            "files": {f: {"sha256": _file_sha256(out / f), "bytes": (out / f).stat().st_size} for f in spec.files},
+            "files": recorded_files(out, spec.files),
         }, indent=2))
         shutil.rmtree(target, ignore_errors=True)
         os.replace(out, target)

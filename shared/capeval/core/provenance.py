@@ -54,14 +54,15 @@ def _file_sha256(path: Path) -> str:
 
 def _content_sha256(path: Path, recorded: Mapping[str, Mapping]) -> str:
     """The sha256 of ``path``'s content: the name of the Hugging Face cache blob it links to (the hub names LFS
-    blobs by their sha256), the hash recorded at conversion for a file of that size, else hashed here."""
+    blobs by their sha256), the hash recorded at conversion for a file of that size and modification time (one
+    rewritten in place since is not the file it describes), else hashed here."""
     if path.is_symlink():
         target = path.resolve()
         if target.parent.name == "blobs" and _SHA256.match(target.name):
             return target.name
-    known = recorded.get(path.name)
-    if isinstance(known, Mapping) and known.get("bytes") == path.stat().st_size and _SHA256.match(
-            str(known.get("sha256"))):
+    known, stat = recorded.get(path.name), path.stat()
+    if isinstance(known, Mapping) and (known.get("bytes"), known.get("mtime_ns")) == (
+            stat.st_size, stat.st_mtime_ns) and _SHA256.match(str(known.get("sha256"))):
         return str(known["sha256"])
     return _file_sha256(path)
 
