@@ -9,15 +9,17 @@ none is left waiting in a collective.
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
 from capeval.core.errors import InputError
 from capeval.core.inputs import as_list, check_lengths
-from capeval.core.scoring import Scorer, scorers, summarize
+from capeval.core.scoring import Scorer, scorers
 
 
 def process_state():
@@ -62,8 +64,7 @@ def _raise_remote(failures: List[Optional[Dict[str, Any]]]) -> None:
 
 def gather_shares(state, n: int, indices: Sequence[int], compute: Callable[[], Dict]) -> Dict:
     """Run ``compute()`` (this process's result for the samples ``indices``) in every process and merge the
-    results of all processes in input order: per-sample lists are put back in place and summarized, other
-    numbers (counters such as ``truncated_texts``) are summed."""
+    results of all processes (:func:`merge_shares`)."""
     from accelerate.utils import gather_object
 
     failure = None
@@ -76,22 +77,49 @@ def gather_shares(state, n: int, indices: Sequence[int], compute: Callable[[], D
     if failure is not None:
         raise failure
     _raise_remote([p["failure"] for p in parts])
+    return merge_shares(parts, n)
+
+
+def merge_shares(parts: Sequence[Dict], n: int) -> Dict:
+    """The results of the processes (``{"indices", "result"}`` each) as one result on the ``n`` samples: per-sample
+    lists put back in input order, other numbers (counters such as ``truncated_texts``) summed, and each mean taken as
+    the scorer takes it (:func:`_mean_of_shares`)."""
     identities = {part["result"]["hashcode"]: part["result"]["provenance"] for part in parts
                   if "hashcode" in part["result"]}
     if len(identities) > 1:
         raise RuntimeError(f"the processes scored with different weights or options: hashcodes {sorted(identities)}")
-    per_sample: Dict[str, List[float]] = {}
+    columns: Dict[str, List] = {}
     counters: Dict[str, float] = {}
     for part in parts:
         for key, value in part["result"].items():
             if key.endswith("_per_sample"):
-                column = per_sample.setdefault(key[: -len("_per_sample")], [0.0] * n)
+                column = columns.setdefault(key[: -len("_per_sample")], [None] * n)
                 for index, v in zip(part["indices"], value):
-                    column[index] = v
+                    column[index] = None if v is None else float(v)
             elif f"{key}_per_sample" not in part["result"] and isinstance(value, (int, float)):
                 counters[key] = counters.get(key, 0) + value
+    out: Dict[str, object] = {}
+    for key, column in columns.items():
+        out[key] = _mean_of_shares(key, column, parts)
+        out[f"{key}_per_sample"] = column
     identity = {"provenance": next(iter(identities.values())), "hashcode": next(iter(identities))} if identities else {}
-    return {**summarize(per_sample), **counters, **identity}
+    return {**out, **counters, **identity}
+
+
+def _defined(values) -> List[float]:
+    return [v for v in values if v is not None and not math.isnan(v)]
+
+
+def _mean_of_shares(key: str, column: List, parts: Sequence[Dict]) -> float:
+    """The mean of a merged score column, as the scorer averages its own: samples without a score (``None``: empty
+    captions skipped) never count; a NaN value counts (the mean is NaN) when some process's own mean held one, and is
+    left out when the scorer leaves undefined values out of its mean (HICE-S's local terms)."""
+    for part in parts:
+        own_mean, own = part["result"].get(key), part["result"].get(f"{key}_per_sample")
+        if isinstance(own_mean, float) and math.isnan(own_mean) and own is not None and _defined(own):
+            return float("nan")
+    defined = _defined(column)
+    return float(np.mean(defined)) if defined else float("nan")
 
 
 def on_main_process(state, compute: Callable[[], Any]) -> Any:
