@@ -2,9 +2,10 @@
 computed while streaming and checked, atomic rename into place. A failure never leaves a file under the final name.
 
 A ``.part`` file is resumed only against the version of the file it was started from: the validator the server sent
-then (a strong ``ETag``, else ``Last-Modified``) is kept beside it in ``.part.json`` and sent as ``If-Range``, so a
+then (a strong ``ETag``, else a strong ``Last-Modified``) is kept beside it in ``.part.json`` and sent as ``If-Range``, so a
 server now serving another version answers with the whole new file, which replaces the part. A part started without
-a validator, or whose record is missing, is downloaded again from the start: the bytes of one file always come from
+a validator, or whose record is missing, or a range whose response names no version or another one, is downloaded
+again from the start: the bytes of one file always come from
 one version of it."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import os
 import urllib.error
 import urllib.request
 from contextlib import contextmanager
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Iterator, Optional, Tuple
 
@@ -49,12 +51,18 @@ def file_lock(path: Path) -> Iterator[None]:
 
 
 def _validator(headers) -> Optional[str]:
-    """What identifies this version of the file: a strong ETag (``If-Range`` takes no weak one), else
-    Last-Modified."""
+    """What identifies this version of the file: a strong ETag (``If-Range`` takes no weak one), else a strong
+    Last-Modified (at least a second before the response's Date, RFC 9110 8.8.2.2: an earlier date could name two
+    versions written within that second); None when the response names no version."""
     etag = headers.get("ETag")
     if etag and not etag.startswith("W/"):
         return etag
-    return headers.get("Last-Modified")
+    modified, date = headers.get("Last-Modified"), headers.get("Date")
+    try:
+        strong = (parsedate_to_datetime(date) - parsedate_to_datetime(modified)).total_seconds() >= 1
+    except (TypeError, ValueError):
+        return None
+    return modified if strong else None
 
 
 def _open(url: str, offset: int, validator: Optional[str], timeout: float):
@@ -91,11 +99,10 @@ def _resumable(part: Path, record: Path, url: str) -> Tuple[int, Optional[str]]:
 
 def _same_version(response, offset: int, validator: str) -> bool:
     """Whether ``response`` continues the part: 206 from ``offset`` on, of the version the part was started from
-    (a server that ignores ``If-Range`` but names another version is caught too)."""
+    (a server that ignores ``If-Range`` and names another version, or names none, is caught too)."""
     if response.status != 206 or not (response.headers.get("Content-Range") or "").startswith(f"bytes {offset}-"):
         return False
-    current = _validator(response.headers)
-    return current is None or current == validator
+    return _validator(response.headers) == validator
 
 
 def _resume_or_restart(url: str, part: Path, record: Path, timeout: float):
