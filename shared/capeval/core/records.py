@@ -245,7 +245,8 @@ class RecordColumns:
     to the records' own field names (:data:`DEFAULT_FIELDS` otherwise); ``images_dir``: the directory relative image
     paths are under; ``image_format`` builds each image path from the record's fields (e.g.
     ``"COCO_val2014_{image_id:012d}.jpg"``); ``options``: how the caller's user names each field, for messages
-    (:data:`CLI_OPTIONS` by default).
+    (:data:`CLI_OPTIONS` by default); ``row_name``: what errors call a record (``"eval_dataset row"`` for the Trainer
+    hook).
 
     Records carry their record number in ``"index"`` (else their position in the chunk), and errors name it. A field
     the metric uses must be in every record, not null (an optional one: in every record or in none, over the whole
@@ -257,7 +258,7 @@ class RecordColumns:
 
     def __init__(self, scorer, *, fields: Optional[Mapping[str, str]] = None,
                  images_dir: Optional[Union[str, os.PathLike]] = None, image_format: Optional[str] = None,
-                 options: Mapping[str, str] = CLI_OPTIONS):
+                 options: Mapping[str, str] = CLI_OPTIONS, row_name: str = "record"):
         unknown = sorted(set(fields or {}) - set(DEFAULT_FIELDS))
         if unknown:
             raise InputError(f"unknown field role(s) {unknown}: map {sorted(DEFAULT_FIELDS)}")
@@ -266,6 +267,7 @@ class RecordColumns:
         self.images_dir = None if images_dir is None else Path(images_dir)
         self.image_format = image_format
         self.options = options
+        self.row_name = row_name
         self._given: Dict[str, bool] = {}  # optional role -> whether the run's first chunk gave it
         self._warned: set = set()
 
@@ -281,7 +283,8 @@ class RecordColumns:
         references = self._column(records, numbers, "references", self.scorer.references)
         if references is not None:
             field = self.fields["references"]
-            references = [list_cell(refs, f"record {number}: {field!r}") for refs, number in zip(references, numbers)]
+            references = [list_cell(refs, f"{self.row_name} {number}: {field!r}")
+                          for refs, number in zip(references, numbers)]
         return captions, images, references
 
     def _column(self, records: Sequence[Dict], numbers: List, role: str, need: str) -> Optional[List]:
@@ -295,15 +298,15 @@ class RecordColumns:
             if given != given_before or lacking and given:
                 position = (lacking or [0])[0] if given_before else next(
                     p for p, record in enumerate(records) if record.get(field) is not None)
-                raise InputError(f"record {numbers[position]}: {self._absence(records[position], role)} (give "
-                                 f"{role} in every record or in none)")
+                raise InputError(f"{self.row_name} {numbers[position]}: {self._absence(records[position], role)} "
+                                 f"(give {role} in every record or in none)")
             if not given:
                 self._warn_look_alike(records, numbers, role)
                 return None
         elif lacking:
             position = lacking[0]
             hint = self._look_alike_hint(records[position], role)
-            raise InputError(f"record {numbers[position]}: {self._absence(records[position], role)} "
+            raise InputError(f"{self.row_name} {numbers[position]}: {self._absence(records[position], role)} "
                              f"({self.scorer.name} needs {role}){hint}")
         return [record[field] for record in records]
 
@@ -330,8 +333,9 @@ class RecordColumns:
             if name is not None:
                 self._warned.add(role)
                 values = PLURALS[role]
-                warnings.warn(f"record {number} has field {name!r} but {values} are read from {self.fields[role]!r} "
-                              f"({self.options[role]}): {self.scorer.name} scores without {values}",
+                warnings.warn(f"{self.row_name} {number} has field {name!r} but {values} are read from "
+                              f"{self.fields[role]!r} ({self.options[role]}): {self.scorer.name} scores without "
+                              f"{values}",
                               UnmappedFieldWarning, stacklevel=4)  # the caller of RecordColumns
                 return
 
@@ -339,8 +343,8 @@ class RecordColumns:
         try:
             return self.image_format.format(**record)
         except (KeyError, IndexError, ValueError, AttributeError, TypeError) as exc:
-            raise InputError(f"record {number}: --image-format {self.image_format!r} does not apply to its "
-                             f"fields ({exc.__class__.__name__}: {exc})") from None
+            raise InputError(f"{self.row_name} {number}: --image-format {self.image_format!r} does not apply to "
+                             f"its fields ({exc.__class__.__name__}: {exc})") from None
 
 
 def record_columns(records: Sequence[Dict], images_dir: Optional[Union[str, os.PathLike]], scorer, *,

@@ -36,11 +36,13 @@ from __future__ import annotations
 
 import os
 import warnings
+from types import SimpleNamespace
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from capeval.core.errors import InputError
+from capeval.core.records import RecordColumns
 from capeval.core.scoring import (EmptyCaption, Scorer, empty_caption_policy, get_scorer_spec, load_scorer, scorers,
                                   with_empty_captions)
 from capeval.distributed import gather_shares, is_corpus_level, on_main_process, process_state, share
@@ -470,6 +472,20 @@ def raw_column(dataset, column: str, rows: Sequence[int]) -> List[Any]:
     return [dataset[i][column] for i in rows]
 
 
+_PREDICTION = "generated caption"  # the records' caption field: the decoded prediction (no dataset column)
+_HOOK_OPTIONS = {"caption": "predictions", "image": "image_column=", "references": "references_column="}
+
+
+def _record_columns(metric: str, image_column: Optional[str], references_column: Optional[str]) -> RecordColumns:
+    """The record → column mapping of every entry point for one evaluation pass: a column the hook was given is read
+    from every row (a references cell holding list text is that list, as ``capeval score`` reads it), errors name
+    the eval_dataset row and the column."""
+    policy = SimpleNamespace(name=metric, images="required" if image_column else "unused",
+                             references="required" if references_column else "unused")
+    fields = {"caption": _PREDICTION, "image": image_column or "image", "references": references_column or "references"}
+    return RecordColumns(policy, fields=fields, options=_HOOK_OPTIONS, row_name="eval_dataset row")
+
+
 def _score(adapter: _MetricAdapter, predictions: List[str], rows: List[int], dataset, image_column,
            references_column, state) -> Dict[str, float]:
     """``state``: accelerate's state under DDP (the work is shared, every process gets the result), else None."""
@@ -479,13 +495,18 @@ def _score(adapter: _MetricAdapter, predictions: List[str], rows: List[int], dat
                          f"eval_dataset row {rows[empty[0]]}); pass empty_caption='skip' or a score to "
                          "make_compute_metrics, or set min_new_tokens for generation")
 
+    columns = _record_columns(adapter.name, image_column, references_column)
+
     def score(indices: Sequence[int], empty_caption: Optional[EmptyCaption] = None) -> Dict[str, Any]:
         """Score the samples at ``indices``, reading their images and references from the dataset."""
         chosen = [rows[i] for i in indices]
-        images = raw_column(dataset, image_column, chosen) if image_column else None
-        references = raw_column(dataset, references_column, chosen) if references_column else None
-        return adapter.score([predictions[i] for i in indices], images, references, rows=chosen,
-                             empty_caption=empty_caption)
+        records = [{"index": row, _PREDICTION: predictions[i]} for i, row in zip(indices, chosen)]
+        for column in (image_column, references_column):
+            if column:
+                for record, value in zip(records, raw_column(dataset, column, chosen)):
+                    record[column] = value
+        captions, images, references = columns(records)
+        return adapter.score(captions, images, references, rows=chosen, empty_caption=empty_caption)
 
     everything = range(len(predictions))
     if state is None:
