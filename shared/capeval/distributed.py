@@ -19,7 +19,7 @@ import torch.distributed as dist
 
 from capeval.core.errors import InputError
 from capeval.core.inputs import as_list, check_lengths
-from capeval.core.scoring import Scorer, scorers
+from capeval.core.scoring import Scorer, is_corpus_level
 
 
 def process_state():
@@ -36,14 +36,6 @@ def process_state():
     has_accelerator = accelerator.is_available() if accelerator is not None else torch.cuda.is_available()
     state = PartialState(cpu=not has_accelerator)  # (ignored when the group is already set up, e.g. by a Trainer)
     return state if state.num_processes > 1 else None
-
-
-def is_corpus_level(scorer) -> bool:
-    """The scorer's own answer (EnsembEval's depends on its weights), else its registry entry's."""
-    if hasattr(scorer, "corpus_level"):
-        return bool(scorer.corpus_level)
-    spec = scorers().get(getattr(scorer, "name", ""))
-    return bool(spec and spec.is_corpus_level())
 
 
 def share(state, n: int) -> List[int]:

@@ -104,15 +104,15 @@ class CaptionMetric(evaluate.Metric):
         if unknown:
             raise InputError(f"{self.scorer_name}: unknown option(s) {unknown}; it accepts {sorted(spec.options)}, "
                              f"empty_caption and evaluate's {sorted(EVALUATE_OPTIONS)}")
-        self.empty_caption = empty_caption_policy(empty_caption)
+        # refused before any model loads (a fixed score for a corpus-level metric)
+        self.empty_caption = empty_caption_policy(empty_caption, metric=self.scorer_name,
+                                                  corpus_level=spec.is_corpus_level(self.scorer_options))
         self.scorer = None
         self._samples_added = 0
         super().__init__(**evaluate_options)
 
     def _download_and_prepare(self, dl_manager):
         self.scorer = load_scorer(self.scorer_name, **self.scorer_options)
-        self.empty_caption = empty_caption_policy(self.empty_caption, metric=self.scorer.name,
-                                                  corpus_level=self.scorer.is_corpus_level())
 
     def _prepare_inputs(self, predictions, references, images):
         """The shared validation step (errors name the sample's index over every batch added so far); then images

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Tuple
 
 import numpy as np
 
@@ -47,6 +47,9 @@ class ClipScorer(Scorer):
             self.backbone = ClipBackbone(weights, device=device, dtype=dtype, precision=backbone_precision,
                                          batch_size=batch_size, cache_dir=cache_dir, persist_dir=persist_dir,
                                          cache_bytes=cache_bytes, preprocess_workers=preprocess_workers)
+
+    def score_keys(self, inputs: ValidInputs) -> Tuple[str, ...]:
+        return (self.name,) if inputs.references is None else (self.name, f"ref{self.name}")
 
     def _score(self, inputs: ValidInputs) -> dict:
         predictions, pil_images, refs = inputs.predictions, inputs.images, inputs.references

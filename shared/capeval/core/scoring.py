@@ -17,12 +17,15 @@ Empty captions follow one policy at every entry point, ``empty_caption`` (:func:
   of per-sample values, so no per-sample score can stand for a caption in it (use ``"skip"``).
 
 Images and references of empty-caption samples are validated like any other. When every caption is empty,
-nothing is scored and the result holds the count only.
+nothing is scored: every score the scorer would return (:meth:`Scorer.score_keys`) is the fixed score (or ``None``
+per sample and a NaN mean when skipped), so a chunk of empty captions reads like any other.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
+import inspect
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -181,6 +184,7 @@ class Scorer(ABC):
               references: Optional[Sequence] = None, *, empty_caption: EmptyCaption = "error", **options) -> dict:
         """Scores of the captions; ``empty_caption``: the policy for empty captions (module docstring); ``options``:
         the scorer's own per-call options (e.g. HICE-S's ``return_report``)."""
+        self.check_call_options(options)
         return self.score_inputs(self.validate(predictions, images, references, empty_caption=empty_caption),
                                  **options)
 
@@ -198,20 +202,33 @@ class Scorer(ABC):
                             empty_caption=policy)
 
     def is_corpus_level(self) -> bool:
-        """Whether per-sample values depend on the whole scored corpus: ``corpus_level`` (EnsembEval's own, which
-        depends on its weights; :func:`load_scorer` sets the registry entry's), else the entry of its name."""
-        if hasattr(self, "corpus_level"):
-            return bool(self.corpus_level)
-        spec = _SCORERS.get(self.name)
-        return bool(spec and spec.is_corpus_level())
+        """Whether per-sample values depend on the whole scored corpus (:func:`is_corpus_level`)."""
+        return is_corpus_level(self)
+
+    def score_keys(self, inputs: ValidInputs) -> Tuple[str, ...]:
+        """The names of the per-sample scores :meth:`_score` returns for ``inputs`` (``k`` for ``k_per_sample``),
+        known without scoring: an input of empty captions only still gets every score column."""
+        return (self.name,)
+
+    def check_call_options(self, options: Mapping) -> None:
+        """Per-call options that :meth:`_score` does not take are an :class:`InputError` naming the valid ones."""
+        accepted = _call_options(type(self))
+        if accepted is None:
+            return
+        unknown = sorted(set(options) - set(accepted))
+        if unknown:
+            raise InputError(f"{self.name}: unknown option(s) {unknown}; it accepts empty_caption"
+                             + (f" and {sorted(accepted)}" if accepted else ""))
 
     def score_inputs(self, inputs: ValidInputs, **options) -> dict:
         """Score input that :meth:`validate` returned (for callers that validate with record numbers); with the
         scorer's ``provenance`` and ``hashcode`` when it was built by :func:`load_scorer`."""
+        self.check_call_options(options)
         if isinstance(inputs, PolicyInputs):
             scored = inputs.scored()
             result = self._score(scored, **options) if len(scored) else {}
-            result = with_empty_captions(result, inputs.empty, len(inputs), inputs.empty_caption)
+            result = with_empty_captions(result, inputs.empty, len(inputs), inputs.empty_caption,
+                                         score_keys=self.score_keys(inputs))
         else:
             result = self._score(inputs, **options)
         if self.provenance is not None:
@@ -221,6 +238,25 @@ class Scorer(ABC):
     @abstractmethod
     def _score(self, inputs: ValidInputs) -> dict:
         """The scores of validated input."""
+
+
+def is_corpus_level(scorer) -> bool:
+    """Whether a scorer's per-sample values depend on the whole scored corpus: its ``corpus_level`` (EnsembEval's own,
+    which depends on its weights; :func:`load_scorer` sets the registry entry's), else the registry entry of its
+    name (a scorer built directly)."""
+    if hasattr(scorer, "corpus_level"):
+        return bool(scorer.corpus_level)
+    spec = scorers().get(getattr(scorer, "name", ""))
+    return bool(spec and spec.is_corpus_level())
+
+
+@functools.lru_cache(maxsize=256)
+def _call_options(scorer_class: type) -> Optional[Tuple[str, ...]]:
+    """The keyword options a scorer class's ``_score`` takes after its input (``None``: any, it takes ``**``)."""
+    parameters = list(inspect.signature(scorer_class._score).parameters.values())[2:]  # self, inputs
+    if any(p.kind is p.VAR_KEYWORD for p in parameters):
+        return None
+    return tuple(p.name for p in parameters if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
 
 
 EmptyCaption = Union[str, float]
@@ -278,15 +314,19 @@ def _pick(values: Optional[List], positions: Sequence[int]) -> Optional[List]:
     return None if values is None else [values[i] for i in positions]
 
 
-def with_empty_captions(result: Dict[str, object], empty: Sequence[int], size: int,
-                        empty_caption: EmptyCaption) -> Dict[str, object]:
+def with_empty_captions(result: Dict[str, object], empty: Sequence[int], size: int, empty_caption: EmptyCaption,
+                        score_keys: Sequence[str] = ()) -> Dict[str, object]:
     """A result on the non-empty samples of an input of ``size`` samples (empty captions at positions ``empty``) as a
     result on the whole input under the ``"skip"`` or fixed-score policy: every per-sample list gets the empty
     captions back in place (``None`` when skipped, else the fixed score in score lists and ``None`` in other lists
-    such as reports), the means count the fixed scores, and the count is added."""
+    such as reports), the means count the fixed scores, and the count is added. When every caption is empty, each
+    of ``score_keys`` gets its column all the same (its mean: the fixed score, or NaN when skipped)."""
     skipped = set(empty)
     kept = [i for i in range(size) if i not in skipped]
     fixed = empty_caption if isinstance(empty_caption, float) else None
+    if not kept:
+        result = {**result, **{k: fixed if fixed is not None else float("nan") for k in score_keys},
+                  **{f"{k}_per_sample": [] for k in score_keys}}
     out = dict(result)
     for key, value in result.items():
         if not isinstance(value, list) or len(value) != len(kept) or len(kept) == size:
@@ -297,7 +337,7 @@ def with_empty_captions(result: Dict[str, object], empty: Sequence[int], size: i
             column[position] = v
         out[key] = column
         mean_key = key[: -len("_per_sample")]
-        if is_score and fixed is not None and isinstance(result.get(mean_key), float):
+        if is_score and fixed is not None and kept and isinstance(result.get(mean_key), float):
             out[mean_key] = _mean_with_fixed(result[mean_key], column)
     out["empty_captions" if fixed is not None else "skipped_empty_captions"] = len(skipped)
     return out

@@ -15,7 +15,7 @@ import json
 import os
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from capeval.core.constants import CLIP_FILES
 from capeval.core.constants import ENSEMBEVAL_WEIGHTS_FILE as WEIGHTS_FILE
@@ -143,6 +143,9 @@ class EnsembleScorer(Scorer):
             if value is None and needed:
                 raise InputError(f"EnsembEval ({self.spec.get('name', 'custom')} weights) needs {field} for {needed}")
         return super().validate(predictions, images, references, indices=indices, empty_caption=empty_caption)
+
+    def score_keys(self, inputs: ValidInputs) -> Tuple[str, ...]:
+        return ("ensembeval", *(key for keys in self.groups.values() for key in keys), *self.extra_components)
 
     def _score(self, inputs: ValidInputs) -> dict:
         per_sample: Dict[str, List[float]] = {}

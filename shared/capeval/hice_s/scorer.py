@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from typing import Dict, List, Optional, Sequence, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -94,19 +94,17 @@ class HiceScorer(Scorer):
         masks = [m if m else [np.ones((im.height, im.width), bool)] for m, im in zip(found, images)]
         return {"masks": masks, "empty": sum(1 for m in found if not m)}
 
-    def score(self, predictions: Sequence[str], images: Optional[Sequence] = None,
-              references: Optional[Sequence] = None, *, return_report: bool = False,
-              empty_caption="error") -> dict:
-        """As :meth:`Scorer.score`; ``return_report`` adds the per-phrase / per-region report."""
-        return super().score(predictions, images, references, empty_caption=empty_caption,
-                             return_report=return_report)
-
     def provenance_extras(self) -> dict:
         """What the phrase extractor records about itself (the spaCy parser: which spaCy model ran)."""
         extras = getattr(self.phrases, "provenance_extras", None)
         return extras() if callable(extras) else {}
 
+    def score_keys(self, inputs: ValidInputs) -> Tuple[str, ...]:
+        free = ("global_itc", "hice_s", "local_itc")
+        return free if inputs.references is None else (*free, "global_ttc", "local_ttc", "refhice_s")
+
     def _score(self, inputs: ValidInputs, *, return_report: bool = False) -> dict:
+        """``return_report`` (a per-call option of :meth:`score`) adds the per-phrase / per-region report."""
         predictions, pil_images, refs = inputs.predictions, inputs.images, inputs.references
         self.timings.clear()
 

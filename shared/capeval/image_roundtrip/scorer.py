@@ -85,14 +85,8 @@ class ImageRoundTripScorer(Scorer):
                             f"{f'{limit} ' if limit else ''}text tokens (their images render only the beginning)"])
         return truncated
 
-    def score(self, predictions: Sequence[str], images: Optional[Sequence] = None,
-              references: Optional[Sequence] = None, *, return_images: bool = False,
-              empty_caption="error") -> dict:
-        """As :meth:`Scorer.score`; ``return_images`` adds the generated images to the result."""
-        return super().score(predictions, images, references, empty_caption=empty_caption,
-                             return_images=return_images)
-
     def _score(self, inputs: ValidInputs, *, return_images: bool = False) -> dict:
+        """``return_images`` (a per-call option of :meth:`score`) adds the generated images to the result."""
         predictions, originals, n = inputs.predictions, inputs.images, len(inputs)
         truncated = self.truncated_captions(predictions)
         generated = self.generated_images(predictions)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from capeval.core.errors import ModelNotAvailableError
 from capeval.core.inputs import ValidInputs
@@ -26,6 +26,10 @@ def ptb_tokenize(predictions: Sequence[str], references: Sequence[Sequence[str]]
         return tokenizer.tokenize(gts), tokenizer.tokenize(res)
 
 
+BLEU_KEYS = tuple(f"bleu_{n}" for n in range(1, 5))
+OVERLAP_KEYS = ("exact_noun_overlap", "fuzzy_noun_overlap", "exact_verb_overlap", "fuzzy_verb_overlap")
+
+
 class CocoCaptionScorer(Scorer):
     """One pycocoevalcap metric. Corpus values are pycocoevalcap's own (BLEU's and METEOR's corpus values are
     not the means of their per-sample values); per-sample values come from the same corpus-level call."""
@@ -36,6 +40,9 @@ class CocoCaptionScorer(Scorer):
         if metric not in ("bleu", "meteor", "rouge_l", "cider", "spice"):
             raise ValueError(f"unknown pycocoevalcap metric {metric!r}")
         self.metric = self.name = metric
+
+    def score_keys(self, inputs: ValidInputs) -> Tuple[str, ...]:
+        return BLEU_KEYS if self.metric == "bleu" else (self.metric,)
 
     def _scorer(self):
         from pycocoevalcap.bleu.bleu import Bleu
@@ -54,8 +61,8 @@ class CocoCaptionScorer(Scorer):
         with contextlib.redirect_stdout(io.StringIO()):
             corpus, per_sample = scorer.compute_score(gts, res)
         if self.metric == "bleu":
-            result = summarize({f"bleu_{n + 1}": per_sample[n] for n in range(4)})
-            result.update({f"bleu_{n + 1}": float(corpus[n]) for n in range(4)})
+            result = summarize(dict(zip(BLEU_KEYS, per_sample)))
+            result.update(zip(BLEU_KEYS, map(float, corpus)))
             return result
         if self.metric == "spice":
             per_sample = [s["All"]["f"] for s in per_sample]
@@ -113,12 +120,14 @@ class NounVerbOverlapScorer(Scorer):
         """The spaCy pipeline that ran: the package loaded, its own name and version, and spaCy's version."""
         return {"spacy_model": spacy_model_record(self.spacy_model, self.nlp)}
 
+    def score_keys(self, inputs: ValidInputs) -> Tuple[str, ...]:
+        return OVERLAP_KEYS
+
     def _score(self, inputs: ValidInputs) -> Dict:
         predictions, references = inputs.predictions, inputs.references
         texts = list(dict.fromkeys(list(predictions) + [" ".join(refs) for refs in references]))
         docs = dict(zip(texts, self.nlp.pipe(texts, batch_size=self.batch_size)))
-        out: Dict[str, List[float]] = {k: [] for k in ("exact_noun_overlap", "fuzzy_noun_overlap",
-                                                       "exact_verb_overlap", "fuzzy_verb_overlap")}
+        out: Dict[str, List[float]] = {k: [] for k in OVERLAP_KEYS}
         for prediction, refs in zip(predictions, references):
             cand_doc, ref_doc = docs[prediction], docs[" ".join(refs)]
             for kind, tags in (("noun", NOUN_TAGS), ("verb", VERB_TAGS)):

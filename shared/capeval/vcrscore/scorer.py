@@ -465,14 +465,11 @@ class VcrScorer(Scorer):
 
         return np.asarray(predict(self.regressor, np.asarray(features, dtype=np.float64)), dtype=np.float64)
 
-    def score(self, predictions: Sequence[str], images: Optional[Sequence] = None,
-              references: Optional[Sequence] = None, return_features: bool = False, *,
-              empty_caption="error") -> dict:
-        """As :meth:`Scorer.score`; ``return_features`` adds the feature rows and the detected objects."""
-        return super().score(predictions, images, references, empty_caption=empty_caption,
-                             return_features=return_features)
+    def score_keys(self, inputs: ValidInputs) -> Tuple[str, ...]:
+        return ("vcrscore", "word_precision", "vilt_logit", "mcip_refclip_s")
 
     def _score(self, inputs: ValidInputs, *, return_features: bool = False) -> dict:
+        """``return_features`` (a per-call option of :meth:`score`) adds the feature rows and the detected objects."""
         feats = self._features(inputs)
         matrix = feats.matrix()
         result = summarize({"vcrscore": self.predict(matrix).tolist(), "word_precision": feats.word_precision,
