@@ -88,7 +88,8 @@ def test_prompt_states_are_used_only_where_the_pooled_token_is_the_clip_end_of_t
     def backbone(text):
         config = {"embed_dim": 32, "vision_cfg": {"image_size": 32, "patch_size": 8, "width": 64, "layers": 3,
                                                   "head_width": 16},
-                  "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 64, "heads": 4, "layers": 3, **text}}
+                  "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 64, "heads": 4, "layers": 3, **text},
+                  "quick_gelu": False}  # as _model's CLIP: a local folder must say its activation
         directory = tmp_path / str(len(list(tmp_path.iterdir())))
         save_open_clip(directory, _model(text=text).state_dict(), config, {})
         return ClipBackbone(str(directory), device="cpu")
