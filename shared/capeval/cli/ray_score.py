@@ -5,8 +5,11 @@ with ``tiny_random_weights``. An input without records is an error, as in ``cape
 
 from __future__ import annotations
 
+import functools
 import json
+from collections import Counter
 from pathlib import Path
+from typing import Dict
 
 from capeval.cli.sidecar import identity, remove_sidecar, write_sidecar
 from capeval.core.errors import InputError
@@ -20,11 +23,18 @@ def configure(parser) -> None:
 
     parser.add_argument("metric", help=f"one of {sorted(scorers())}")
     parser.add_argument("--input", required=True, nargs="+",
-                        help="parquet or JSONL files or folders of them (any path Ray Data reads: local, s3://, "
-                             "gs://...) with 'caption', 'image' (path, bytes or {bytes, path}), 'references'")
+                        help="parquet, JSONL or CSV files or folders of them (any path Ray Data reads: local, s3://, "
+                             "gs://...) with 'caption', 'image' (path, bytes or {bytes, path}), 'references' (a list, "
+                             "or list text such as a CSV cell '[\"a\", \"b\"]')")
     parser.add_argument("--output", required=True, help="folder for the parquet shards (input columns + scores)")
-    parser.add_argument("--format", choices=("parquet", "json"),
+    parser.add_argument("--format", choices=("parquet", "json", "csv"),
                         help="input format (default: from the first input's suffix; folders: parquet)")
+    parser.add_argument("--caption-field", default="caption", help="the rows' caption column (default: caption)")
+    parser.add_argument("--image-field", default="image", help="the rows' image column (default: image)")
+    parser.add_argument("--references-field", default="references",
+                        help="the rows' references column (default: references)")
+    parser.add_argument("--image-format", help="build each image path from the row's columns, e.g. "
+                                               "'COCO_val2014_{image_id:012d}.jpg' (as `capeval score`)")
     parser.add_argument("--images", help="directory relative 'image' paths are under")
     parser.add_argument("--weights", help="registry name, hub id or directory of the weights")
     parser.add_argument("--cider-idf", help="ensembeval: CIDEr with fixed document frequencies (`capeval train "
@@ -48,7 +58,8 @@ def configure(parser) -> None:
 def _read(args):
     import ray.data
 
-    kind = args.format or ("json" if Path(args.input[0]).suffix.lower() in (".jsonl", ".json") else "parquet")
+    suffix = Path(args.input[0]).suffix.lower()
+    kind = args.format or ("json" if suffix in (".jsonl", ".json") else "csv" if suffix == ".csv" else "parquet")
     reader = getattr(ray.data, f"read_{kind}")
     ds = reader(args.input, **({"lines": True} if kind == "json" else {}))
     schema = ds.schema()
@@ -73,9 +84,59 @@ def _distinct(table, column: str) -> set:
     return set(pc.unique(pc.drop_null(table[column])).to_pylist()) if column in table.column_names else set()
 
 
-def _summary(output: Path, metric: str, input_columns) -> dict:
+class _ScoreColumns:
+    """Checks that every scored row (a row with any score) has the same score columns: the actors each check the
+    rows they score (an optional field such as CLIP-S's references in every row or in none), but rows scored by
+    different actors meet only in the output, where RefCLIP-S rows beside CLIP-S-only rows would be averaged as if
+    they were one run."""
+
+    def __init__(self, index_column: str):
+        self.index_column = index_column
+        self.scored = 0
+        self.defined: Counter = Counter()  # score column -> scored rows that have it
+        self.lacking: Dict[str, object] = {}  # score column -> a scored row (its index) without it, in tables so far
+        self.first_scored = None  # the first scored row (its index)
+
+    def add(self, table, scores) -> None:
+        import pyarrow.compute as pc
+
+        if not scores:
+            return
+        valid = {c: pc.is_valid(table[c]) for c in scores}
+        scored = functools.reduce(pc.or_, valid.values())
+        count = pc.sum(scored).as_py() or 0
+        if not count:
+            return
+        for column in set(self.defined) - set(scores):  # a column this table's rows were all scored without
+            self.lacking.setdefault(column, self._first_index(table, scored))
+        for column in scores:
+            if column not in self.defined and self.scored:  # the tables before were all scored without it
+                self.lacking[column] = self.first_scored
+            self.defined[column] += pc.sum(pc.and_(scored, valid[column])).as_py() or 0
+            without = pc.and_(scored, pc.invert(valid[column]))
+            if column not in self.lacking and pc.any(without).as_py():
+                self.lacking[column] = self._first_index(table, without)
+        self.scored += count
+        if self.first_scored is None:
+            self.first_scored = self._first_index(table, scored)
+
+    def _first_index(self, table, mask):
+        rows = table.filter(mask)
+        return rows[self.index_column][0].as_py() if self.index_column in rows.column_names else "?"
+
+    def check(self, output: Path) -> None:
+        mixed = sorted(c for c, k in self.defined.items() if k < self.scored)
+        if mixed:
+            column = mixed[0]
+            raise InputError(f"{output} mixes rows scored with and without {column!r} ({self.defined[column]} of "
+                             f"{self.scored} scored rows have it; record {self.lacking[column]} has not): give "
+                             "references (or any optional field) in every record or in none")
+
+
+def _summary(output: Path, metric: str, input_columns, index_column: str = "index") -> dict:
     """Means of the score columns (the float columns the scorer added) over the written shards, nulls of invalid
-    rows and NaN left out; row and error counts; the scorer's hashcode, ``tiny_random_weights`` and provenance."""
+    rows and NaN left out; row and error counts; the scorer's hashcode, ``tiny_random_weights`` and provenance.
+    An output whose scored rows do not all have the same score columns is refused (:class:`_ScoreColumns`)."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
@@ -83,18 +144,21 @@ def _summary(output: Path, metric: str, input_columns) -> dict:
     from capeval.integrations.ray import ERROR_COLUMN, HASHCODE_COLUMN, PROVENANCE_COLUMN
 
     summary, n, errors, hashcodes, provenances = RunningSummary(), 0, 0, set(), set()
+    score_columns = _ScoreColumns(index_column)
     for path in sorted(output.glob("*.parquet")):
         table = pq.read_table(path)
         n += table.num_rows
         if ERROR_COLUMN in table.column_names:
             errors += table.num_rows - table[ERROR_COLUMN].null_count
         scores = [c for c, t in zip(table.column_names, table.schema.types) if t == "double" and c not in input_columns]
+        score_columns.add(table, scores)
         summary.add_scores({c: pc.drop_null(table[c]).to_pylist() for c in scores})
         hashcodes |= _distinct(table, HASHCODE_COLUMN)
         provenances |= _distinct(table, PROVENANCE_COLUMN)
     if len(hashcodes) > 1 or len(provenances) > 1:
         raise InputError(f"the actors scored with different weights or options (hashcodes {sorted(hashcodes)}): "
                          f"{output} mixes their numbers; score again on nodes of one device type")
+    score_columns.check(output)
     provenance = json.loads(provenances.pop()) if provenances else None
     return {"metric": metric, "n": n, **({"errors": errors} if errors else {}), **summary.result(),
             **identity(hashcodes.pop() if hashcodes else None, provenance)}
@@ -136,14 +200,16 @@ def run(args) -> int:
     try:  # two-pass CIDEr runs its first pass inside score_dataset
         score_dataset(ds, args.metric, options=options, on_error=args.on_error, index_column=args.index_column,
                       images_dir=args.images, concurrency=args.concurrency, batch_size=args.batch_size,
-                      num_gpus=args.num_gpus, num_cpus=args.num_cpus,
-                      empty_caption=args.empty_caption).write_parquet(str(output))
+                      num_gpus=args.num_gpus, num_cpus=args.num_cpus, empty_caption=args.empty_caption,
+                      fields={"caption": args.caption_field, "image": args.image_field,
+                              "references": args.references_field},
+                      image_format=args.image_format).write_parquet(str(output))
     except Exception as exc:  # Ray wraps a worker's InputError: report its text as every command does
         cause = _input_error(exc)
         if cause is None:
             raise
         raise cause from None
-    summary = _summary(output, args.metric, set(ds.schema().names))
+    summary = _summary(output, args.metric, set(ds.schema().names), args.index_column)
     if summary["n"] == 0:
         raise _no_records(args.input)
     write_sidecar(output, rows=summary["n"], hashcode=summary["hashcode"], provenance=summary["provenance"],

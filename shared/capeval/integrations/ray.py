@@ -24,13 +24,12 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Dict, List, Mapping, Optional, Tuple
 
 from capeval.core.errors import InputError
 from capeval.core.inputs import validate_inputs
-from capeval.core.records import record_columns
+from capeval.core.records import DEFAULT_FIELDS, RecordColumns
 from capeval.core.scoring import empty_caption_policy, get_scorer_spec, load_scorer
 
 ON_ERROR = ("raise", "column")
@@ -40,18 +39,19 @@ PROVENANCE_COLUMN = "provenance"  # the scorer's full provenance as JSON text (i
 TWO_PASS_METRICS = ("cider", "ensembeval")  # corpus-level only through CIDEr's IDF
 
 
-def _indexed(records: List[Dict], index_column: str) -> List[Dict]:
-    """Rows with the integer ``index`` that ``record_columns`` and the validation name them by."""
+def _indexed(records: List[Dict], index_column: str, image_field: str = DEFAULT_FIELDS["image"]) -> List[Dict]:
+    """Rows with the integer ``index`` that :class:`RecordColumns` and the validation name them by."""
     out = []
     for record in records:
         index = record.get(index_column)
         if isinstance(index, bool) or not isinstance(index, int):
             raise InputError(f"every row needs an integer {index_column!r} column (its record number, used in "
                              f"error messages); got {index!r}")
-        image = record.get("image")
+        record = {**record, "index": index}
+        image = record.get(image_field)
         if isinstance(image, (bytes, bytearray)):  # a binary image column
-            image = {"bytes": bytes(image), "path": None}
-        out.append({**record, "index": index, "image": image})
+            record[image_field] = {"bytes": bytes(image), "path": None}
+        out.append(record)
     return out
 
 
@@ -86,11 +86,14 @@ class RayScorer:
 
     ``options``: the scorer's keyword options (``load_scorer``); ``images_dir``: the directory relative image paths
     are under; ``index_column``: the integer column naming rows in errors; ``empty_caption``: the scorer's policy
-    for empty captions (``"error"``, ``"skip"``: null scores, or a finite score).
+    for empty captions (``"error"``, ``"skip"``: null scores, or a finite score); ``fields`` and ``image_format``:
+    the record → column mapping of ``capeval score`` (:class:`~capeval.core.records.RecordColumns`, one per actor:
+    an optional field such as CLIP-S's references must be in every row or in none of the rows the actor scores).
     """
 
     def __init__(self, metric: str, *, options: Optional[Mapping] = None, on_error: str = "raise",
-                 index_column: str = "index", images_dir: Optional[str] = None, empty_caption="error"):
+                 index_column: str = "index", images_dir: Optional[str] = None, empty_caption="error",
+                 fields: Optional[Mapping[str, str]] = None, image_format: Optional[str] = None):
         _check_on_error(on_error)
         self.empty_caption = empty_caption_policy(empty_caption)
         options = dict(options or {})
@@ -99,10 +102,10 @@ class RayScorer:
                              f"capeval.integrations.ray.score_dataset (two-pass CIDEr) or a fixed cider_idf")
         self.scorer = load_scorer(metric, **options)
         self.on_error, self.index_column = on_error, index_column
-        self.images_dir = None if images_dir is None else Path(images_dir)
+        self.columns = RecordColumns(self.scorer, fields=fields, images_dir=images_dir, image_format=image_format)
 
     def _validate(self, records: List[Dict]):
-        captions, images, references = record_columns(records, self.images_dir, self.scorer)
+        captions, images, references = self.columns(records)
         return self.scorer.validate(captions, images, references, indices=[r["index"] for r in records],
                                     empty_caption=self.empty_caption)
 
@@ -112,7 +115,7 @@ class RayScorer:
         if not isinstance(batch, pa.Table):
             raise TypeError("RayScorer takes pyarrow batches: map_batches(RayScorer, batch_format='pyarrow', ...)")
         table = batch
-        records = _indexed(table.to_pylist(), self.index_column)
+        records = _indexed(table.to_pylist(), self.index_column, self.columns.fields["image"])
         valid, errors, inputs = _split_valid(records, self._validate, self.on_error)
         result = self.scorer.score_inputs(inputs) if valid else {}
         columns: Dict[str, List] = {}
@@ -138,13 +141,14 @@ class RayScorer:
         return table
 
 
-def _reference_documents(records: List[Dict], metric: str, on_error: str) -> List[List[str]]:
+def _reference_documents(records: List[Dict], metric: str, on_error: str,
+                         fields: Optional[Mapping[str, str]] = None) -> List[List[str]]:
     """The valid rows' reference sets (the rows the second pass scores): captions and references validated as
     every entry point does; with ``on_error="column"`` invalid rows are left out of the corpus."""
-    text_policy = SimpleNamespace(name=metric, images="unused", references="required")
+    columns = RecordColumns(SimpleNamespace(name=metric, images="unused", references="required"), fields=fields)
 
     def validate(rows):
-        captions, _, references = record_columns(rows, None, text_policy)
+        captions, _, references = columns(rows)
         return validate_inputs(captions, None, references, images_needed="unused", references_needed="required",
                                metric=metric, indices=[r["index"] for r in rows])
 
@@ -152,14 +156,15 @@ def _reference_documents(records: List[Dict], metric: str, on_error: str) -> Lis
     return inputs.references if inputs is not None else []
 
 
-def _document_frequencies_of_block(block, metric: str, on_error: str, index_column: str) -> Dict:
+def _document_frequencies_of_block(block, metric: str, on_error: str, index_column: str,
+                                   fields: Optional[Mapping[str, str]] = None) -> Dict:
     from ray.data.block import BlockAccessor
 
     from capeval.functional.fixed_idf_cider import DocumentFrequencies
     from capeval.text.fixed_idf_cider import tokenize_reference_sets
 
     records = _indexed(BlockAccessor.for_block(block).to_arrow().to_pylist(), index_column)
-    documents = _reference_documents(records, metric, on_error)
+    documents = _reference_documents(records, metric, on_error, fields)
     tokenized = tokenize_reference_sets(documents) if documents else []
     return DocumentFrequencies.from_reference_sets(tokenized).to_json()
 
@@ -170,9 +175,11 @@ def _add_counts(a: Dict, b: Dict) -> Dict:
     return {"num_documents": a["num_documents"] + b["num_documents"], "counts": dict(counts)}
 
 
-def document_frequencies(ds, *, metric: str = "cider", on_error: str = "raise", index_column: str = "index"):
+def document_frequencies(ds, *, metric: str = "cider", on_error: str = "raise", index_column: str = "index",
+                         fields: Optional[Mapping[str, str]] = None):
     """First pass of corpus CIDEr-D: document frequencies of the PTB-tokenised reference sets of ``ds`` (one
-    document per row, as pycocoevalcap counts), by a Ray aggregation (per-block counts, summed)."""
+    document per row, as pycocoevalcap counts), by a Ray aggregation (per-block counts, summed); ``fields``: as
+    :class:`RayScorer`."""
     from ray.data.aggregate import AggregateFnV2
 
     from capeval.functional.fixed_idf_cider import DocumentFrequencies
@@ -185,7 +192,7 @@ def document_frequencies(ds, *, metric: str = "cider", on_error: str = "raise", 
                              on=None, ignore_nulls=False)
 
         def aggregate_block(self, block):
-            return _document_frequencies_of_block(block, metric, on_error, index_column)
+            return _document_frequencies_of_block(block, metric, on_error, index_column, fields)
 
         def combine(self, current, new):
             return _add_counts(current, new)
@@ -201,11 +208,14 @@ def document_frequencies(ds, *, metric: str = "cider", on_error: str = "raise", 
 def score_dataset(ds, metric: str, *, options: Optional[Mapping] = None, on_error: str = "raise",
                   index_column: str = "index", images_dir: Optional[str] = None, concurrency: int = 1,
                   batch_size: int = 64, num_gpus: Optional[float] = None, num_cpus: Optional[float] = None,
-                  runtime_env: Optional[Mapping] = None, empty_caption="error"):
+                  runtime_env: Optional[Mapping] = None, empty_caption="error",
+                  fields: Optional[Mapping[str, str]] = None, image_format: Optional[str] = None):
     """``ds`` scored by ``metric`` (lazy ``Dataset``: :class:`RayScorer` over an actor pool of ``concurrency``
     actors). Official corpus CIDEr (``cider``; ``ensembeval`` with ``cider`` and no ``cider_idf``) first runs
     :func:`document_frequencies` and then scores with that fixed IDF; other corpus-level metrics are refused.
-    ``empty_caption``: as :class:`RayScorer` (``"error"`` only for two-pass CIDEr)."""
+    ``empty_caption``, ``fields``, ``image_format``: as :class:`RayScorer` (``empty_caption="error"`` only for
+    two-pass CIDEr). Each actor checks the rows it scores together; rows scored by different actors are not compared
+    here (``capeval ray-score`` checks its whole output)."""
     options = dict(options or {})
     _check_on_error(on_error)
     spec = get_scorer_spec(metric)
@@ -217,7 +227,8 @@ def score_dataset(ds, metric: str, *, options: Optional[Mapping] = None, on_erro
         if metric not in TWO_PASS_METRICS:
             raise InputError(f"{metric} is corpus-level (its values depend on the whole corpus in ways a second "
                              f"pass cannot fix): score it in one process with `capeval score`")
-        frequencies = document_frequencies(ds, metric=metric, on_error=on_error, index_column=index_column)
+        frequencies = document_frequencies(ds, metric=metric, on_error=on_error, index_column=index_column,
+                                           fields=fields)
         if metric == "cider":
             metric, options = "cider_fixed_idf", {**options, "idf": frequencies}
         else:
@@ -226,8 +237,8 @@ def score_dataset(ds, metric: str, *, options: Optional[Mapping] = None, on_erro
               if v is not None}
     scored = ds.map_batches(RayScorer, fn_constructor_kwargs={
         "metric": metric, "options": options, "on_error": on_error, "index_column": index_column,
-        "empty_caption": empty_caption,
-        "images_dir": None if images_dir is None else os.fspath(images_dir)},
+        "empty_caption": empty_caption, "fields": None if fields is None else dict(fields),
+        "image_format": image_format, "images_dir": None if images_dir is None else os.fspath(images_dir)},
         concurrency=concurrency, batch_size=batch_size, batch_format="pyarrow", **remote)
     scored.context.raise_original_map_exception = True  # an InputError reaches the caller as an InputError
     return scored
