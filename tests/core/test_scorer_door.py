@@ -99,5 +99,6 @@ def test_empty_captions_only_get_every_score_column_a_caption_gets(name, referen
         assert fixed[column] == [-1.0, -1.0] and fixed[column[: -len("_per_sample")]] == -1.0
     skipped = scorer.score(empty, **_inputs(spec, empty, references=references), empty_caption="skip")
     assert sorted(k for k in skipped if k.endswith("_per_sample")) == columns
-    assert all(skipped[column] == [None, None] for column in columns)
+    assert all(skipped[column] == [None, None] and skipped[column[: -len("_per_sample")]] is None
+               for column in columns)
     assert skipped["skipped_empty_captions"] == 2

@@ -17,8 +17,8 @@ Empty captions follow one policy at every entry point, ``empty_caption`` (:func:
   of per-sample values, so no per-sample score can stand for a caption in it (use ``"skip"``).
 
 Images and references of empty-caption samples are validated like any other. When every caption is empty,
-nothing is scored: every score the scorer would return (:meth:`Scorer.score_keys`) is the fixed score (or ``None``
-per sample and a NaN mean when skipped), so a chunk of empty captions reads like any other.
+nothing is scored: every score the scorer would return (:meth:`Scorer.score_keys`) is the fixed score (or ``None``,
+means included, when skipped), so a chunk of empty captions reads like any other.
 """
 
 from __future__ import annotations
@@ -320,12 +320,12 @@ def with_empty_captions(result: Dict[str, object], empty: Sequence[int], size: i
     result on the whole input under the ``"skip"`` or fixed-score policy: every per-sample list gets the empty
     captions back in place (``None`` when skipped, else the fixed score in score lists and ``None`` in other lists
     such as reports), the means count the fixed scores, and the count is added. When every caption is empty, each
-    of ``score_keys`` gets its column all the same (its mean: the fixed score, or NaN when skipped)."""
+    of ``score_keys`` gets its column all the same (its mean: the fixed score, or ``None`` when skipped)."""
     skipped = set(empty)
     kept = [i for i in range(size) if i not in skipped]
     fixed = empty_caption if isinstance(empty_caption, float) else None
     if not kept:
-        result = {**result, **{k: fixed if fixed is not None else float("nan") for k in score_keys},
+        result = {**result, **{k: fixed for k in score_keys},
                   **{f"{k}_per_sample": [] for k in score_keys}}
     out = dict(result)
     for key, value in result.items():
