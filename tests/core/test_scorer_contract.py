@@ -8,13 +8,9 @@ from PIL import Image
 
 from capeval import InputError, ModelNotAvailableError
 from capeval.core.scoring import Scorer, import_attr, load_scorer, scorers
+from capeval.testing import FAST_TINY_OPTIONS
 
-# fast settings of the slow tiny pipelines (options every scorer declares anyway)
-FAST = {
-    "hice_s": {"phrase_parser": "spacy", "region_settings": {"points_per_side": 4, "pred_iou_thresh": 0.0,
-                                                             "stability_score_thresh": 0.0, "max_regions": 3}},
-    "image_roundtrip": {"steps": 1, "height": 32, "width": 32, "use_image_cache": False},
-}
+FAST = FAST_TINY_OPTIONS
 NAMES = sorted(scorers())
 IMAGES = [Image.new("RGB", (40, 30), "red"), Image.new("RGB", (30, 40), "blue")]
 CAPTIONS = ["a red square on a table", "a blue square"]

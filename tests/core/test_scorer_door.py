@@ -6,38 +6,11 @@ import sys
 import textwrap
 
 import pytest
-from PIL import Image
 
 from capeval import InputError
-from capeval.core.scoring import load_scorer, scorers
+from capeval.core.scoring import scorers
 
-# fast settings of the slow tiny pipelines (as in tests/surfaces/test_transformers_integration.py)
-FAST = {
-    "hice_s": {"phrase_parser": "spacy", "region_settings": {"points_per_side": 4, "pred_iou_thresh": 0.0,
-                                                             "stability_score_thresh": 0.0, "max_regions": 3}},
-    "image_roundtrip": {"steps": 1, "height": 32, "width": 32, "use_image_cache": False},
-}
-NAMES = sorted(scorers())
-IMAGES = [Image.new("RGB", (40, 30), "red"), Image.new("RGB", (30, 40), "blue")]
-CAPTIONS = ["a red square on a table", "a blue square"]
-REFERENCES = [["a red picture", "red"], ["a blue picture"]]
-
-
-@pytest.fixture(scope="module")
-def built(tiny_hub):
-    cache = {}
-
-    def get(name):
-        if name not in cache:
-            options = dict(FAST.get(name, {}))
-            if name == "cider_fixed_idf":
-                from capeval.text.fixed_idf_cider import build_document_frequencies
-
-                options["idf"] = build_document_frequencies(REFERENCES)
-            cache[name] = load_scorer(name, device="cpu", **options)
-        return cache[name]
-
-    return get
+from test_scorer_contract import CAPTIONS, IMAGES, NAMES, REFERENCES, built  # noqa: F401 (built: the fixture)
 
 
 def _inputs(spec, captions, *, references=True):

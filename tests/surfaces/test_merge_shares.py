@@ -10,11 +10,10 @@ from PIL import Image
 
 from capeval.core.scoring import load_scorer
 from capeval.distributed import merge_shares
+from capeval.testing import FAST_TINY_OPTIONS
 
 # an empty caption, and one without noun phrases (HICE-S: an undefined local term)
 CAPTIONS = ["a red square", "", "a picture of a blue stripe", "with of", "a green dot on a wall", "a dog"]
-FAST_HICE = {"phrase_parser": "spacy", "region_settings": {"points_per_side": 4, "pred_iou_thresh": 0.0,
-                                                           "stability_score_thresh": 0.0, "max_regions": 3}}
 
 
 def _inputs():
@@ -55,7 +54,7 @@ def test_merged_shares_of_clip_s_equal_one_process_with_empty_captions(tiny_hub,
 
 def test_merged_shares_of_hice_s_leave_undefined_local_terms_out_as_the_scorer_does(tiny_hub):
     images, references = _inputs()
-    scorer = load_scorer("hice_s", device="cpu", **FAST_HICE)
+    scorer = load_scorer("hice_s", device="cpu", **FAST_TINY_OPTIONS["hice_s"])
     whole = scorer.score(CAPTIONS, images, references, empty_caption="skip")
     assert any(v is not None and math.isnan(v) for v in whole["local_itc_per_sample"])  # the case in question
     assert math.isfinite(whole["local_itc"])

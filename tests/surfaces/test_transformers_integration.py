@@ -18,6 +18,7 @@ from capeval import InputError, ModelNotAvailableError  # noqa: E402
 from capeval.integrations.transformers import AlignmentError, _RowMatcher, make_compute_metrics  # noqa: E402
 from capeval.integrations.transformers import fingerprints as _fingerprints  # noqa: E402
 from capeval.core.scoring import load_scorer, scorers  # noqa: E402
+from capeval.testing import FAST_TINY_OPTIONS  # noqa: E402
 
 COLORS = ["red", "green", "blue", "yellow", "black", "white", "purple", "orange", "pink", "gray"]
 SHAPES = ["square", "circle", "stripe"]
@@ -280,11 +281,7 @@ def test_a_fixed_empty_score_is_refused_for_corpus_level_metrics(setup):
 
 
 # fast settings of the slow tiny pipelines (as in tests/core/test_scorer_contract.py)
-FAST = {
-    "hice_s": {"phrase_parser": "spacy", "region_settings": {"points_per_side": 4, "pred_iou_thresh": 0.0,
-                                                             "stability_score_thresh": 0.0, "max_regions": 3}},
-    "image_roundtrip": {"steps": 1, "height": 32, "width": 32, "use_image_cache": False},
-}
+FAST = FAST_TINY_OPTIONS
 # an empty caption, and one without noun phrases (HICE-S: an undefined local term, left out of its mean)
 WITH_EMPTY = ["a red square", "", "a picture of a blue stripe", "with of"]
 

@@ -34,6 +34,12 @@ from capeval.testing.tiny_polos import tiny_polos_head, tiny_roberta
 from capeval.testing.tiny_text import tiny_mpnet
 from capeval.testing.tiny_vcrscore import tiny_regressor, write_tiny_detr, write_tiny_vilt, write_tiny_yolos
 
+# fast settings of the slow tiny pipelines for tests (options the scorers declare anyway)
+FAST_TINY_OPTIONS = {
+    "hice_s": {"phrase_parser": "spacy", "region_settings": {"points_per_side": 4, "pred_iou_thresh": 0.0,
+                                                             "stability_score_thresh": 0.0, "max_regions": 3}},
+    "image_roundtrip": {"steps": 1, "height": 32, "width": 32, "use_image_cache": False},
+}
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 
 # A tiny random stand-in for every registered weight, by weight name: ``builder(out_dir)`` writes the weights'
