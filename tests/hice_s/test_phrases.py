@@ -6,6 +6,7 @@ import pytest
 
 from capeval import InputError
 from capeval.core.errors import ModelNotAvailableError, TruncationWarning
+from capeval.core.runtime import text_key
 from capeval.hice_s.phrases import (FACTUAL_PROMPT, PhraseExtractor, SceneGraph, SpacyParser, load_phrase_extractor,
                              parse_scene_graph, phrases_from_graph)
 
@@ -187,7 +188,7 @@ def test_factual_graph_cache_is_bounded_and_evicted_captions_are_parsed_again(ti
     assert len(spy.calls) == 4 and len(parser.graph_cache) == 2
     raw = parser.generate(captions)
     assert first == [parse_scene_graph(r) for r in raw]
-    assert (parser.graph_namespace, "a cat") not in parser.graph_cache  # generated first, evicted
+    assert (parser.graph_namespace, text_key("a cat")) not in parser.graph_cache  # generated first, evicted
 
     spy.calls.clear()
     assert parser.extract(["a cat"]) == [phrases_from_graph(first[1])]
@@ -195,6 +196,20 @@ def test_factual_graph_cache_is_bounded_and_evicted_captions_are_parsed_again(ti
     assert sent == [[parser.tokenizer(FACTUAL_PROMPT + "a cat")["input_ids"]]]  # the evicted one, exactly once
     assert parser.graphs(["a cat"]) == [first[1]] and len(spy.calls) == 1  # now cached
     assert len(parser.graph_cache) == 2
+
+
+def test_factual_graph_cache_is_bounded_by_bytes(tiny_hub):
+    """A long caption costs its cache entry no more than a short one (keyed by its sha256), and the cache holds at
+    most ``cache_bytes``; evicted graphs are generated again, equal."""
+    captions = [f"{n} dogs on grass near a lake " * 8 for n in range(6)]
+    unbounded = load_phrase_extractor("factual", device="cpu", max_output_length=24)
+    expected = unbounded.graphs(captions)
+    one_entry = max(unbounded.graph_cache.nbytes // len(captions), 1) if unbounded.graph_cache.nbytes else 0
+    assert unbounded.graph_cache.nbytes > 0 and one_entry < 2_000  # the caption text is not held
+    parser = load_phrase_extractor("factual", device="cpu", max_output_length=24, cache_bytes=3 * one_entry)
+    assert parser.graphs(captions) == expected
+    assert 0 < parser.graph_cache.nbytes <= 3 * one_entry and parser.graph_cache.evictions > 0
+    assert parser.graphs(captions[:1]) == expected[:1]
 
 
 def _words_to_input_length(tokenizer, length):
@@ -235,7 +250,7 @@ def test_factual_truncation_is_counted_per_call_and_per_occurrence_whatever_the_
     first, caught = truncation_warnings(lambda: parser.extract(captions))
     assert parser.truncated_inputs == expected and parser.count_truncated(captions) == expected
     assert len(caught) == 1 and str(caught[0].message).startswith(f"{expected} of {len(captions)} captions")
-    assert all(parser.graph_cache.get((parser.graph_namespace, c.strip())) is not None for c in captions)
+    assert all(parser.graph_cache.get((parser.graph_namespace, text_key(c.strip()))) is not None for c in captions)
     again, caught = truncation_warnings(lambda: parser.extract(captions))  # everything cached now
     assert again == first and parser.truncated_inputs == expected and len(caught) == 1
     _, caught = truncation_warnings(lambda: parser.extract(captions * 2, warn=False))

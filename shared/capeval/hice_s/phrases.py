@@ -14,10 +14,12 @@ A caption without any entity gives an empty list (the HICE-S scorer applies its 
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Protocol, Sequence, Tuple, runtime_checkable
 
 from capeval.core.inputs import check_captions
+from capeval.core.runtime import DEFAULT_CACHE_BYTES, ENTRY_OVERHEAD, text_key
 
 Triplet = Tuple[str, str, str]
 FACTUAL_PROMPT = "Generate Scene Graph: "
@@ -47,6 +49,13 @@ class SceneGraph:
     triplets: List[Triplet] = field(default_factory=list)
     entities: List[str] = field(default_factory=list)
     malformed: int = 0
+
+
+def _graph_nbytes(graph: SceneGraph) -> int:
+    """Memory of a cached scene graph, its entry and key included."""
+    strings = [*graph.entities, *(part for triplet in graph.triplets for part in triplet)]
+    return ENTRY_OVERHEAD + sys.getsizeof(graph.triplets) + sys.getsizeof(graph.entities) \
+        + sum(sys.getsizeof(s) for s in strings)
 
 
 def parse_scene_graph(text: str) -> SceneGraph:
@@ -132,7 +141,7 @@ class FactualParser:
     def __init__(self, weights: str = "flan-t5-base-vg-factual-sg", *, device: str = "auto", dtype=None,
                  batch_size: int = 32, max_input_length: int = 64, max_output_length: int = 128, num_beams: int = 5,
                  attribute_phrases: bool = True, show_progress: Optional[bool] = None, cache_dir=None,
-                 max_cached_captions: int = MAX_CACHED_CAPTIONS):
+                 max_cached_captions: int = MAX_CACHED_CAPTIONS, cache_bytes: int = DEFAULT_CACHE_BYTES):
         from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
         from capeval.core.cache_keys import cache_namespace
@@ -150,8 +159,9 @@ class FactualParser:
         self.truncated_inputs = self.malformed_pieces = 0
         self.graph_namespace = cache_namespace("scene-graphs", directory, dtype=dtype, num_beams=num_beams,
                                                max_input_length=max_input_length, max_output_length=max_output_length)
-        # (graph_namespace, caption) -> its scene graph
-        self.graph_cache: "LruCache[SceneGraph]" = LruCache(max_cached_captions)
+        # (graph_namespace, sha256 of the caption) -> its scene graph; at most max_cached_captions and cache_bytes
+        self.graph_cache: "LruCache[SceneGraph]" = LruCache(max_cached_captions, max_bytes=cache_bytes,
+                                                            sizeof=_graph_nbytes)
         # keyed by the stripped caption; its length is that of the prompted input the tokenizer truncates
         self.truncation = TruncationCounter(self._input_length, max_input_length, "FACTUAL")
 
@@ -189,7 +199,7 @@ class FactualParser:
         found: Dict[str, SceneGraph] = {}  # this call's graphs: the cache may evict some before the call ends
         todo = []
         for text in dict.fromkeys(texts):
-            graph = self.graph_cache.get((self.graph_namespace, text))
+            graph = self.graph_cache.get((self.graph_namespace, text_key(text)))
             if graph is None:
                 todo.append(text)
             else:
@@ -204,7 +214,7 @@ class FactualParser:
                 chunk = todo[start:start + self.batch_size]
                 for text, output in zip(chunk, self.generate(chunk)):
                     found[text] = parse_scene_graph(output)
-                    self.graph_cache.put((self.graph_namespace, text), found[text])
+                    self.graph_cache.put((self.graph_namespace, text_key(text)), found[text])
                     self.malformed_pieces += found[text].malformed
                 bar.update(len(chunk))
         return [found[t] for t in texts]

@@ -67,8 +67,9 @@ class HiceScorer(Scorer):
         if isinstance(phrase_parser, str):
             from capeval.hice_s.phrases import load_phrase_extractor
 
-            phrase_parser = load_phrase_extractor(phrase_parser, **{"device": device, "cache_dir": cache_dir,
-                                                                    **(phrase_options or {})})
+            own = {"device": device, "cache_dir": cache_dir, **({"cache_bytes": cache_bytes} if phrase_parser == "factual"
+                                                                else {})}
+            phrase_parser = load_phrase_extractor(phrase_parser, **{**own, **(phrase_options or {})})
         self.phrases = phrase_parser
         self.timings: Dict[str, float] = defaultdict(float)
 
