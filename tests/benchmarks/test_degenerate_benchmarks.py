@@ -14,34 +14,13 @@ from capeval.benchmarks import load
 from capeval.benchmarks.loaders import Benchmark
 from capeval.benchmarks.runner import metric_scores, run_benchmark
 
-WORDS = ["dog", "cat", "car", "tree", "boat", "bird", "fish", "lamp"]
-
-
-def _rows():
-    """Candidates sharing only "a" (in every image's references: IDF 0) with their references: CIDEr is 0 on every
-    row, BLEU-1 varies with the candidate's length."""
-    rows = []
-    for i, word in enumerate(WORDS):
-        for k in range(3):
-            candidate = " ".join(["a"] + [f"zz{i}{k}{j}" for j in range(k + 1)])
-            rows.append((candidate, [f"a {word} here", f"a {word} there"], f"img{i}.jpg", float((i + 2 * k) % 4 + 1)))
-    return rows
-
-
-def _raw_thumb(folder, ratings):
-    (folder / "thumb").mkdir(parents=True)
-    lines, refs = [], []
-    for k, ((candidate, references, image, _), rating) in enumerate(zip(_rows(), ratings)):
-        lines.append(json.dumps({"seg_id": k, "hyp": candidate, "image": image, "human_score": rating}))
-        refs.append(json.dumps({"seg_id": k, "refs": references}))
-    (folder / "thumb" / "THumB-1.0.jsonl").write_text("\n".join(lines) + "\n")
-    (folder / "thumb" / "references.json").write_text("\n".join(refs) + "\n")
+from degenerate_thumb import degenerate_rows, write_raw_thumb
 
 
 def test_an_undefined_correlation_is_null_in_the_json_with_no_interval(tmp_path, monkeypatch, capsys):
     from capeval.cli import main
 
-    _raw_thumb(tmp_path / "data", [r[3] for r in _rows()])
+    write_raw_thumb(tmp_path / "data", [r[3] for r in degenerate_rows()])
     monkeypatch.setenv("CAPEVAL_CACHE", str(tmp_path / "cache"))
     with pytest.warns(Warning, match="metric scores are constant"):
         assert main(["benchmark", "cider", "thumb", "--data-dir", str(tmp_path / "data"), "--json",
@@ -56,15 +35,15 @@ def test_an_undefined_correlation_is_null_in_the_json_with_no_interval(tmp_path,
 
 
 def test_a_null_rating_is_refused_naming_its_row_or_omitted_and_counted(tmp_path):
-    ratings = [r[3] for r in _rows()]
+    ratings = [r[3] for r in degenerate_rows()]
     ratings[3] = None
-    _raw_thumb(tmp_path / "data", ratings)
+    write_raw_thumb(tmp_path / "data", ratings)
     options = dict(data_dir=tmp_path / "data", cache_dir=tmp_path / "cache", resamples=30)
     with pytest.raises(InputError, match=r"thumb: human: missing value \(NaN\) at row 3 \(1 of 24 rows\); pass "
                                          r"--nan-policy omit"):
         run_benchmark("bleu1", "thumb", **options)
     out = run_benchmark("bleu1", "thumb", nan_policy="omit", **options)
-    c, r, i, h = map(list, zip(*_rows()))
+    c, r, i, h = map(list, zip(*degenerate_rows()))
     bleu = metric_scores("bleu1", Benchmark("thumb", c, r, i, h, "pearson", ""), cache_dir=tmp_path / "cache")
     kept = [k for k in range(24) if k != 3]
     assert out["omitted"] == 1 and out["n"] == 23
@@ -94,9 +73,9 @@ def test_the_raters_agreement_is_over_the_rows_kept(tmp_path):
 
 
 def test_a_release_value_that_is_not_a_rating_names_the_file_record_and_field(tmp_path):
-    ratings = [r[3] for r in _rows()]
+    ratings = [r[3] for r in degenerate_rows()]
     ratings[6] = "n/a"
-    _raw_thumb(tmp_path / "thumb_data", ratings)
+    write_raw_thumb(tmp_path / "thumb_data", ratings)
     with pytest.raises(InputError, match=r"THumB-1.0.jsonl: record line 7: field 'human_score': 'n/a' is not a "
                                          r"finite number"):
         load("thumb", tmp_path / "thumb_data")
@@ -114,7 +93,7 @@ def test_the_ensembeval_text_transfer_names_components_of_tiny_random_weights(ti
     from capeval.benchmarks import catalog, loaders
     from capeval.benchmarks.ensemble_transfer import ensemble_text_transfer
 
-    rows = _rows()
+    rows = degenerate_rows()
     c, r, i, h = map(list, zip(*rows))
     made = {"fit_here": Benchmark("fit_here", c, r, i, h, "pearson", "fabricated"),
             "eval_here": Benchmark("eval_here", c[::-1], r[::-1], i[::-1], h, "pearson", "fabricated")}

@@ -13,23 +13,11 @@ from capeval.benchmarks.runner import metric_scores
 from capeval.meta_eval.clusters import correlation_clusters
 from capeval.meta_eval.leaderboard import Scores, leaderboard, to_markdown, write
 
-WORDS = ["dog", "cat", "car", "tree", "boat", "bird", "fish", "lamp"]
-
-
-def _rows():
-    """8 images × 3 candidates sharing only "a" with their references: "a" is in every image's references (IDF 0),
-    so CIDEr is 0 on every row (undefined correlation) while BLEU-1 and ROUGE-L vary with the candidate's length."""
-    rows = []
-    for i, word in enumerate(WORDS):
-        refs = [f"a {word} here", f"a {word} there"]
-        for k in range(3):
-            candidate = " ".join(["a"] + [f"zz{i}{k}{j}" for j in range(k + 1)])
-            rows.append((candidate, refs, f"img{i}.jpg", float((i + 2 * k) % 4 + 1)))
-    return rows
+from degenerate_thumb import degenerate_rows, write_raw_thumb
 
 
 def _benchmark():
-    c, r, i, h = map(list, zip(*_rows()))
+    c, r, i, h = map(list, zip(*degenerate_rows()))
     return Benchmark("thumb", c, r, i, h, statistic="pearson", protocol="fabricated")
 
 
@@ -86,23 +74,12 @@ def test_scores_of_tiny_random_weights_are_flagged_in_every_output(tiny_hub, tmp
     assert again["rows"][0]["tiny_random_weights"] is True
 
 
-def _raw_thumb(folder, ratings):
-    """A raw THumB release (``THumB-1.0.jsonl`` + ``references.json``) with the given human_score values."""
-    (folder / "thumb").mkdir(parents=True)
-    lines, refs = [], []
-    for k, ((candidate, references, image, _), rating) in enumerate(zip(_rows(), ratings)):
-        lines.append(json.dumps({"seg_id": k, "hyp": candidate, "image": image, "human_score": rating}))
-        refs.append(json.dumps({"seg_id": k, "refs": references}))
-    (folder / "thumb" / "THumB-1.0.jsonl").write_text("\n".join(lines) + "\n")
-    (folder / "thumb" / "references.json").write_text("\n".join(refs) + "\n")
-
-
 def test_cli_leaderboard_on_a_release_with_a_null_rating(tmp_path, monkeypatch, capsys):
     from capeval.cli import main
 
-    ratings = [r[3] for r in _rows()]
+    ratings = [r[3] for r in degenerate_rows()]
     ratings[3] = None
-    _raw_thumb(tmp_path / "data", ratings)
+    write_raw_thumb(tmp_path / "data", ratings)
     monkeypatch.setenv("CAPEVAL_CACHE", str(tmp_path / "cache"))
     command = ["leaderboard", "--metrics", "bleu1", "rouge_l", "--benchmarks", "thumb", "--data-dir",
                str(tmp_path / "data"), "--output-dir", str(tmp_path / "board"), "--resamples", "30"]
@@ -116,7 +93,7 @@ def test_cli_leaderboard_on_a_release_with_a_null_rating(tmp_path, monkeypatch, 
     assert {(r["n"], r["omitted"]) for r in table} == {("23", "1")}
     kept = [k for k in range(24) if k != 3]
     bleu = metric_scores("bleu1", _benchmark(), cache_dir=tmp_path / "cache")
-    human = [r[3] for r in _rows()]
+    human = [r[3] for r in degenerate_rows()]
     value = float({r["metric"]: r for r in table}["bleu1"]["value"])
     assert value == pytest.approx(100 * np.corrcoef([bleu[k] for k in kept], [human[k] for k in kept])[0, 1])
 
@@ -124,9 +101,9 @@ def test_cli_leaderboard_on_a_release_with_a_null_rating(tmp_path, monkeypatch, 
 def test_a_rating_that_is_not_a_number_names_the_file_record_and_field(tmp_path, capsys):
     from capeval.cli import main
 
-    ratings = [r[3] for r in _rows()]
+    ratings = [r[3] for r in degenerate_rows()]
     ratings[4] = "four"
-    _raw_thumb(tmp_path / "data", ratings)
+    write_raw_thumb(tmp_path / "data", ratings)
     assert main(["leaderboard", "--metrics", "bleu1", "--benchmarks", "thumb", "--data-dir", str(tmp_path / "data"),
                  "--output-dir", str(tmp_path / "board")]) == 2
     assert "THumB-1.0.jsonl: record line 5: field 'human_score': 'four' is not a finite number" in \
