@@ -512,19 +512,24 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def test_ddp_two_gloo_processes_equal_one_process(tiny_hub, tmp_path):
-    """torchrun --nproc_per_node=2 (gloo, CPU): with batch_eval_metrics + include_for_metrics=["inputs"] the
-    Trainer passes gathered predictions but local inputs; every mode, on a dict of eval datasets, gives the
-    one-process metrics in both processes; the scorer's samples are split, the module scores in process 0."""
-    (tmp_path / "worker.py").write_text(DDP_WORKER)
-    offline = {k: "1" for k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_EVALUATE_OFFLINE")}
-    env = {**os.environ, **offline, "HF_HUB_CACHE": str(tiny_hub), "HF_MODULES_CACHE": str(tmp_path / "modules"),
-           "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+def _run_two_gloo_processes(worker: str, tmp_path, env: dict) -> None:
+    """``worker`` (given this test folder and ``tmp_path``) in two CPU processes under torchrun, one thread each."""
+    (tmp_path / "worker.py").write_text(worker)
+    env = {**os.environ, **env, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
            "--master_port", str(_free_port()), str(tmp_path / "worker.py"), str(Path(__file__).parent),
            str(tmp_path)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-5000:]
+
+
+def test_ddp_two_gloo_processes_equal_one_process(tiny_hub, tmp_path):
+    """torchrun --nproc_per_node=2 (gloo, CPU): with batch_eval_metrics + include_for_metrics=["inputs"] the
+    Trainer passes gathered predictions but local inputs; every mode, on a dict of eval datasets, gives the
+    one-process metrics in both processes; the scorer's samples are split, the module scores in process 0."""
+    offline = {k: "1" for k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_EVALUATE_OFFLINE")}
+    _run_two_gloo_processes(DDP_WORKER, tmp_path, {**offline, "HF_HUB_CACHE": str(tiny_hub),
+                                                   "HF_MODULES_CACHE": str(tmp_path / "modules")})
     ranks = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in range(2)]
 
     single = evaluate_modes(tmp_path / "single")
@@ -576,13 +581,7 @@ def score_with_empty_captions() -> dict:
 def test_ddp_empty_captions_logged_as_the_scorer_scores_them(tiny_hub, tmp_path):
     """Under DDP each process scores its share of the non-empty captions; the merged metrics are the scorer's own
     under the same policy."""
-    (tmp_path / "worker.py").write_text(DDP_EMPTY_WORKER)
-    env = {**os.environ, "HF_HUB_CACHE": str(tiny_hub), "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-           "--master_port", str(_free_port()), str(tmp_path / "worker.py"), str(Path(__file__).parent),
-           str(tmp_path)]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-5000:]
+    _run_two_gloo_processes(DDP_EMPTY_WORKER, tmp_path, {"HF_HUB_CACHE": str(tiny_hub)})
     ranks = [json.loads((tmp_path / f"empty{rank}.json").read_text()) for rank in range(2)]
     scorer = load_scorer("clip_s", device="cpu")
     dataset = make_dataset(make_tokenizer(), make_image_processor()).select(range(len(DDP_WITH_EMPTY)))
