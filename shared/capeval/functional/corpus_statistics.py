@@ -1,0 +1,46 @@
+"""A corpus-level value as a function of per-unit statistics summed over the units (images), so that a bootstrap
+resample or a paired swap of units recomputes the value exactly as the metric computes it on the whole corpus:
+BLEU from summed n-gram matches and lengths, METEOR from its summed alignment statistics, a mean from (score, 1)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence, Tuple
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class CorpusStatistics:
+    """``per_unit[u]``: unit u's statistics (k columns); ``combine(sums)`` maps summed statistics of shape
+    ``(r, k)`` to ``r`` corpus values (vectorised over resamples)."""
+
+    per_unit: np.ndarray
+    combine: Callable[[np.ndarray], np.ndarray]
+
+    def value(self) -> float:
+        """The corpus value over every unit once."""
+        return float(self.combine(self.per_unit.sum(axis=0, keepdims=True))[0])
+
+    def resampled(self, counts: np.ndarray) -> np.ndarray:
+        """Values on bootstrap resamples: ``counts[r, u]`` = how often unit u is drawn in resample r."""
+        return self.combine(counts @ self.per_unit)
+
+    def swapped(self, other: "CorpusStatistics", swaps: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """Values of (self, other) when the units marked in ``swaps[r, u]`` trade their statistics (approximate
+        randomisation of two systems on the same units)."""
+        swaps = swaps.astype(self.per_unit.dtype)
+        kept = 1.0 - swaps
+        mine = kept @ self.per_unit + swaps @ other.per_unit
+        theirs = kept @ other.per_unit + swaps @ self.per_unit
+        return self.combine(mine), self.combine(theirs)
+
+
+def _ratio(sums: np.ndarray) -> np.ndarray:
+    return sums[:, 0] / sums[:, 1]
+
+
+def mean_statistics(scores: Sequence[float]) -> CorpusStatistics:
+    """A metric whose corpus value is the mean of its per-unit scores."""
+    scores = np.asarray(scores, dtype=np.float64)
+    return CorpusStatistics(np.column_stack([scores, np.ones_like(scores)]), _ratio)
