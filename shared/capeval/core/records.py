@@ -16,8 +16,9 @@ import hashlib
 import json
 import os
 import warnings
+from dataclasses import dataclass, field as dataclass_field
 from pathlib import Path
-from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Hashable, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from capeval.core.errors import InputError
 
@@ -404,3 +405,409 @@ class RecordFingerprint:
 
     def hexdigest(self) -> str:
         return self._sha.hexdigest()[: self.DIGEST_CHARS]
+
+
+# --- evaluation sets: annotated images, and the captions of systems over them (`capeval evaluate`) ---------------
+
+MAX_NAMED_IDS = 5  # ids an error names before "…"
+
+
+@dataclass(frozen=True)
+class EvalImage:
+    """One annotated image: its id, its file relative to the image root (``None`` when the input names none) and its
+    reference captions. ``data``: the image itself when an inline source embeds it (a ``{"bytes", "path"}`` dict)."""
+
+    image_id: Hashable
+    file: Optional[str]
+    references: Tuple[str, ...]
+    data: Optional[Dict] = dataclass_field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class GroundTruth:
+    """The annotated images of an evaluation, in file order. ``split``: the Karpathy split read, else ``None``;
+    ``unannotated``: ids the file lists without any reference caption (they are not part of the evaluation)."""
+
+    images: Dict[Hashable, EvalImage]
+    source: str
+    split: Optional[str] = None
+    unannotated: Tuple[Hashable, ...] = ()
+
+    def image_path(self, image_id: Hashable, root: Optional[Union[str, os.PathLike]] = None) -> Optional[Path]:
+        """The image's file under ``root`` (the path as given when ``root`` is ``None``); ``None`` when the
+        annotations name no file for it."""
+        file = self.images[image_id].file
+        if file is None:
+            return None
+        return Path(file) if root is None else Path(root) / file
+
+
+@dataclass(frozen=True)
+class SystemCaptions:
+    """One system's caption per image (``image_id -> caption``, file order), read from ``source``."""
+
+    name: str
+    captions: Dict[Hashable, str]
+    source: str
+
+
+def _named(ids: Sequence) -> str:
+    shown = ", ".join(repr(i) for i in ids[:MAX_NAMED_IDS])
+    return shown + (", …" if len(ids) > MAX_NAMED_IDS else "")
+
+
+def _load_json(path: Union[str, os.PathLike], what: str) -> Any:
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{what} file not found: {path}")
+    try:
+        with path.open(encoding="utf-8") as f:
+            return json.load(f)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: not JSON ({exc}); expected {what}") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text ({exc}); expected {what}") from None
+
+
+def _reference(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise InputError(f"{where} is {type(value).__name__} {value!r:.40}, expected a caption (text)")
+    if not value.strip():
+        raise InputError(f"{where} is an empty caption")
+    return value
+
+
+def _image_id(value: Any, where: str) -> Hashable:
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise InputError(f"{where} is {type(value).__name__} {value!r:.40}, expected an integer or text id")
+    return value
+
+
+def read_ground_truth(path: Union[str, os.PathLike], *, split: Optional[str] = None) -> GroundTruth:
+    """The annotated images of a COCO caption annotations file or a Karpathy split file, detected from its content.
+
+    - COCO caption annotations (``captions_val2014.json``): ``images[]`` with ``id`` and ``file_name``,
+      ``annotations[]`` with ``image_id`` and ``caption``. The image id is ``id``; the file is ``file_name`` (relative
+      to the image root, e.g. ``val2014/``). ``split`` does not apply.
+    - Karpathy split files (``dataset_coco.json``, ``dataset_flickr30k.json``): ``images[]`` with ``sentences[].raw``,
+      ``split`` and ``filename`` (and ``filepath`` for COCO). ``split`` is required and selects the images of that
+      split (``"restval"`` is a split like the others). The image id is ``cocoid`` when the entry has one, else the
+      ``filename`` stem (an int when it is all digits, as Flickr30k's): the ids COCO results files use. The file is
+      ``filepath/filename`` (relative to the COCO root holding ``val2014/``) or ``filename``.
+
+    Images listed without any reference caption are not part of the evaluation (:attr:`GroundTruth.unannotated`):
+    ``total`` in :func:`coverage` counts annotated images only, and a result for one is refused by
+    :func:`read_results`. Malformed files (duplicate image ids, a caption that is not text or is empty, an
+    annotation for an image not in ``images[]``) are refused naming the entry.
+    """
+    data = _load_json(path, "COCO caption annotations or a Karpathy split file")
+    if isinstance(data, dict) and "annotations" in data:
+        if split is not None:
+            raise InputError(f"{path} is a COCO annotations file (one split already): --split {split} applies to "
+                             "Karpathy split files (dataset_coco.json) only")
+        return _coco_ground_truth(data, str(path))
+    images = data.get("images") if isinstance(data, dict) else None
+    if isinstance(images, list) and images and isinstance(images[0], dict) and "sentences" in images[0]:
+        return _karpathy_ground_truth(images, str(path), split)
+    raise InputError(f"{path} is neither COCO caption annotations (an object with 'images' and 'annotations') nor a "
+                     "Karpathy split file (an object with 'images' holding 'sentences')")
+
+
+def _entries(data: Dict, key: str, source: str) -> List[Dict]:
+    entries = data.get(key)
+    if not isinstance(entries, list):
+        raise InputError(f"{source}: {key!r} is {type(entries).__name__}, expected a list")
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise InputError(f"{source}: {key}[{i}] is {type(entry).__name__}, expected an object")
+    return entries
+
+
+def _field(entry: Dict, name: str, where: str) -> Any:
+    if name not in entry:
+        raise InputError(f"{where} has no {name!r} field")
+    return entry[name]
+
+
+def _coco_ground_truth(data: Dict, source: str) -> GroundTruth:
+    files: Dict[Hashable, Optional[str]] = {}
+    for i, entry in enumerate(_entries(data, "images", source)):
+        where = f"{source}: images[{i}]"
+        image_id = _image_id(_field(entry, "id", where), f"{where}.id")
+        if image_id in files:
+            raise InputError(f"{where}: image id {image_id!r} again (a duplicate image)")
+        file = entry.get("file_name")
+        if file is not None and not isinstance(file, str):
+            raise InputError(f"{where}.file_name is {type(file).__name__}, expected text")
+        files[image_id] = file
+    references: Dict[Hashable, List[str]] = {}
+    for i, entry in enumerate(_entries(data, "annotations", source)):
+        where = f"{source}: annotations[{i}]"
+        image_id = _image_id(_field(entry, "image_id", where), f"{where}.image_id")
+        if "caption" not in entry:
+            raise InputError(f"{where} has no 'caption' field: not a caption annotations file "
+                             "(captions_*.json, not instances_*.json)")
+        if image_id not in files:
+            raise InputError(f"{where}.image_id {image_id!r} is not an id of images[]")
+        references.setdefault(image_id, []).append(_reference(entry["caption"], f"{where}.caption"))
+    if not references:
+        raise InputError(f"{source}: no caption annotations (an image information file without captions?)")
+    images = {i: EvalImage(i, file, tuple(references[i])) for i, file in files.items() if i in references}
+    return GroundTruth(images, source, None, tuple(i for i in files if i not in references))
+
+
+def _karpathy_id(entry: Dict, where: str) -> Hashable:
+    if "cocoid" in entry:
+        value = entry["cocoid"]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InputError(f"{where}.cocoid is {type(value).__name__} {value!r:.40}, expected an integer")
+        return value
+    stem = Path(_karpathy_filename(entry, where)).stem
+    return int(stem) if stem.isdigit() else stem
+
+
+def _karpathy_filename(entry: Dict, where: str) -> str:
+    filename = _field(entry, "filename", where)
+    if not isinstance(filename, str) or not filename:
+        raise InputError(f"{where}.filename is {filename!r:.40}, expected a file name")
+    return filename
+
+
+def _karpathy_ground_truth(entries: List, source: str, split: Optional[str]) -> GroundTruth:
+    counts: Dict[str, int] = {}
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise InputError(f"{source}: images[{i}] is {type(entry).__name__}, expected an object")
+        value = _field(entry, "split", f"{source}: images[{i}]")
+        counts[str(value)] = counts.get(str(value), 0) + 1
+    present = ", ".join(f"{name} ({n} images)" for name, n in counts.items())
+    if split is None:
+        raise InputError(f"{source} is a Karpathy split file: choose a split with --split (it holds {present})")
+    if split not in counts:
+        raise InputError(f"{source} has no split {split!r} (it holds {present})")
+    images: Dict[Hashable, EvalImage] = {}
+    unannotated: List[Hashable] = []
+    for i, entry in enumerate(entries):
+        if entry["split"] != split:
+            continue
+        where = f"{source}: images[{i}]"
+        image_id = _karpathy_id(entry, where)
+        if image_id in images or image_id in unannotated:
+            raise InputError(f"{where}: image id {image_id!r} again (a duplicate image)")
+        filepath = entry.get("filepath")
+        if filepath is not None and not isinstance(filepath, str):
+            raise InputError(f"{where}.filepath is {type(filepath).__name__}, expected text")
+        filename = _karpathy_filename(entry, where)
+        sentences = _field(entry, "sentences", where)
+        if not isinstance(sentences, list):
+            raise InputError(f"{where}.sentences is {type(sentences).__name__}, expected a list")
+        references = []
+        for j, sentence in enumerate(sentences):
+            if not isinstance(sentence, dict):
+                raise InputError(f"{where}.sentences[{j}] is {type(sentence).__name__}, expected an object")
+            references.append(_reference(_field(sentence, "raw", f"{where}.sentences[{j}]"),
+                                         f"{where}.sentences[{j}].raw"))
+        if not references:
+            unannotated.append(image_id)
+            continue
+        file = f"{filepath}/{filename}" if filepath else filename
+        images[image_id] = EvalImage(image_id, file, tuple(references))
+    return GroundTruth(images, source, split, tuple(unannotated))
+
+
+def read_results(path: Union[str, os.PathLike], ground_truth: GroundTruth, *,
+                 name: Optional[str] = None) -> SystemCaptions:
+    """One system's captions from a COCO results file ``[{"image_id": ..., "caption": "..."}, ...]`` (other keys
+    are ignored), checked against ``ground_truth``; ``name`` defaults to the file's stem.
+
+    Refused, naming the file, the record (its position in the list, counted from 0 as ``capeval score`` counts
+    records) and the problem: a file that is not JSON or not a list, a record without ``image_id`` or ``caption``, a
+    caption that is not text, an image id given twice, ids that are not annotated images of ``ground_truth`` (the
+    first few named). Ids are compared as they are: ``"391895"`` (text) does not match the annotations' 391895 (a
+    number); the error says so. Empty captions are kept (the suite's empty-caption policy decides).
+    """
+    source = str(path)
+    records = _load_json(path, 'a COCO results list [{"image_id", "caption"}]')
+    if not isinstance(records, list):
+        raise InputError(f'{source}: the top level is {type(records).__name__}, expected a list of '
+                         '{"image_id", "caption"} records (a COCO results file)')
+    if not records:
+        raise InputError(f"{source}: no results (an empty list)")
+    captions: Dict[Hashable, str] = {}
+    first_record: Dict[Hashable, int] = {}
+    for number, record in enumerate(records):
+        where = f"{source}: record {number}"
+        if not isinstance(record, dict):
+            raise InputError(f'{where} is {type(record).__name__}, expected an object {{"image_id", "caption"}}')
+        image_id = _image_id(_field(record, "image_id", where), f"{where}: 'image_id'")
+        caption = _field(record, "caption", where)
+        if not isinstance(caption, str):
+            raise InputError(f"{where}: 'caption' is {type(caption).__name__} {caption!r:.40}, expected text")
+        if image_id in captions:
+            raise InputError(f"{where}: image_id {image_id!r} again (first at record {first_record[image_id]}): "
+                             "one caption per image")
+        captions[image_id] = caption
+        first_record[image_id] = number
+    unknown = [i for i in captions if i not in ground_truth.images]
+    if unknown:
+        raise InputError(f"{source}: record {first_record[unknown[0]]}: {_unknown_ids(unknown, ground_truth)}")
+    return SystemCaptions(name or Path(source).stem, captions, source)
+
+
+def _unknown_ids(unknown: List[Hashable], ground_truth: GroundTruth) -> str:
+    split = f" (split {ground_truth.split})" if ground_truth.split else ""
+    message = (f"image_id {unknown[0]!r} is not an annotated image of {ground_truth.source}{split}; "
+               f"{len(unknown)} result(s) name such ids: {_named(unknown)}")
+    first = unknown[0]
+    twin = str(first) if isinstance(first, int) else (int(first) if first.isdigit() else None)
+    if twin is not None and twin in ground_truth.images:
+        kind = "a number" if isinstance(twin, int) else "text"
+        message += f" (the annotations' id {twin!r} is {kind}: write the ids as the annotations do)"
+    elif first in ground_truth.unannotated:
+        message += " (the annotations list that image without any reference caption)"
+    return message
+
+
+class _InlineNeeds:
+    """What :class:`RecordColumns` reads for an inline evaluation set: captions and references in every record,
+    images in every record or in none."""
+
+    name = "an evaluation with inline references"
+    images = "optional"
+    references = "required"
+
+
+def read_inline(source: Union[str, os.PathLike, Any], *, fields: Optional[Mapping[str, str]] = None,
+                images: Optional[Union[str, os.PathLike]] = None, name: Optional[str] = None,
+                image_format: Optional[str] = None, split: Optional[str] = None,
+                config: Optional[str] = None) -> Tuple[GroundTruth, SystemCaptions]:
+    """One system's captions and their references from any record source ``capeval score`` reads
+    (:func:`iter_records`; ``split``/``config`` as there), mapped by ``fields`` / ``image_format`` as
+    :class:`RecordColumns` maps them.
+
+    Each record is one image: its id is its image value as written in the record (a path relative to ``images``,
+    the image root; the ``path`` of an embedded ``{"bytes", "path"}`` image, or ``sha256:<digest>`` of its bytes
+    when it has none), so several systems' files over the same images pair up (:func:`common_ground_truth` checks
+    that their references agree). Records without images (in every record or in none) are identified by their record
+    number. An image given twice is refused (one caption per image and system); ``name`` defaults to the source's
+    stem.
+    """
+    columns = RecordColumns(_InlineNeeds(), fields=fields, image_format=image_format)
+    images_by_id: Dict[Hashable, EvalImage] = {}
+    captions: Dict[Hashable, str] = {}
+    first_record: Dict[Hashable, int] = {}
+    label = os.fspath(source) if isinstance(source, (str, os.PathLike)) else type(source).__name__
+    records = ({**record, "index": number}
+               for number, record in enumerate(iter_records(source, split=split, name=config)))
+    for chunk in _chunks(records, DEFAULT_CHUNK_ROWS):
+        chunk_captions, chunk_images, chunk_references = columns(chunk)
+        for i, record in enumerate(chunk):
+            number = record["index"]
+            where = f"{label}: record {number}"
+            image = None if chunk_images is None else chunk_images[i]
+            image_id, file, data = (number, None, None) if image is None else _inline_image(image, where)
+            if image_id in captions:
+                raise InputError(f"{where}: image {image_id!r} again (first at record {first_record[image_id]}): "
+                                 "one caption per image and system")
+            caption = chunk_captions[i]
+            if not isinstance(caption, str):
+                raise InputError(f"{where}: the caption is {type(caption).__name__} {caption!r:.40}, expected text")
+            references = _inline_references(chunk_references[i], where)
+            images_by_id[image_id] = EvalImage(image_id, file, references, data)
+            captions[image_id] = caption
+            first_record[image_id] = number
+    if not captions:
+        raise InputError(f"{label}: no records")
+    system = SystemCaptions(name or (Path(label).stem if isinstance(source, (str, os.PathLike)) else label),
+                            captions, label)
+    return GroundTruth(images_by_id, label, None), system
+
+
+def _chunks(records: Iterator[Dict], size: int) -> Iterator[List[Dict]]:
+    chunk: List[Dict] = []
+    for record in records:
+        chunk.append(record)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _inline_image(image: Any, where: str) -> Tuple[Hashable, Optional[str], Optional[Dict]]:
+    if isinstance(image, (str, os.PathLike)):
+        return os.fspath(image), os.fspath(image), None
+    if isinstance(image, dict) and ("bytes" in image or "path" in image):
+        path, data = image.get("path"), image.get("bytes")
+        if data is None:
+            if not isinstance(path, str):
+                raise InputError(f"{where}: the image has neither bytes nor a path")
+            return path, path, None
+        image_id = path if isinstance(path, str) and path else f"sha256:{hashlib.sha256(data).hexdigest()[:16]}"
+        return image_id, None, image
+    raise InputError(f"{where}: the image is {type(image).__name__}, expected a path or a {{'bytes', 'path'}} image")
+
+
+def _inline_references(value: Any, where: str) -> Tuple[str, ...]:
+    references = [value] if isinstance(value, str) else value
+    if not isinstance(references, (list, tuple)):
+        raise InputError(f"{where}: the references are {type(value).__name__}, expected a list of captions")
+    if not references:
+        raise InputError(f"{where}: an empty reference list")
+    return tuple(_reference(ref, f"{where}: reference {j}") for j, ref in enumerate(references))
+
+
+def common_ground_truth(truths: Sequence[GroundTruth]) -> GroundTruth:
+    """The ground truths of several inline systems as one: the union of their images (first appearance order); an
+    image two of them hold must have the same references (and the same embedded image) in both."""
+    if not truths:
+        raise InputError("no ground truth given")
+    images: Dict[Hashable, EvalImage] = {}
+    owner: Dict[Hashable, str] = {}
+    for truth in truths:
+        for image_id, image in truth.images.items():
+            seen = images.setdefault(image_id, image)
+            owner.setdefault(image_id, truth.source)
+            if seen != image or _embedded_bytes(seen) != _embedded_bytes(image):
+                raise InputError(f"{truth.source}: image {image_id!r} has other references (or image bytes) than in "
+                                 f"{owner[image_id]}: systems must be scored against the same references")
+    if len(truths) == 1:
+        return truths[0]
+    return GroundTruth(images, " + ".join(t.source for t in truths), None)
+
+
+def _embedded_bytes(image: EvalImage) -> Optional[bytes]:
+    return None if image.data is None else image.data.get("bytes")
+
+
+def coverage(ground_truth: GroundTruth, systems: Sequence[SystemCaptions], *, require_all: bool = False) -> Dict:
+    """How much of ``ground_truth`` the systems cover: ``{"scored": N, "total": M, "split": ..., "text": "scored N of
+    M images of split test"}`` (``"... annotated images"`` without a split). Every system must caption the same
+    images (refused otherwise, naming the system and the first differing ids), all of them annotated, and system
+    names must be unique; ``require_all=True`` refuses N < M."""
+    if not systems:
+        raise InputError("no system results given")
+    names = [system.name for system in systems]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise InputError(f"two systems are named {repeated[0]!r} (name them apart, e.g. by their file names)")
+    first = systems[0]
+    for system in systems:
+        unknown = [i for i in system.captions if i not in ground_truth.images]
+        if unknown:
+            raise InputError(f"{system.name} ({system.source}): {_unknown_ids(unknown, ground_truth)}")
+        extra = [i for i in system.captions if i not in first.captions]
+        lacking = [i for i in first.captions if i not in system.captions]
+        if extra or lacking:
+            parts = ([f"captions {len(extra)} image(s) that {first.name} does not ({_named(extra)})"] if extra else [])
+            parts += [f"lacks {len(lacking)} image(s) that {first.name} captions ({_named(lacking)})"] if lacking else []
+            raise InputError(f"{system.name} ({system.source}) {' and '.join(parts)}: systems are compared on the "
+                             "same images")
+    scored, total = len(first.captions), len(ground_truth.images)
+    of = f"images of split {ground_truth.split}" if ground_truth.split else "annotated images"
+    text = f"scored {scored} of {total} {of}"
+    if require_all and scored < total:
+        missing = [i for i in ground_truth.images if i not in first.captions]
+        raise InputError(f"{text}: {len(missing)} image(s) have no result ({_named(missing)}); --require-all "
+                         "asks for every one")
+    return {"scored": scored, "total": total, "split": ground_truth.split, "text": text}
