@@ -72,9 +72,9 @@ RESULTS = {  # system -> caption per test image, in SCENES order
     "model_a": ["a yellow circle on a blue background", "a black square on a white background",
                 "blue circles on a pink background", "a red square on a grey background",
                 "white squares on a green background", "a black circle on a yellow background"],
-    "model_b": ["a yellow sun above green grass under a blue sky", "a black square in the middle of a white image",
-                "three blue circles on a pink background", "a red diamond on a grey background",
-                "three white squares in a row on a dark green background", "a black ring on a yellow background"],
+    "model_b": ["a yellow sun over green grass and a light blue sky", "a large black square centred on a white image",
+                "three blue dots on a pink background", "a red diamond shape on a grey background",
+                "three white squares in a line on dark green", "a black ring with a yellow centre on yellow"],
 }
 
 

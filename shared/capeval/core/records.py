@@ -580,7 +580,7 @@ def _karpathy_ground_truth(entries: List, source: str, split: Optional[str]) -> 
             raise InputError(f"{source}: images[{i}] is {type(entry).__name__}, expected an object")
         value = _field(entry, "split", f"{source}: images[{i}]")
         counts[str(value)] = counts.get(str(value), 0) + 1
-    present = ", ".join(f"{name} ({n} images)" for name, n in counts.items())
+    present = ", ".join(f"{name} ({n} image{'s' if n != 1 else ''})" for name, n in counts.items())
     if split is None:
         raise InputError(f"{source} is a Karpathy split file: choose a split with --split (it holds {present})")
     if split not in counts:
