@@ -268,6 +268,9 @@ def test_inline_refusals_name_the_record(tmp_path):
     _refusal(lambda: read_inline(no_refs), "record 0: no 'references' field")
     empty_ref = _jsonl(tmp_path, "emptyref.jsonl", [{"image": "i.jpg", "caption": "x", "references": ["a", ""]}])
     _refusal(lambda: read_inline(empty_ref), "record 0: reference 1 is an empty caption")
+    empty_image = tmp_path / "emptyimage.csv"
+    empty_image.write_text("image,caption,references\nimg/1.jpg,x,a dog\n,y,a cat\n")
+    _refusal(lambda: read_inline(empty_image), r"emptyimage\.csv: record 1: the image path is empty")
 
 
 def test_inline_records_without_images_are_identified_by_record_number(tmp_path):

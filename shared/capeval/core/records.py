@@ -7,6 +7,11 @@ a hub dataset id (opened with ``datasets.load_dataset(..., streaming=True)``).
 stay as they are stored: path strings, or ``datasets.Image`` dicts ``{"bytes", "path"}`` (an ``Image`` column is read
 undecoded; :func:`capeval.core.inputs.load_image` decodes both). :class:`RecordColumns` turns records into what a
 scorer takes (captions, images, references), for every entry point.
+
+An evaluation of caption systems (``capeval evaluate``) reads its annotated images with :func:`read_ground_truth`
+(COCO caption annotations or Karpathy split files) or :func:`read_inline` (references inline in any of the sources
+above), each system's captions with :func:`read_results` (COCO results files) or :func:`read_inline`, and states
+what they cover with :func:`coverage`.
 """
 
 from __future__ import annotations
@@ -736,6 +741,8 @@ def _chunks(records: Iterator[Dict], size: int) -> Iterator[List[Dict]]:
 
 def _inline_image(image: Any, where: str) -> Tuple[Hashable, Optional[str], Optional[Dict]]:
     if isinstance(image, (str, os.PathLike)):
+        if not os.fspath(image).strip():
+            raise InputError(f"{where}: the image path is empty")
         return os.fspath(image), os.fspath(image), None
     if isinstance(image, dict) and ("bytes" in image or "path" in image):
         path, data = image.get("path"), image.get("bytes")
