@@ -1,17 +1,29 @@
 """Text-only caption metrics: BLEU-1..4, METEOR, ROUGE-L, CIDEr(-D) with pycocoevalcap semantics (PTB
 tokenisation of candidates and references, one call over the whole scored corpus), SPICE's clear failure,
+the COCO group over several systems at once (:func:`score_coco_group`, with corpus statistics for resampling),
 and exact/fuzzy noun/verb overlap on spaCy."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import functools
 import io
+import math
 import os
+import subprocess
+import tempfile
+import threading
+import warnings
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from capeval.core.errors import ModelNotAvailableError
-from capeval.core.inputs import ValidInputs
+import numpy as np
+
+from capeval.core.errors import InputError, ModelNotAvailableError
+from capeval.core.inputs import ValidInputs, check_captions, check_references
 from capeval.core.scoring import Scorer, summarize
+from capeval.functional.corpus_statistics import CorpusStatistics, mean_statistics
 from capeval.functional.overlap import NOUN_TAGS, VERB_TAGS, exact_overlap, fuzzy_overlap, unique_tokens
 
 
@@ -71,7 +83,7 @@ class CocoCaptionScorer(Scorer):
         return result
 
 
-def _spice():
+def _spice_lib_jars():
     from pycocoevalcap.spice import spice as spice_module
 
     lib = os.path.join(os.path.dirname(spice_module.__file__), "lib")
@@ -81,7 +93,11 @@ def _spice():
             "SPICE needs the Stanford CoreNLP 3.6.0 jars (stanford-corenlp-3.6.0.jar and "
             f"stanford-corenlp-3.6.0-models.jar) in {lib}; they are downloaded by pycocoevalcap's "
             "get_stanford_models() on a machine with internet access. capeval never reports SPICE as 0.")
-    return spice_module.Spice()
+    return spice_module
+
+
+def _spice():
+    return _spice_lib_jars().Spice()
 
 
 def spacy_model_record(package: str, nlp) -> Dict[str, str]:
@@ -153,3 +169,418 @@ def noun_verb_overlap(*, spacy_model: Optional[str] = None, device=None, dtype=N
                       batch_size: Optional[int] = None) -> NounVerbOverlapScorer:
     """spaCy runs on the CPU: ``device``/``dtype`` change nothing; ``batch_size`` is spaCy's pipe batch (256)."""
     return NounVerbOverlapScorer(spacy_model, batch_size=batch_size or 256)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The COCO group: BLEU-1..4, METEOR, ROUGE-L, CIDEr-D (and SPICE) of several systems on the same images in one pass
+# ---------------------------------------------------------------------------------------------------------------
+
+COCO_GROUP: Tuple[str, ...] = ("bleu", "meteor", "rouge_l", "cider", "spice")
+COCO_KEYS: Dict[str, Tuple[str, ...]] = {"bleu": BLEU_KEYS, "meteor": ("meteor",), "rouge_l": ("rouge_l",),
+                                         "cider": ("cider",), "spice": ("spice",)}
+PTB_PUNCTUATION = frozenset(["''", "'", "``", "`", "-LRB-", "-RRB-", "-LCB-", "-RCB-", ".", "?", "!", ",", ":", "-",
+                             "--", "...", ";"])
+# Characters other than "\n" that the PTB lexer ends a line at: pycocoevalcap would pair the following lines'
+# tokens with the wrong images, so the group refuses them ("\n" is replaced by a space, as pycocoevalcap does).
+LINE_BREAKS = ("\r", "\x0b", "\x0c", "\x85", "\u2028", "\u2029")
+BLEU_TINY, BLEU_SMALL = 1e-15, 1e-9  # pycocoevalcap's BleuScorer constants
+CIDER_N, CIDER_SIGMA = 4, 6.0
+_SPICE_WARNED = []
+
+
+@dataclass(frozen=True)
+class CocoValue:
+    """One metric of one system: the corpus value (pycocoevalcap's), per-image values and the statistics a
+    resample recomputes the corpus value from."""
+
+    corpus: float
+    per_sample: List[float]
+    statistics: CorpusStatistics
+
+
+def spice_available() -> bool:
+    """Whether SPICE's Stanford CoreNLP jars are installed beside pycocoevalcap's SPICE jar."""
+    try:
+        _spice_lib_jars()
+    except ModelNotAvailableError:
+        return False
+    return True
+
+
+def coco_group_names() -> Tuple[str, ...]:
+    """The ``coco`` group available here: SPICE is left out, with a warning (once), when its jars are missing."""
+    if spice_available():
+        return COCO_GROUP
+    if not _SPICE_WARNED:
+        _SPICE_WARNED.append(True)
+        warnings.warn("the coco group leaves SPICE out: its Stanford CoreNLP 3.6.0 jars are not installed (run "
+                      "pycocoevalcap's get_stanford_models() on a machine with internet access); ask for 'spice' "
+                      "explicitly to get the error", stacklevel=2)
+    return tuple(name for name in COCO_GROUP if name != "spice")
+
+
+def score_coco_group(systems: Sequence[Sequence[str]], references: Sequence[Sequence[str]], *,
+                     metrics: Optional[Sequence[str]] = None) -> List[Dict[str, CocoValue]]:
+    """Score every system's captions (``systems[s][i]`` describes image i) against the same references with
+    pycocoevalcap 1.2's BLEU-1..4, METEOR, ROUGE-L, CIDEr-D (and SPICE): one dict per system, keys ``bleu_1`` ..
+    ``bleu_4``, ``meteor``, ``rouge_l``, ``cider``, ``spice``, each value equal (==) to pycocoevalcap run on that
+    system alone. One JVM tokenizes the references once and every system's captions, each text block in its own
+    lexer exactly as pycocoevalcap's separate calls; CIDEr-D's document frequencies and the references' n-grams are
+    computed once; the METEOR jar runs beside the Python metrics."""
+    names = _group_metrics(metrics)
+    references = check_references(references, len(references)) if references is not None else None
+    if not references:
+        raise InputError("references is empty: the COCO group needs one reference list per image")
+    systems = _check_systems(systems, len(references))
+    _refuse_line_breaks(systems, references)
+    spice = _spice() if "spice" in names else None
+    meteor = MeteorJar() if "meteor" in names else None
+    try:
+        tokenized = ptb_tokenize_blocks([[r for refs in references for r in refs], *systems])
+        refs_tok = _regroup(tokenized[0], [len(refs) for refs in references])
+        candidates = tokenized[1:]
+        meteor_run = _MeteorRun(meteor, candidates, refs_tok) if meteor else None
+        results: List[Dict[str, CocoValue]] = [{} for _ in systems]
+        bleu_refs = [cook_bleu_refs(refs) for refs in refs_tok] if "bleu" in names else None
+        cider_refs = CiderReferences(refs_tok) if "cider" in names else None
+        for result, cands in zip(results, candidates):
+            if bleu_refs is not None:
+                result.update(bleu_values(cands, bleu_refs))
+            if "rouge_l" in names:
+                result["rouge_l"] = rouge_value(cands, refs_tok)
+            if cider_refs is not None:
+                result["cider"] = cider_refs.value(cands)
+        if meteor_run is not None:
+            for result, value in zip(results, meteor_run.values()):
+                result["meteor"] = value
+        if spice is not None:
+            for result, cands in zip(results, candidates):
+                result["spice"] = _spice_value(spice, cands, refs_tok)
+    finally:
+        if meteor is not None:
+            keep_meteor_jar(meteor)
+    order = [key for name in COCO_GROUP if name in names for key in COCO_KEYS[name]]
+    return [{key: result[key] for key in order} for result in results]
+
+
+def _group_metrics(metrics: Optional[Sequence[str]]) -> List[str]:
+    if metrics is None:
+        return list(coco_group_names())
+    if isinstance(metrics, str):
+        metrics = [metrics]
+    unknown = [m for m in metrics if m not in COCO_GROUP]
+    if unknown:
+        raise InputError(f"metrics: {unknown[0]!r} is not in the COCO group; known: {', '.join(COCO_GROUP)}")
+    if not metrics:
+        raise InputError("metrics is empty: name at least one of " + ", ".join(COCO_GROUP))
+    return [m for m in COCO_GROUP if m in metrics]
+
+
+def _check_systems(systems: Sequence[Sequence[str]], n: int) -> List[List[str]]:
+    if isinstance(systems, str) or not systems:
+        raise InputError("systems must be a non-empty list with one list of captions per system")
+    checked = []
+    for s, captions in enumerate(systems):
+        captions = check_captions(captions, f"systems[{s}]")
+        if len(captions) != n:
+            raise InputError(f"systems[{s}] has {len(captions)} captions for {n} reference lists")
+        checked.append(captions)
+    return checked
+
+
+def _refuse_line_breaks(systems: List[List[str]], references: List[List[str]]) -> None:
+    texts = [(f"systems[{s}][{i}]", c) for s, captions in enumerate(systems) for i, c in enumerate(captions)]
+    texts += [(f"references[{i}][{j}]", r) for i, refs in enumerate(references) for j, r in enumerate(refs)]
+    for where, text in texts:
+        found = [b for b in LINE_BREAKS if b in text]
+        if found:
+            raise InputError(f"{where} holds the line break {found[0]!r}: the PTB tokenizer would split it into two "
+                             "lines (only '\\n' is replaced by a space, as in pycocoevalcap)")
+
+
+def _regroup(flat: List[str], sizes: List[int]) -> List[List[str]]:
+    out, start = [], 0
+    for size in sizes:
+        out.append(flat[start:start + size])
+        start += size
+    return out
+
+
+def _tokenizer_jar() -> str:
+    from pycocoevalcap.tokenizer import ptbtokenizer
+
+    return os.path.join(os.path.dirname(os.path.abspath(ptbtokenizer.__file__)), ptbtokenizer.STANFORD_CORENLP_3_4_1_JAR)
+
+
+def ptb_tokenize_blocks(blocks: Sequence[Sequence[str]]) -> List[List[str]]:
+    """Each block of texts tokenized as one pycocoevalcap ``PTBTokenizer.tokenize`` call would (lines joined into
+    one file, lower-cased, punctuation tokens dropped), all blocks in one JVM: ``-ioFileList`` gives every block its
+    own file and lexer, so a line's tokens never depend on another block (the lexer looks across a line end)."""
+    command = ["java", "-cp", _tokenizer_jar(), "edu.stanford.nlp.process.PTBTokenizer", "-preserveLines",
+               "-lowerCase", "-ioFileList", "files.txt"]
+    with tempfile.TemporaryDirectory(prefix="capeval-ptb-") as folder:
+        for b, block in enumerate(blocks):
+            with open(os.path.join(folder, f"{b}.txt"), "wb") as handle:
+                handle.write("\n".join(text.replace("\n", " ") for text in block).encode())
+        with open(os.path.join(folder, "files.txt"), "w") as handle:
+            handle.write("".join(f"{b}.txt\t{b}.tok\n" for b in range(len(blocks))))
+        run = subprocess.run(command, cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        if run.returncode:
+            raise RuntimeError(f"the PTB tokenizer failed (exit {run.returncode}): "
+                               f"{run.stderr.decode(errors='replace').strip()[-500:]}")
+        return [_read_tokens(os.path.join(folder, f"{b}.tok"), len(block)) for b, block in enumerate(blocks)]
+
+
+def _read_tokens(path: str, n: int) -> List[str]:
+    with open(path, "rb") as handle:
+        lines = handle.read().decode().split("\n")
+    if len(lines) < n or any(line.strip() for line in lines[n:]):
+        raise RuntimeError(f"the PTB tokenizer returned {len(lines)} lines for {n} texts")
+    return [" ".join(w for w in line.rstrip().split(" ") if w not in PTB_PUNCTUATION) for line in lines[:n]]
+
+
+# BLEU: per-image sufficient statistics [testlen, closest reflen, guess_1..4, correct_1..4]
+
+def cook_bleu_refs(refs: List[str]):
+    """pycocoevalcap's cooked references of one image (lengths and clipped n-gram maxima)."""
+    from pycocoevalcap.bleu.bleu_scorer import cook_refs
+
+    return cook_refs(refs)
+
+
+def bleu_statistics(candidate: str, cooked_refs) -> List[int]:
+    """One image's BLEU statistics as pycocoevalcap's BleuScorer with ``option='closest'`` counts them."""
+    from pycocoevalcap.bleu.bleu_scorer import cook_test
+
+    comps = cook_test(candidate, cooked_refs, eff="closest")
+    return [comps["testlen"], comps["reflen"], *comps["guess"], *comps["correct"]]
+
+
+def bleu_from_statistics(stats: Sequence[float], order: int) -> float:
+    """BLEU-``order`` from one image's or summed statistics: pycocoevalcap's formula, smoothing constants and
+    operation order (its per-image and corpus values differ only in the statistics they are given)."""
+    testlen, reflen, guess, correct = stats[0], stats[1], stats[2:6], stats[6:10]
+    bleu = 1.
+    for k in range(order):
+        bleu *= float(correct[k] + BLEU_TINY) / (guess[k] + BLEU_SMALL)
+    value = bleu ** (1. / order)
+    ratio = (testlen + BLEU_TINY) / (reflen + BLEU_SMALL)
+    if ratio < 1:
+        value *= math.exp(1 - 1 / ratio)
+    return value
+
+
+def combine_bleu(sums: np.ndarray, order: int) -> np.ndarray:
+    """Corpus BLEU-``order`` of each row of summed statistics (exact: the statistics are integer counts)."""
+    return np.array([bleu_from_statistics([float(v) for v in row], order) for row in sums], dtype=np.float64)
+
+
+def bleu_values(candidates: List[str], cooked_refs: List) -> Dict[str, CocoValue]:
+    stats = [bleu_statistics(c, refs) for c, refs in zip(candidates, cooked_refs)]
+    per_unit = np.asarray(stats, dtype=np.float64)
+    totals = [sum(column) for column in zip(*stats)]
+    values = {}
+    for order, key in enumerate(BLEU_KEYS, start=1):
+        per_sample = [bleu_from_statistics(s, order) for s in stats]
+        values[key] = CocoValue(bleu_from_statistics(totals, order), per_sample,
+                                CorpusStatistics(per_unit, functools.partial(combine_bleu, order=order)))
+    return values
+
+
+# ROUGE-L and CIDEr-D: means of per-image scores
+
+def rouge_value(candidates: List[str], references: List[List[str]]) -> CocoValue:
+    from pycocoevalcap.rouge.rouge import Rouge
+
+    rouge = Rouge()
+    scores = np.array([rouge.calc_score([c], refs) for c, refs in zip(candidates, references)])
+    return CocoValue(float(np.mean(scores)), [float(s) for s in scores], mean_statistics(scores))
+
+
+class CiderReferences:
+    """CIDEr-D's reference side, computed once for every system: document frequencies over the images' reference
+    sets and each reference's tf-idf vector (pycocoevalcap's CiderScorer recomputes both per call and per image)."""
+
+    def __init__(self, references: List[List[str]]):
+        from pycocoevalcap.cider.cider_scorer import cook_refs
+
+        cooked = [cook_refs(refs, CIDER_N) for refs in references]
+        self.document_frequency: Dict[tuple, float] = {}
+        for refs in cooked:
+            for ngram in set(ngram for ref in refs for ngram in ref):
+                self.document_frequency[ngram] = self.document_frequency.get(ngram, 0.0) + 1
+        self.ref_len = np.log(float(len(cooked)))
+        self.vectors = [[self._tfidf(ref) for ref in refs] for refs in cooked]
+
+    def _tfidf(self, counts):
+        vec = [{} for _ in range(CIDER_N)]
+        norm = [0.0] * CIDER_N
+        length = 0
+        for ngram, term_freq in counts.items():
+            df = np.log(max(1.0, self.document_frequency.get(ngram, 0.0)))
+            n = len(ngram) - 1
+            vec[n][ngram] = float(term_freq) * (self.ref_len - df)
+            norm[n] += pow(vec[n][ngram], 2)
+            if n == 1:  # pycocoevalcap counts the bigrams as the length
+                length += term_freq
+        return vec, [np.sqrt(x) for x in norm], length
+
+    @staticmethod
+    def _similarity(hyp, ref) -> np.ndarray:
+        (vec_hyp, norm_hyp, length_hyp), (vec_ref, norm_ref, length_ref) = hyp, ref
+        delta = float(length_hyp - length_ref)
+        val = np.array([0.0] * CIDER_N)
+        for n in range(CIDER_N):
+            for ngram, weight in vec_hyp[n].items():
+                ref_weight = vec_ref[n].get(ngram, 0.0)
+                val[n] += min(weight, ref_weight) * ref_weight
+            if norm_hyp[n] != 0 and norm_ref[n] != 0:
+                val[n] /= norm_hyp[n] * norm_ref[n]
+            val[n] *= np.e ** (-(delta ** 2) / (2 * CIDER_SIGMA ** 2))
+        return val
+
+    def value(self, candidates: List[str]) -> CocoValue:
+        from pycocoevalcap.cider.cider_scorer import cook_test
+
+        scores = []
+        for candidate, refs in zip(candidates, self.vectors):
+            hyp = self._tfidf(cook_test(candidate, CIDER_N))
+            score = np.array([0.0] * CIDER_N)
+            for ref in refs:
+                score += self._similarity(hyp, ref)
+            score_avg = np.mean(score)
+            score_avg /= len(refs)
+            score_avg *= 10.0
+            scores.append(score_avg)
+        scores = np.array(scores)
+        return CocoValue(float(np.mean(scores)), [float(s) for s in scores], mean_statistics(scores))
+
+
+# METEOR: pycocoevalcap's jar protocol, SCORE lines streamed, one EVAL line per system
+
+class MeteorJar:
+    """pycocoevalcap's METEOR 1.5 jar in ``-stdio`` mode (its command and options); requests are written from a
+    thread while the replies are read, so a whole batch is one round trip."""
+
+    def __init__(self):
+        from pycocoevalcap.meteor import meteor as meteor_module
+
+        folder = os.path.dirname(os.path.abspath(meteor_module.__file__))
+        command = ["java", "-jar", "-Xmx2G", meteor_module.METEOR_JAR, "-", "-", "-stdio", "-l", "en", "-norm"]
+        self.process = subprocess.Popen(command, cwd=folder, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.DEVNULL)
+        self.lock = threading.Lock()
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def exchange(self, lines: List[str], replies: int) -> List[str]:
+        """Send ``lines``; return the next ``replies`` reply lines."""
+        with self.lock:
+            writer = threading.Thread(target=self._write, args=(lines,), daemon=True)
+            writer.start()
+            out = []
+            for _ in range(replies):
+                line = self.process.stdout.readline()
+                if not line:
+                    raise RuntimeError(f"the METEOR jar stopped (exit {self.process.poll()})")
+                out.append(line.decode().strip())
+            writer.join()
+            return out
+
+    def _write(self, lines: List[str]) -> None:
+        try:
+            self.process.stdin.write("".join(f"{line}\n" for line in lines).encode())
+            self.process.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # the reader reports the stopped jar
+
+    def close(self) -> None:
+        if self.alive():
+            self.process.stdin.close()
+            self.process.kill()
+        self.process.wait()
+
+
+def meteor_score_line(candidate: str, references: List[str]) -> str:
+    """pycocoevalcap's SCORE request (``|||`` removed from the candidate, double spaces collapsed once)."""
+    candidate = candidate.replace("|||", "").replace("  ", " ")
+    return " ||| ".join(("SCORE", " ||| ".join(references), candidate))
+
+
+class _MeteorRun:
+    """One group call's METEOR work, started in a thread: every system's SCORE lines, then one EVAL per system."""
+
+    def __init__(self, jar: MeteorJar, systems: List[List[str]], references: List[List[str]]):
+        self.jar, self.result, self.error = jar, None, None
+        self.thread = threading.Thread(target=self._run, args=(systems, references), daemon=True)
+        self.thread.start()
+
+    def _run(self, systems, references) -> None:
+        try:
+            lines = [meteor_score_line(c, refs) for cands in systems for c, refs in zip(cands, references)]
+            stats = _regroup(self.jar.exchange(lines, len(lines)), [len(references)] * len(systems))
+            evals = ["EVAL ||| " + " ||| ".join(s) for s in stats]
+            replies = _regroup(self.jar.exchange(evals, len(evals) * (len(references) + 1)),
+                               [len(references) + 1] * len(systems))
+            self.result = [(s, r) for s, r in zip(stats, replies)]
+        except BaseException as exc:  # re-raised in the caller's thread
+            self.error = exc
+
+    def values(self) -> List[CocoValue]:
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        values = []
+        for stats, replies in self.result:
+            per_unit = np.array([[float(v) for v in line.split()] for line in stats], dtype=np.float64)
+            values.append(CocoValue(float(replies[-1]), [float(r) for r in replies[:-1]],
+                                    CorpusStatistics(per_unit, combine_meteor)))
+        return values
+
+
+_KEPT_METEOR: List[MeteorJar] = []
+_KEPT_LOCK = threading.Lock()
+
+
+def keep_meteor_jar(jar: MeteorJar) -> None:
+    """Keep the last group call's jar (at most one) for :func:`combine_meteor`."""
+    with _KEPT_LOCK:
+        if not jar.alive():
+            jar.close()
+            return
+        for old in _KEPT_METEOR:
+            old.close()
+        _KEPT_METEOR[:] = [jar]
+
+
+def _kept_meteor_jar() -> MeteorJar:
+    with _KEPT_LOCK:
+        if not _KEPT_METEOR or not _KEPT_METEOR[0].alive():
+            _KEPT_METEOR[:] = [MeteorJar()]
+        return _KEPT_METEOR[0]
+
+
+@atexit.register
+def _close_kept_meteor() -> None:
+    for jar in _KEPT_METEOR:
+        jar.close()
+
+
+def combine_meteor(sums: np.ndarray) -> np.ndarray:
+    """Corpus METEOR of each row of summed segment statistics: the jar's own score of those statistics (one
+    ``EVAL`` line whose segments are the rows; the jar's aggregate of a corpus is its score of the summed stats)."""
+    sums = np.atleast_2d(np.asarray(sums, dtype=np.float64))
+    if not len(sums):
+        return np.zeros(0)
+    segments = " ||| ".join(" ".join(repr(float(v)) for v in row) for row in sums)
+    replies = _kept_meteor_jar().exchange([f"EVAL ||| {segments}"], len(sums) + 1)
+    return np.array([float(r) for r in replies[:-1]], dtype=np.float64)
+
+
+def _spice_value(spice, candidates: List[str], references: List[List[str]]) -> CocoValue:
+    with contextlib.redirect_stdout(io.StringIO()):
+        corpus, per_image = spice.compute_score({i: refs for i, refs in enumerate(references)},
+                                                {i: [c] for i, c in enumerate(candidates)})
+    scores = [s["All"]["f"] for s in per_image]
+    return CocoValue(float(corpus), scores, mean_statistics(scores))
