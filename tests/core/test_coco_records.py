@@ -249,6 +249,20 @@ def test_inline_systems_over_the_same_images_pair_up(tmp_path):
     assert coverage(truth, [system_a, system_b])["text"] == "scored 3 of 3 annotated images"
 
 
+def test_inline_image_ids_are_paths_relative_to_the_image_root(tmp_path):
+    absolute = _jsonl(tmp_path, "abs.jsonl", [{**r, "image": str(tmp_path / r["image"]), "caption": "x"}
+                                              for r in INLINE])
+    dotted = _jsonl(tmp_path, "dot.jsonl", [{**r, "image": "./" + r["image"], "caption": "y"} for r in INLINE])
+    (truth_a, a), (truth_b, b) = read_inline(absolute, images=tmp_path), read_inline(dotted, images=tmp_path)
+    assert list(a.captions) == list(b.captions) == ["img/1.jpg", "img/2.jpg", "img/3.jpg"]
+    truth = common_ground_truth([truth_a, truth_b])
+    assert truth.image_path("img/1.jpg", tmp_path) == tmp_path / "img" / "1.jpg"
+    assert coverage(truth, [a, b])["scored"] == 3
+    deeper_root = read_inline(absolute, images=tmp_path / "img")[1]
+    assert list(deeper_root.captions) == ["1.jpg", "2.jpg", "3.jpg"]
+    assert list(read_inline(absolute)[1].captions) == [str(tmp_path / r["image"]) for r in INLINE]
+
+
 def test_inline_sources_with_other_references_for_an_image_are_refused(tmp_path):
     a = _jsonl(tmp_path, "a.jsonl", [{**r, "caption": "x"} for r in INLINE])
     other = [dict(r) for r in INLINE]

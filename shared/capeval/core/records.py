@@ -690,10 +690,10 @@ def read_inline(source: Union[str, os.PathLike, Any], *, fields: Optional[Mappin
     (:func:`iter_records`; ``split``/``config`` as there), mapped by ``fields`` / ``image_format`` as
     :class:`RecordColumns` maps them.
 
-    Each record is one image: its id is its image value as written in the record (a path relative to ``images``,
-    the image root; the ``path`` of an embedded ``{"bytes", "path"}`` image, or ``sha256:<digest>`` of its bytes
-    when it has none), so several systems' files over the same images pair up (:func:`common_ground_truth` checks
-    that their references agree). Records without images (in every record or in none) are identified by their record
+    Each record is one image: its id is its image path relative to ``images``, the image root (an absolute path
+    under the root is made relative to it, ``./`` parts are dropped, other paths stay as written; the ``path`` of an
+    embedded ``{"bytes", "path"}`` image, or ``sha256:<digest>`` of its bytes when it has none), so several systems'
+    files over the same images pair up (:func:`common_ground_truth` checks that their references agree). Records without images (in every record or in none) are identified by their record
     number. An image given twice is refused (one caption per image and system); ``name`` defaults to the source's
     stem.
     """
@@ -710,7 +710,7 @@ def read_inline(source: Union[str, os.PathLike, Any], *, fields: Optional[Mappin
             number = record["index"]
             where = f"{label}: record {number}"
             image = None if chunk_images is None else chunk_images[i]
-            image_id, file, data = (number, None, None) if image is None else _inline_image(image, where)
+            image_id, file, data = (number, None, None) if image is None else _inline_image(image, images, where)
             if image_id in captions:
                 raise InputError(f"{where}: image {image_id!r} again (first at record {first_record[image_id]}): "
                                  "one caption per image and system")
@@ -739,11 +739,13 @@ def _chunks(records: Iterator[Dict], size: int) -> Iterator[List[Dict]]:
         yield chunk
 
 
-def _inline_image(image: Any, where: str) -> Tuple[Hashable, Optional[str], Optional[Dict]]:
+def _inline_image(image: Any, root: Optional[Union[str, os.PathLike]],
+                  where: str) -> Tuple[Hashable, Optional[str], Optional[Dict]]:
     if isinstance(image, (str, os.PathLike)):
         if not os.fspath(image).strip():
             raise InputError(f"{where}: the image path is empty")
-        return os.fspath(image), os.fspath(image), None
+        path = _relative_to_root(Path(image), root).as_posix()
+        return path, path, None
     if isinstance(image, dict) and ("bytes" in image or "path" in image):
         path, data = image.get("path"), image.get("bytes")
         if data is None:
@@ -753,6 +755,16 @@ def _inline_image(image: Any, where: str) -> Tuple[Hashable, Optional[str], Opti
         image_id = path if isinstance(path, str) and path else f"sha256:{hashlib.sha256(data).hexdigest()[:16]}"
         return image_id, None, image
     raise InputError(f"{where}: the image is {type(image).__name__}, expected a path or a {{'bytes', 'path'}} image")
+
+
+def _relative_to_root(path: Path, root: Optional[Union[str, os.PathLike]]) -> Path:
+    """An absolute ``path`` under ``root`` relative to it; others as they are (``Path`` drops ``./`` parts)."""
+    if root is not None and path.is_absolute():
+        try:
+            return path.relative_to(Path(root).absolute())
+        except ValueError:
+            return path
+    return path
 
 
 def _inline_references(value: Any, where: str) -> Tuple[str, ...]:
