@@ -56,3 +56,20 @@ def test_references_are_not_the_system_captions():
     for name in SYSTEMS:
         captions = json.loads((EXAMPLE / f"{name}.json").read_text())
         assert not references & {c["caption"] for c in captions}
+
+
+def test_pycocotools_reads_the_same_references_and_captions():
+    """The example is a valid COCO file for pycocoevalcap (pycocotools' ``COCO`` / ``loadRes``), and it reads the same
+    references and captions as capeval."""
+    from pycocotools.coco import COCO
+
+    coco = COCO(str(EXAMPLE / "captions_val2014.json"))
+    truth = read_ground_truth(EXAMPLE / "captions_val2014.json")
+    assert sorted(coco.getImgIds()) == sorted(truth.images)
+    for image_id, image in truth.images.items():
+        assert tuple(a["caption"] for a in coco.imgToAnns[image_id]) == image.references
+        assert coco.imgs[image_id]["file_name"] == image.file
+    for name in SYSTEMS:
+        results = coco.loadRes(str(EXAMPLE / f"{name}.json"))
+        system = read_results(EXAMPLE / f"{name}.json", truth)
+        assert {i: results.imgToAnns[i][0]["caption"] for i in results.getImgIds()} == system.captions

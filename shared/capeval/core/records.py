@@ -693,9 +693,9 @@ def read_inline(source: Union[str, os.PathLike, Any], *, fields: Optional[Mappin
     Each record is one image: its id is its image path relative to ``images``, the image root (an absolute path
     under the root is made relative to it, ``./`` parts are dropped, other paths stay as written; the ``path`` of an
     embedded ``{"bytes", "path"}`` image, or ``sha256:<digest>`` of its bytes when it has none), so several systems'
-    files over the same images pair up (:func:`common_ground_truth` checks that their references agree). Records without images (in every record or in none) are identified by their record
-    number. An image given twice is refused (one caption per image and system); ``name`` defaults to the source's
-    stem.
+    files over the same images pair up (:func:`common_ground_truth` checks that their references agree). Records
+    without images (in every record or in none) are identified by their record number. An image given twice is
+    refused (one caption per image and system); ``name`` defaults to the source's stem.
     """
     columns = RecordColumns(_InlineNeeds(), fields=fields, image_format=image_format)
     images_by_id: Dict[Hashable, EvalImage] = {}
@@ -818,8 +818,9 @@ def coverage(ground_truth: GroundTruth, systems: Sequence[SystemCaptions], *, re
         extra = [i for i in system.captions if i not in first.captions]
         lacking = [i for i in first.captions if i not in system.captions]
         if extra or lacking:
-            parts = ([f"captions {len(extra)} image(s) that {first.name} does not ({_named(extra)})"] if extra else [])
-            parts += [f"lacks {len(lacking)} image(s) that {first.name} captions ({_named(lacking)})"] if lacking else []
+            parts = [f"captions {len(extra)} image(s) that {first.name} does not ({_named(extra)})"] if extra else []
+            if lacking:
+                parts.append(f"lacks {len(lacking)} image(s) that {first.name} captions ({_named(lacking)})")
             raise InputError(f"{system.name} ({system.source}) {' and '.join(parts)}: systems are compared on the "
                              "same images")
     scored, total = len(first.captions), len(ground_truth.images)
