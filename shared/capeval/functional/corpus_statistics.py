@@ -28,11 +28,11 @@ class CorpusStatistics:
 
     def swapped(self, other: "CorpusStatistics", swaps: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """Values of (self, other) when the units marked in ``swaps[r, u]`` trade their statistics (approximate
-        randomisation of two systems on the same units)."""
-        swaps = swaps.astype(self.per_unit.dtype)
-        kept = 1.0 - swaps
-        mine = kept @ self.per_unit + swaps @ other.per_unit
-        theirs = kept @ other.per_unit + swaps @ self.per_unit
+        randomisation of two systems on the same units). The sums move by the swapped units' differences, so a
+        swap of units with identical statistics leaves both values bitwise as they are."""
+        moved = swaps.astype(self.per_unit.dtype) @ (other.per_unit - self.per_unit)
+        mine = self.per_unit.sum(axis=0) + moved
+        theirs = other.per_unit.sum(axis=0) - moved
         return self.combine(mine), self.combine(theirs)
 
 

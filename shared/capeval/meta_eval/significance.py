@@ -105,6 +105,35 @@ def bootstrap_p(deltas: np.ndarray, alternative: str) -> float:
     return min(1.0, 2 * min(at_most, at_least))
 
 
+TIE_RTOL, TIE_ATOL = 1e-9, 1e-12  # a resampled statistic this close to the observed one is a tie (float rounding)
+
+
+def _exceeding(statistics: np.ndarray, observed: float) -> int:
+    """How many ``statistics`` exceed ``observed`` strictly: values within float rounding of it are ties, which
+    sacrebleu does not count (a resample that only moves identical units is the observed split)."""
+    above = (statistics > observed) & ~np.isclose(statistics, observed, rtol=TIE_RTOL, atol=TIE_ATOL)
+    return int(above.sum())
+
+
+def sacrebleu_bootstrap_p(deltas: np.ndarray, delta: float) -> float:
+    """sacrebleu ``--paired-bs`` (Koehn 2004 as Moses'): the absolute resampled differences centred on their mean
+    against the absolute observed difference, ``(#(|δ*| − mean|δ*| > |δ|) + 1) / (R + 1)``; two-sided."""
+    deltas = deltas[~np.isnan(deltas)]
+    if np.isnan(delta) or not len(deltas):
+        return NAN
+    spread = np.abs(deltas)
+    return (_exceeding(spread - spread.mean(), abs(delta)) + 1) / (len(deltas) + 1)
+
+
+def sacrebleu_randomization_p(null: np.ndarray, delta: float) -> float:
+    """sacrebleu ``--paired-ar`` (multeval's approximate randomisation): ``(#(|δ*| > |δ|) + 1) / (R + 1)`` over the
+    differences of the swapped pseudo-systems; two-sided."""
+    null = np.abs(null[~np.isnan(null)])
+    if np.isnan(delta) or not len(null):
+        return NAN
+    return (_exceeding(null, abs(delta)) + 1) / (len(null) + 1)
+
+
 def percentile_interval(values: np.ndarray, confidence: float, what: str = "the difference"):
     """Percentile interval over the resamples where the statistic is defined (the others counted in a warning)."""
     return resampled_interval(values, confidence, what)
