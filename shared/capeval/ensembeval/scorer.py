@@ -17,13 +17,13 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from capeval.core.constants import CLIP_FILES
+from capeval.backbones.sharing import SharedBackbones
 from capeval.core.constants import ENSEMBEVAL_WEIGHTS_FILE as WEIGHTS_FILE
 from capeval.core.errors import InputError, TruncationWarning
 from capeval.core.hub import resolve
 from capeval.core.inputs import ValidInputs
 from capeval.core.runtime import DEFAULT_CACHE_BYTES, warn_truncated
-from capeval.core.scoring import CACHE_OPTIONS, Scorer, import_attr, load_scorer, scorers, summarize
+from capeval.core.scoring import Scorer, scorers, summarize
 from capeval.ensembeval.components import COMPONENTS, OFFICIAL_WEIGHTS
 from capeval.functional.ensemble import weighted_sum
 
@@ -87,12 +87,13 @@ class EnsembleScorer(Scorer):
         stray = sorted(set(options) - set(self.groups))
         if stray:
             raise KeyError(f"component_options for {stray}, which these weights do not use ({sorted(self.groups)})")
-        self._runtime = {"device": device, "dtype": dtype, "batch_size": batch_size,
-                         "preprocess_workers": preprocess_workers}
+        defaults = {"device": device, "dtype": dtype, "batch_size": batch_size, "preprocess_workers": preprocess_workers,
+                    "cache_dir": cache_dir, "persist_dir": persist_dir, "cache_bytes": cache_bytes}
         if precision is not None:  # reaches the components with a precision option (CLIP-S, PAC-S, Polos, BLIP2Score)
-            self._runtime["precision"] = precision
-        self._caches = {"cache_dir": cache_dir, "persist_dir": persist_dir, "cache_bytes": cache_bytes}
-        self.clip_backbones: Dict[tuple, Any] = {}  # (CLIP weights directory, settings) -> ClipBackbone
+            defaults["precision"] = precision
+        # each component loaded with the defaults it accepts; those with the same CLIP weights and settings share one
+        # backbone (capeval.backbones.sharing)
+        self.backbones = SharedBackbones(defaults)
         self.scorers = {name: self._build(name, options.get(name, {}), cider_idf) for name in self.groups}
         # per-sample values depend on the corpus only through official CIDEr (IDF over the scored references)
         self.corpus_level = _official_cider(self.groups, cider_idf)
@@ -102,30 +103,12 @@ class EnsembleScorer(Scorer):
     def _build(self, name: str, options: Dict, cider_idf):
         if name == "cider" and cider_idf is not None:
             name, options = "cider_fixed_idf", {"idf": cider_idf, **options}
-        spec = scorers()[name]
-        built = {**{k: v for k, v in self._runtime.items() if k in spec.options},
-                 **{k: v for k, v in self._caches.items() if k in CACHE_OPTIONS and k in spec.options},
-                 **options}
-        for option, weights_of in spec.shares:
-            # a component with a precision option builds its own backbone (its precision is its family's to map)
-            if option == "clip_backbone" and option not in options and built.get("precision") is None:
-                built[option] = self.clip_backbone(import_attr(weights_of)(built), built)
-        return load_scorer(name, **built)
+        return self.backbones.load(name, options)
 
-    def clip_backbone(self, weights: str, options: Mapping):
-        """One :class:`ClipBackbone` per distinct CLIP weights (the directory they resolve to) and runtime/cache
-        options: components with the same CLIP and settings share it, a component's own settings are honoured."""
-        from capeval.backbones.clip import ClipBackbone
-
-        settings = {k: options.get(k, self._runtime.get(k, self._caches.get(k)))
-                    for k in ("device", "dtype", "batch_size", "cache_dir", "persist_dir", "cache_bytes",
-                              "preprocess_workers")}
-        directory = resolve(weights, list(CLIP_FILES), cache_dir=settings["cache_dir"]).resolve()
-        key = (str(directory), *(str(settings[k]) for k in ("device", "dtype", "batch_size", "persist_dir",
-                                                            "cache_bytes", "preprocess_workers")))
-        if key not in self.clip_backbones:
-            self.clip_backbones[key] = ClipBackbone(weights, **settings)
-        return self.clip_backbones[key]
+    @property
+    def clip_backbones(self) -> Dict[tuple, Any]:
+        """The shared CLIP backbones, by weights directory and settings."""
+        return self.backbones.clip_backbones
 
     @property
     def needs_references(self) -> List[str]:
