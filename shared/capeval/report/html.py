@@ -144,7 +144,7 @@ def comparisons_table(report: Mapping) -> str:
     rows = "".join("<tr>" + "".join(f"<td>{esc(row.get(c, ''))}</td>" for c in columns) + "</tr>"
                    for row in report.get("comparisons", []))
     head = "".join(f"<th>{c}</th>" for c in columns)
-    return (f'<details><summary>Every pairwise comparison (delta = a − b, as computed)</summary><div class="scroll">'
+    return (f'<details><summary>Every pairwise comparison (delta = system_b − system_a, as computed)</summary><div class="scroll">'
             f'<table id="comparisons"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div></details>')
 
 

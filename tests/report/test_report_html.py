@@ -1,0 +1,164 @@
+"""report.html without a browser: self-contained (no external URL; thumbnails are data: URIs made from the image
+files), every document text escaped, the table's cells, one CI plot per metric placed by the values, the
+disagreement browser's default ranking and entries, coverage and the provenance section."""
+
+import base64
+import io
+import re
+
+import pytest
+from conftest import INJECTION, KEYS, SYSTEMS, parse_html, rename_system
+from PIL import Image
+
+from capeval.report import write_report
+
+
+def page_of(report, tmp_path, **options):
+    path = write_report(report, tmp_path / "out", **options)["html"]
+    text = path.read_text(encoding="utf-8")
+    return text, parse_html(text)
+
+
+@pytest.fixture
+def page(report, tmp_path, images_root):
+    return page_of(report, tmp_path, images_root=images_root)
+
+
+def test_the_page_is_self_contained(page):
+    text, _ = page
+    assert not re.search(r"(?i)(https?:)?//[a-z0-9.-]+\.[a-z]{2,}/", text.replace("http://www.w3.org/2000/svg", ""))
+    assert not re.search(r"(?i)<link|@import|url\(", text)
+    sources = re.findall(r'\b(?:src|href)="([^"]*)"', text)
+    assert sources and all(s.startswith("data:image/jpeg;base64,") for s in sources)
+    assert text.count("<script") == 1 and "<script src" not in text  # the one small inline script
+
+
+def test_captions_references_and_names_are_escaped(page):
+    text, dom = page
+    assert "<script>alert(" not in text and "&lt;script&gt;alert(&#x27;caption&#x27;)&lt;/script&gt; a dog" in text
+    assert "<b>bold</b>" not in text and "R&amp;D &lt;b&gt;bold&lt;/b&gt;" in text
+    assert "ours & <v2>" not in text and "ours &amp; &lt;v2&gt;" in text
+    captions = [dd.text() for dd in dom.find_all("dd")]
+    assert INJECTION in captions  # shown as text (parsed back exactly)
+
+
+def test_the_table_cells(report, page):
+    _, dom = page
+    table = dom.find("table", id="scores")
+    assert [th.text() for th in table.find("thead").find_all("th")] == ["System", "BLEU-1", "BLEU-2", "BLEU-3",
+                                                                        "BLEU-4", "METEOR", "ROUGE-L", "CIDEr",
+                                                                        "CLIP-S"]
+    rows = table.find("tbody").find_all("tr")
+    assert [r.find("th").text() for r in rows] == ["ClipCap (baseline)", "ours_v1", "ours & <v2>"]
+    for row, system in zip(rows, SYSTEMS):
+        for cell, key in zip(row.find_all("td"), KEYS):
+            score = report["systems"][system]["scores"][key]
+            value, (low, high) = f"{score['value'] * 100:.1f}", score["ci"]
+            assert cell.text().startswith(value) and cell.text().endswith(f"[{low * 100:.1f}, {high * 100:.1f}]")
+            best = score["value"] == max(report["systems"][s]["scores"][key]["value"] for s in SYSTEMS)
+            assert bool(cell.find_all("b")) == best and (not best or cell.find("b").text() == value)
+    ours = dict(zip(KEYS, rows[1].find_all("td")))
+    assert ours["cider"].find("sup").text() == "†" and ours["clip_s"].find("sup").text() == "‡"
+    assert "significantly worse" in ours["clip_s"].find("sup").attrs["title"]
+    assert "scored 12 of 12 images of split test" in dom.find("p", id="coverage").text()
+    footer = dom.find("p", id="footer").text()
+    assert "1000 resamples over images, seed 12345" in footer and "tests: paired-bs, paired-ar" in footer
+    clusters = dom.find("table", id="clusters").find("tbody").find_all("tr")
+    assert [[td.text() for td in r.find_all("td")] for r in clusters] == [
+        [str(report["clusters"][k][s]) for k in KEYS] for s in SYSTEMS]
+
+
+def test_one_plot_per_metric_with_dots_ordered_as_the_values_and_ci_whiskers(report, page):
+    _, dom = page
+    plots = dom.find_all("svg", class_="plot")
+    assert [p.attrs["aria-label"] for p in plots] == [f"{t} (×100)" for t in ("BLEU-1", "BLEU-2", "BLEU-3", "BLEU-4",
+                                                                                "METEOR", "ROUGE-L", "CIDEr", "CLIP-S")]
+    for plot, key in zip(plots, KEYS):
+        groups = [g for g in plot.find_all("g")]
+        assert [g.find("title").text().split(":")[0] for g in groups] == list(SYSTEMS)
+        dots = [float(g.find("circle").attrs["cx"]) for g in groups]
+        values = [report["systems"][s]["scores"][key]["value"] for s in SYSTEMS]
+        assert sorted(range(3), key=dots.__getitem__) == sorted(range(3), key=values.__getitem__)
+        for group, dot in zip(groups, dots):
+            ends = sorted(float(line.attrs["x1"]) for line in group.find_all("line"))
+            assert ends[0] < dot < ends[-1]  # the dot sits inside its CI whisker
+
+
+def visible_cards(dom):
+    return [c for c in dom.find("ol", id="cards").find_all("li", class_="card") if "hidden" not in c.attrs]
+
+
+def test_disagreement_browser_default_ranking_and_entries(report, page):
+    _, dom = page
+    section = dom.find("section", id="disagreements")
+    options = [o.text() for o in section.find("select", id="pair").find_all("option")]
+    assert options == ["ours_v1 − ClipCap", "ours & <v2> − ClipCap", "ours_v1 − ours & <v2>"]
+    assert [o.attrs.get("value") for o in section.find("select", id="metric").find_all("option")] == list(KEYS)
+    assert "selected" in section.find("option", value="cider").attrs
+    deltas = [(i, img["scores"]["ours_v1"]["cider"] - img["scores"]["ClipCap"]["cider"])
+              for i, img in enumerate(report["images"])]
+    expected = sorted(deltas, key=lambda d: -abs(d[1]))[:10]
+    cards = visible_cards(dom)
+    assert len(cards) == 10 and all(c.attrs["data-pair"] == "0" for c in cards)
+    for rank, (card, (index, delta)) in enumerate(zip(cards, expected), 1):
+        image = report["images"][index]
+        assert card.find("span", class_="rank").text() == f"#{rank}"
+        assert f"image {image['image_id']}" in card.find("p", class_="meta").text()
+        sign = "+" if delta > 0 else "\u2212"
+        assert card.find("p", class_="delta").text() == f"Δ CIDEr = {sign}{abs(delta) * 100:.1f}"
+        assert [dd.text() for dd in card.find_all("dd")] == [image["captions"]["ours_v1"],
+                                                             image["captions"]["ClipCap"]]
+        assert [li.text() for li in card.find("ol", class_="references").find_all("li")] == image["references"]
+        rows = card.find("table", class_="image-scores").find("tbody").find_all("tr")
+        for row, system in zip(rows, ("ours_v1", "ClipCap")):
+            shown = [td.text() for td in row.find_all("td")]
+            assert shown == ["n/a" if image["scores"][system][k] is None else f"{image['scores'][system][k] * 100:.1f}"
+                             for k in KEYS]
+    assert "10 of 12" in section.find("span", id="shown").text()
+
+
+def test_thumbnails_are_small_jpegs_of_the_image_files(report, page, images_root):
+    _, dom = page
+    for card in visible_cards(dom):
+        image_id = int(card.find("img").attrs["alt"].split()[-1])
+        file = next(i["file"] for i in report["images"] if i["image_id"] == image_id)
+        uri = card.find("img").attrs["src"]
+        thumbnail = Image.open(io.BytesIO(base64.b64decode(uri.split(",", 1)[1])))
+        original = Image.open(images_root / file)
+        assert thumbnail.format == "JPEG" and max(thumbnail.size) <= 256
+        assert max(thumbnail.size) == min(256, max(original.size))
+        assert abs(thumbnail.size[0] / thumbnail.size[1] - original.size[0] / original.size[1]) < 0.02
+        small = original.convert("RGB").resize(thumbnail.size)
+        difference = abs(int(sum(small.convert("L").getdata())) - int(sum(thumbnail.convert("L").getdata())))
+        assert difference / (thumbnail.size[0] * thumbnail.size[1]) < 3  # the same picture
+
+
+def test_without_images_root_or_file_the_card_says_so(report, tmp_path, images_root):
+    _, dom = page_of(report, tmp_path)
+    assert not dom.find_all("img") and all(c.find("p", class_="noimg").text() == "no images folder given"
+                                           for c in visible_cards(dom))
+    (images_root / report["images"][10]["file"]).unlink()
+    with pytest.warns(UserWarning, match="COCO_val2014_000000000010.jpg: FileNotFoundError"):
+        _, dom = page_of(report, tmp_path / "again", images_root=images_root)
+    notes = [c.find("p", class_="noimg").text() for c in visible_cards(dom) if c.find_all("p", class_="noimg")]
+    assert len(notes) == 1 and notes[0].startswith("image not shown: ") and "FileNotFoundError" in notes[0]
+
+
+def test_provenance_and_hashcodes_are_collapsible(report, page):
+    _, dom = page
+    details = dom.find("section", id="provenance").find("details")
+    assert "open" not in details.attrs and details.find("summary").text() == "Provenance and hashcodes"
+    rows = details.find("table", id="hashcodes").find("tbody").find_all("tr")
+    assert [[td.text() for td in r.find_all("td")] for r in rows] == [
+        [k, report["metrics"][k]["scorer"], str(report["metrics"][k]["corpus_level"]), report["metrics"][k]["hashcode"]]
+        for k in KEYS]
+    text = details.text()
+    assert "results/ours & <v2>.json" in text and '"seed": 12345' in text and "w-clip_s" in text
+
+
+def test_names_with_markup_stay_text_in_the_browser_controls(report, tmp_path):
+    rename_system(report, "ours_v1", '"><img src=x onerror=alert(1)>')
+    text, dom = page_of(report, tmp_path)
+    assert "<img src=x" not in text
+    assert '"><img src=x onerror=alert(1)> − ClipCap' in [o.text() for o in dom.find("select", id="pair").find_all(
+        "option")]
