@@ -18,9 +18,9 @@ MAX_NAMED = 5
 def image_sources(ground_truth, image_ids: Sequence[Hashable], *, images: Optional[Mapping[Hashable, Any]] = None,
                   images_root=None) -> List[Any]:
     """What each image is read from: ``images[id]`` when given (anything :func:`capeval.core.inputs.load_image`
-    takes), else the image the ground truth embeds, else its file under ``images_root``. An image with none of them
-    is an :class:`InputError` naming the first few."""
-    sources, missing = [], []
+    takes), else the image the ground truth embeds, else its file under ``images_root``. Images with none of them,
+    or whose file does not exist, are an :class:`InputError` naming the first few (before any model loads)."""
+    sources, missing, absent = [], [], []
     for image_id in image_ids:
         if images is not None and image_id in images:
             source = images[image_id]
@@ -30,11 +30,19 @@ def image_sources(ground_truth, image_ids: Sequence[Hashable], *, images: Option
             source = ground_truth.image_path(image_id, images_root)
         if source is None:
             missing.append(image_id)
+        elif isinstance(source, (str, os.PathLike)) and not os.path.isfile(source):
+            absent.append(f"image {image_id!r}: {os.fspath(source)}")
         sources.append(source)
     if missing:
-        named = ", ".join(repr(i) for i in missing[:MAX_NAMED]) + (", …" if len(missing) > MAX_NAMED else "")
-        raise InputError(f"{len(missing)} scored image(s) have no image file or data: {named}")
+        raise InputError(f"{len(missing)} scored image(s) have no image file or data: {_first(map(repr, missing))}")
+    if absent:
+        raise InputError(f"{len(absent)} image file(s) not found (image root {images_root}): {_first(absent)}")
     return sources
+
+
+def _first(items) -> str:
+    items = list(items)
+    return ", ".join(items[:MAX_NAMED]) + (", …" if len(items) > MAX_NAMED else "")
 
 
 def image_identity(source: Any) -> Hashable:
