@@ -30,6 +30,7 @@ from capeval.testing.tiny_hice_s import (
     tiny_sam_factory,
 )
 from capeval.testing.tiny_image_roundtrip import write_tiny_dinov2, write_tiny_sd_turbo
+from capeval.testing.tiny_judges import write_tiny_llava
 from capeval.testing.tiny_polos import tiny_polos_head, tiny_roberta
 from capeval.testing.tiny_text import tiny_mpnet
 from capeval.testing.tiny_vcrscore import tiny_regressor, write_tiny_detr, write_tiny_vilt, write_tiny_yolos
@@ -72,6 +73,7 @@ TINY_BUILDERS: Dict[str, Callable[[Path], None]] = {
     "yolos-small": write_tiny_yolos,
     "sd-turbo": write_tiny_sd_turbo,
     "dinov2-small": write_tiny_dinov2,
+    "llava-1.5-13b-hf": write_tiny_llava,
 }
 
 

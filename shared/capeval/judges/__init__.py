@@ -1,0 +1,1 @@
+"""Vision-language-model judges (FLEUR, RefFLEUR): prompts as data, batched greedy generation, replayable caches."""

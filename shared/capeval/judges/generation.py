@@ -1,0 +1,156 @@
+"""Batched greedy generation for a transformers image-text-to-text model (LLaVA-1.5 or any model whose processor
+has a chat template): left padding with attention masks, fp16/bf16/fp32, ``device_map``; for every generated token,
+the judge's probabilities of the ten digit tokens (softmax over the whole vocabulary of the raw logits, float32)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+import torch
+from PIL import Image
+
+from capeval.core.constants import TINY_MARKER_FILE
+from capeval.core.errors import ModelNotAvailableError
+from capeval.core.hub import hub_snapshot_of, resolve
+from capeval.core.runtime import resolve_device, resolve_dtype
+from capeval.judges.registration import JUDGE_FILES
+
+INDEX_FILE = "model.safetensors.index.json"
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One generated answer: its token ids (up to, not including, the end-of-sequence token), its text, whether
+    generation ended with the end-of-sequence token, and the digit probabilities at each generated token."""
+
+    token_ids: List[int]
+    text: str
+    ended: bool
+    digit_probabilities: torch.Tensor  # (len(token_ids), 10), float32
+
+
+def resolve_judge(ref: str, cache_dir=None) -> Path:
+    """The local folder of judge ``ref`` (registered name, hub id[@revision] or folder) with every weight shard its
+    index names (a single ``model.safetensors`` folder is taken as it is)."""
+    local = Path(ref).expanduser()
+    if local.is_dir():
+        return resolve(ref)
+    directory = resolve(ref, list(JUDGE_FILES), cache_dir=cache_dir)
+    shards = sorted(set(json.loads((directory / INDEX_FILE).read_text())["weight_map"].values()))
+    return resolve(ref, shards, cache_dir=cache_dir)
+
+
+def judge_model_id(ref: str, directory: Path) -> str:
+    """``repo_id@commit`` of a hub snapshot (``+tiny-random`` for capeval's test weights), else ``local:`` and the
+    sha256 of the folder's config and index files."""
+    snapshot = hub_snapshot_of(directory)
+    tiny = "+tiny-random" if (directory / TINY_MARKER_FILE).exists() else ""
+    if snapshot is not None:
+        return f"{snapshot[0]}@{snapshot[1]}{tiny}"
+    digest = hashlib.sha256()
+    for name in ("config.json", INDEX_FILE):
+        if (directory / name).is_file():
+            digest.update((directory / name).read_bytes())
+    return f"local:{digest.hexdigest()[:16]}{tiny}"
+
+
+def _complete_llava_processor(processor, config) -> None:
+    """A LLaVA processor loaded without ``processor_config.json`` (the 13B repo's layout) gets the patch size and
+    feature strategy from the model's config: one image token per patch (the CLS feature is dropped)."""
+    if getattr(processor, "patch_size", 0) is None:
+        processor.patch_size = config.vision_config.patch_size
+        processor.vision_feature_select_strategy = config.vision_feature_select_strategy
+        processor.num_additional_image_tokens = 1  # CLIP's CLS token
+
+
+def pad_to_square(image: Image.Image, mean: Sequence[float]) -> Image.Image:
+    """LLaVA's ``expand2square``: the image centred on a square of the image processor's mean colour."""
+    image = image.convert("RGB")
+    width, height = image.size
+    if width == height:
+        return image
+    side = max(width, height)
+    square = Image.new("RGB", (side, side), tuple(int(x * 255) for x in mean))
+    square.paste(image, ((side - width) // 2, (side - height) // 2))
+    return square
+
+
+def judge_dtype(dtype, device: str = "auto", device_map=None):
+    """``dtype``, or by default the official float16 on a GPU (or with a ``device_map``) and float32 on CPU."""
+    if dtype is not None:
+        return resolve_dtype(dtype)
+    on_gpu = device_map is not None or resolve_device(device).type == "cuda"
+    return resolve_dtype("float16" if on_gpu else None)
+
+
+class JudgeModel:
+    """A vision-language judge loaded from the HF cache (or a folder) for batched greedy generation."""
+
+    def __init__(self, ref: str, *, device: str = "auto", dtype=None, device_map=None, cache_dir=None):
+        from transformers import AutoModelForImageTextToText, AutoProcessor
+
+        self.directory = resolve_judge(ref, cache_dir)
+        self.model_id = judge_model_id(ref, self.directory)
+        self.device = resolve_device(device) if device_map is None else None
+        self.dtype = judge_dtype(dtype, device, device_map)
+        try:
+            model = AutoModelForImageTextToText.from_pretrained(str(self.directory), dtype=self.dtype,
+                                                                device_map=device_map)
+        except (OSError, ValueError) as exc:
+            raise ModelNotAvailableError(f"judge {ref!r} ({self.directory}) is not a transformers image-text-to-text "
+                                         f"model: {exc}") from exc
+        self.model = (model if device_map is not None else model.to(self.device)).eval()
+        self.processor = AutoProcessor.from_pretrained(str(self.directory))
+        self.config = self.model.config
+        if self.config.model_type == "llava":
+            _complete_llava_processor(self.processor, self.config)
+        self.tokenizer = self.processor.tokenizer
+        self.tokenizer.padding_side = "left"
+        eos = self.model.generation_config.eos_token_id
+        self.eos_ids = set(eos if isinstance(eos, (list, tuple)) else [eos if eos is not None else
+                                                                       self.tokenizer.eos_token_id])
+        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else min(self.eos_ids)
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token_id = self.pad_id
+        self.digit_ids = [self.tokenizer.encode(str(d), add_special_tokens=False)[-1] for d in range(10)]
+        self.image_mean = getattr(self.processor.image_processor, "image_mean", None) or (0.5, 0.5, 0.5)
+
+    @property
+    def input_device(self) -> torch.device:
+        return self.device if self.device is not None else self.model.get_input_embeddings().weight.device
+
+    def chat_prompt(self, messages: list) -> str:
+        return self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+
+    @torch.inference_mode()
+    def generate(self, prompts: Sequence[str], images: Sequence[Image.Image], *,
+                 max_new_tokens: int) -> List[Generation]:
+        """Greedy answers to ``prompts`` (each holding the image placeholder once) about ``images``, in one left-padded
+        batch."""
+        from transformers import GenerationConfig
+
+        batch = self.processor(images=list(images), text=list(prompts), padding=True, return_tensors="pt")
+        batch = {k: v.to(self.input_device) for k, v in batch.items()}
+        if "pixel_values" in batch and batch["pixel_values"].is_floating_point():
+            batch["pixel_values"] = batch["pixel_values"].to(self.dtype)
+        settings = GenerationConfig(do_sample=False, num_beams=1, max_new_tokens=max_new_tokens,
+                                    eos_token_id=sorted(self.eos_ids), pad_token_id=self.pad_id,
+                                    output_logits=True, return_dict_in_generate=True)
+        out = self.model.generate(**batch, generation_config=settings)
+        width = batch["input_ids"].shape[1]
+        logits = torch.stack(out.logits, dim=1) if out.logits else torch.zeros(len(prompts), 0, 1)
+        digits = torch.tensor(self.digit_ids, device=logits.device)
+        results = []
+        for row in range(len(prompts)):
+            new = out.sequences[row, width:].tolist()
+            end = next((i for i, token in enumerate(new) if token in self.eos_ids), None)
+            kept = new if end is None else new[:end]
+            probabilities = torch.softmax(logits[row, :len(kept)].float(), dim=-1)[:, digits].cpu()
+            text = self.tokenizer.decode(kept, skip_special_tokens=True).strip()
+            results.append(Generation(kept, text, end is not None, probabilities))
+        return results
+
