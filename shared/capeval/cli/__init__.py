@@ -17,6 +17,8 @@ BROKEN_PIPE_STATUS = 128 + 13  # a Unix tool killed by SIGPIPE, as the shell rep
 # command -> (module under capeval.cli, one-line help); the order is the order of `capeval --help`
 COMMANDS = {
     "score": ("score", "score captions from a file, a datasets folder or a hub dataset"),
+    "evaluate": ("evaluate", "systems' captions on COCO / Karpathy / inline references: a metric suite in one pass, "
+                             "CIs, paired significance tests, a report"),
     "merge": ("merge", "join `capeval score --shard` outputs (or `capeval train polos-features --shard` folders) "
                        "in input order"),
     "ray-score": ("ray_score", "score a dataset with Ray Data actors (local or a cluster) into parquet shards"),

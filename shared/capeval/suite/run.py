@@ -1,0 +1,156 @@
+"""``evaluate_captions``: a captioning paper's evaluation in one call: read the annotations and every system's
+results, check them all (before any model loads), score the metric suite in one pass, compare the systems
+(CIs, paired tests, clusters) and return the report document (``report.json``), written with every other format
+when ``output`` is given.
+
+    from capeval.suite.run import evaluate_captions
+    report = evaluate_captions(["model_a.json", "model_b.json"], annotations="dataset_coco.json", split="test",
+                               images="coco/", metrics=["coco", "clip_s"], baseline="model_a")
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+from capeval.core.errors import InputError
+from capeval.core.records import (GroundTruth, SystemCaptions, common_ground_truth, coverage, read_ground_truth,
+                                  read_inline, read_results)
+from capeval.core.scoring import get_scorer_spec
+from capeval.core.version import __version__
+from capeval.suite.engine import score_suite
+from capeval.suite.metrics import expand_metrics
+
+PathLike = Union[str, os.PathLike]
+
+
+def evaluate_captions(results: Sequence[PathLike] = (), *, annotations: Optional[PathLike] = None,
+                      split: Optional[str] = None, records: Sequence[Any] = (), images: Optional[PathLike] = None,
+                      metrics: Sequence[str] = ("coco",), names: Optional[Sequence[str]] = None,
+                      baseline: Optional[str] = None, require_all: bool = False, resamples: int = 1000,
+                      seed: int = 12345, output: Optional[PathLike] = None,
+                      options: Optional[Mapping[str, Mapping]] = None, device: str = "auto", dtype=None,
+                      batch_size: Optional[int] = None, cache_dir: Optional[PathLike] = None,
+                      show_progress: Optional[bool] = None, fields: Optional[Mapping[str, str]] = None,
+                      image_format: Optional[str] = None, config: Optional[str] = None) -> Dict:
+    """Score ``metrics`` (``"coco"`` = BLEU-1..4, METEOR, ROUGE-L, CIDEr-D, SPICE where its jars exist; any
+    registered scorer by name) for every system and compare them; the report document.
+
+    The evaluation set is either ``annotations`` (COCO caption annotations, or a Karpathy split file with ``split``)
+    with one COCO results file per system in ``results``, or ``records``: one record source per system, as
+    ``capeval score --input`` reads them, references inline (``fields``, ``image_format``, ``split``, ``config`` as
+    there). ``images``: the image root (COCO: the folder of ``file_name``; Karpathy: the folder holding
+    ``val2014/``). ``names``: one per system (default: the file stems); ``baseline``: the name the table marks
+    against. ``options``: per metric, its scorer options (``{"clip_s": {"precision": "official"}}``); ``device``,
+    ``dtype``, ``batch_size``, ``cache_dir``: the suite's runtime. ``resamples`` and ``seed``: the bootstrap and
+    randomization tests of :func:`capeval.meta_eval.systems.compare_systems`.
+
+    Every input problem (malformed annotations, duplicate or unknown ids, non-text captions, systems on different
+    images, ``require_all`` short of the whole set, an unknown metric or option, a ``baseline`` that is no system, a
+    missing image file) is an :class:`InputError` raised before any model loads (the image files are checked by
+    :func:`capeval.suite.score_suite`).
+    """
+    plan = prepare_evaluation(results, annotations=annotations, split=split, records=records, images=images,
+                              metrics=metrics, names=names, baseline=baseline, require_all=require_all,
+                              fields=fields, image_format=image_format, config=config)
+    from capeval.meta_eval.systems import compare_systems
+
+    scores = score_suite(plan.ground_truth, plan.systems, plan.metrics, images_root=images, options=options,
+                         device=device, dtype=dtype, batch_size=batch_size, cache_dir=cache_dir,
+                         show_progress=show_progress)
+    comparison = compare_systems(scores.statistics, baseline=baseline, resamples=resamples, seed=seed)
+    report = build_report(plan, scores, comparison)
+    if output is not None:
+        from capeval.report.write import write_report
+
+        write_report(report, output, images_root=images)  # marks against the report's baseline
+    return report
+
+
+class EvaluationPlan:
+    """Checked inputs of an evaluation: the ground truth, the systems, the scorer names, the coverage."""
+
+    def __init__(self, ground_truth: GroundTruth, systems: List[SystemCaptions], metrics: List[str], coverage: Dict,
+                 baseline: Optional[str]):
+        self.ground_truth = ground_truth
+        self.systems = systems
+        self.metrics = metrics
+        self.coverage = coverage
+        self.baseline = baseline
+
+
+def prepare_evaluation(results: Sequence[PathLike] = (), *, annotations: Optional[PathLike] = None,
+                       split: Optional[str] = None, records: Sequence[Any] = (), images: Optional[PathLike] = None,
+                       metrics: Sequence[str] = ("coco",), names: Optional[Sequence[str]] = None,
+                       baseline: Optional[str] = None, require_all: bool = False,
+                       fields: Optional[Mapping[str, str]] = None,
+                       image_format: Optional[str] = None, config: Optional[str] = None) -> EvaluationPlan:
+    """Read and check the inputs of :func:`evaluate_captions` without loading a model (its arguments; the metric
+    options are checked by :func:`capeval.suite.score_suite`, also before any model loads)."""
+    scorer_names = expand_metrics(list(metrics))
+    ground_truth, systems = _read_systems(results, annotations, split, records, names, images, fields, image_format,
+                                          config)
+    covered = coverage(ground_truth, systems, require_all=require_all)
+    system_names = [system.name for system in systems]
+    if baseline is not None and baseline not in system_names:
+        raise InputError(f"--baseline {baseline!r} is not one of the systems {system_names} (the names are the "
+                         "results files' stems, or --names)")
+    scoring_images = [name for name in scorer_names if get_scorer_spec(name).images != "unused"]
+    if scoring_images and annotations is not None and images is None:
+        raise InputError(f"{', '.join(scoring_images)} score(s) images: give the image root (--images DIR), the "
+                         f"folder the image files of {ground_truth.source} are relative to")
+    return EvaluationPlan(ground_truth, systems, scorer_names, covered, baseline)
+
+
+def _read_systems(results: Sequence[PathLike], annotations: Optional[PathLike], split: Optional[str],
+                  records: Sequence[Any], names: Optional[Sequence[str]], images: Optional[PathLike],
+                  fields: Optional[Mapping[str, str]], image_format: Optional[str], config: Optional[str]
+                  ) -> Tuple[GroundTruth, List[SystemCaptions]]:
+    results, records = list(results), list(records)
+    if (annotations is None) == (not records):
+        raise InputError("give either annotations (COCO captions or a Karpathy split file, with results files) "
+                         "or records (references inline), not both or neither")
+    sources = records or results
+    if not sources:
+        raise InputError("no results files given: one COCO results file per system")
+    names = list(names) if names is not None else [None] * len(sources)
+    if len(names) != len(sources):
+        raise InputError(f"{len(names)} names for {len(sources)} systems: give one name per "
+                         f"{'records source' if records else 'results file'}")
+    if records:
+        if results:
+            raise InputError("records carry their captions: give results files with annotations only")
+        pairs = [read_inline(source, fields=fields, images=images, name=name, image_format=image_format,
+                             split=split, config=config) for source, name in zip(records, names)]
+        return common_ground_truth([truth for truth, _ in pairs]), [system for _, system in pairs]
+    if fields or image_format or config:
+        raise InputError("fields, image_format and config apply to records sources, not to annotations")
+    ground_truth = read_ground_truth(annotations, split=split)
+    return ground_truth, [read_results(path, ground_truth, name=name) for path, name in zip(results, names)]
+
+
+def build_report(plan: EvaluationPlan, scores, comparison: Mapping) -> Dict:
+    """The report document (``report.json``) from the checked plan, the suite's scores and the comparison."""
+    systems = {system.name: {"source": system.source,
+                             "scores": {key: {**comparison["systems"][system.name][key],
+                                              "value": scores.corpus[system.name][key]}
+                                        for key in scores.keys}}
+               for system in plan.systems}
+    report = {"capeval_version": __version__, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+              "coverage": plan.coverage, "baseline": plan.baseline, "metrics": scores.metrics, "keys": scores.keys,
+              "systems": systems}
+    report.update({key: value for key, value in comparison.items() if key != "systems"})
+    report["images"] = _image_rows(plan, scores)
+    return report
+
+
+def _image_rows(plan: EvaluationPlan, scores) -> List[Dict]:
+    rows = []
+    for index, image_id in enumerate(scores.image_ids):
+        image = plan.ground_truth.images[image_id]
+        rows.append({"image_id": image_id, "file": image.file, "references": list(image.references),
+                     "captions": {system.name: system.captions[image_id] for system in plan.systems},
+                     "scores": {name: {key: values[index] for key, values in per_key.items()}
+                                for name, per_key in scores.per_image.items()}})
+    return rows
