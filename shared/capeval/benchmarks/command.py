@@ -8,7 +8,9 @@ from typing import Dict
 
 from capeval.benchmarks.catalog import BENCHMARKS
 from capeval.benchmarks.ensemble_transfer import configure_ensembeval_text, run_ensembeval_text
+from capeval.benchmarks.replay import LABELS, OUTPUTS, UNMATCHED, run_replayed
 from capeval.benchmarks.runner import ENSEMBLE_TEXT, run_benchmark
+from capeval.core.errors import InputError
 from capeval.functional.correlation import STATISTICS
 
 
@@ -34,12 +36,32 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "(default), or drop those rows (pairs) and report how many")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--replay", metavar="CACHE", help="a judge metric's recorded outputs (a judge cache, e.g. "
+                                                          "from `capeval judges import-fleur`) instead of its model: "
+                                                          "rows joined by image file name and caption")
+    parser.add_argument("--replay-unmatched", choices=UNMATCHED, help="rows not in the cache: an error listing them "
+                                                                      "(default), or compute on the matched rows only")
+    parser.add_argument("--replay-labels", choices=LABELS, help="pairwise benchmarks: the benchmark's own human "
+                                                                "labels (default) or those recorded with published "
+                                                                "outputs (FLEUR's Pascal-50S files)")
+    parser.add_argument("--replay-output", choices=OUTPUTS, help="the recorded judge score (default) or the raw "
+                                                                 "generated number")
     configure_ensembeval_text(parser)
 
 
 def run(args: argparse.Namespace) -> Dict:
+    replay_options = {"replay_unmatched": "unmatched", "replay_labels": "labels", "replay_output": "output"}
+    chosen = {option: getattr(args, option) for option in replay_options if getattr(args, option) is not None}
+    if chosen and not args.replay:
+        raise InputError(f"--{next(iter(chosen)).replace('_', '-')} needs --replay CACHE")
+    if args.replay and args.metric == ENSEMBLE_TEXT:
+        raise InputError(f"--replay replays a judge metric's cache; {ENSEMBLE_TEXT} is refitted, not replayed")
     if args.metric == ENSEMBLE_TEXT:
         return run_ensembeval_text(args)
+    if args.replay:
+        return run_replayed(args.metric, args.dataset, args.replay, data_dir=args.data_dir, revision=args.revision,
+                            statistic=args.statistic, ties=args.ties, resamples=args.resamples, plot=args.plot,
+                            nan_policy=args.nan_policy, **{replay_options[k]: v for k, v in chosen.items()})
     return run_benchmark(args.metric, args.dataset, data_dir=args.data_dir, revision=args.revision,
                          images_dir=args.images, statistic=args.statistic, ties=args.ties,
                          resamples=args.resamples, plot=args.plot, device=args.device, batch_size=args.batch_size,

@@ -66,6 +66,8 @@ def metric_scores(metric: str, benchmark: Benchmark, *, images_dir: Optional[Pat
     from capeval.core.scoring import load_scorer, scorers
 
     name, key = scorer_and_key(metric)
+    if loaded is not None and getattr(loaded.get(name), "replayed", False):  # a judge cache (benchmarks.replay)
+        return loaded[name].rows(benchmark)
     if name not in scorers():
         raise InputError(f"unknown metric {metric!r}; use bleu1..bleu4 or one of {sorted(scorers())}")
     if scorers()[name].needs_references and not all(benchmark.references):
@@ -137,9 +139,11 @@ def _category_accuracies(draws, categories: np.ndarray, rows: np.ndarray, ties: 
 
 
 def run_pairwise(metric: str, benchmark: PairwiseBenchmark, *, ties: str = "wrong", resamples: int = 1000,
-                 seed: int = 0, plot: Optional[str] = None, nan_policy: str = "raise", **scoring) -> Dict:
-    """Pairwise accuracy per category and the mean over categories, each a mean (± std) over the draws."""
-    loaded: Dict = {}
+                 seed: int = 0, plot: Optional[str] = None, nan_policy: str = "raise", loaded: Optional[Dict] = None,
+                 **scoring) -> Dict:
+    """Pairwise accuracy per category and the mean over categories, each a mean (± std) over the draws.
+    ``loaded``: scorers already built, by scorer name (e.g. a replayed judge cache)."""
+    loaded = {} if loaded is None else loaded
     draws = _pairwise_draws(metric, benchmark, loaded, **scoring)
     everything = _scored_pairs(draws, benchmark, metric, nan_policy)
     n = len(everything)
@@ -197,11 +201,12 @@ def judged_scores(metric: str, scores, benchmark: Benchmark, nan_policy: str):
 
 
 def run_correlation(metric: str, benchmark: Benchmark, *, statistic: Optional[str] = None, resamples: int = 1000,
-                    seed: int = 0, plot: Optional[str] = None, nan_policy: str = "raise", **scoring) -> Dict:
+                    seed: int = 0, plot: Optional[str] = None, nan_policy: str = "raise",
+                    loaded: Optional[Dict] = None, **scoring) -> Dict:
     statistic = statistic or benchmark.statistic
     if statistic not in STATISTICS:
         raise InputError(f"unknown statistic {statistic!r}; use one of {sorted(STATISTICS)}")
-    loaded: Dict = {}
+    loaded = {} if loaded is None else loaded
     scores, human, rows = judged_scores(metric, metric_scores(metric, benchmark, loaded=loaded, **scoring),
                                         benchmark, nan_policy)
     value = STATISTICS[statistic](scores, human)

@@ -34,23 +34,36 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "reported)")
     parser.add_argument("--weights", nargs="*", default=[], metavar="METRIC=PATH",
                         help="load a metric's weights from a local folder (e.g. mpnet_score=/models/all-mpnet-base-v2)")
+    parser.add_argument("--replay", nargs="*", default=[], metavar="METRIC=CACHE",
+                        help="a judge metric's recorded outputs instead of its model (e.g. fleur=fleur.jsonl from "
+                             "`capeval judges import-fleur`), added to --metrics and marked replayed; rows not in the "
+                             "cache are an error, or dropped with --nan-policy omit; benchmarks the cache holds "
+                             "nothing of are skipped")
     parser.add_argument("--images", help="benchmark images (image metrics only)")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--batch-size", type=int, default=64)
 
 
-def run(args: argparse.Namespace) -> int:
+def _pairs(option: str, items) -> dict:
     from capeval.core.errors import InputError
-    from capeval.meta_eval.leaderboard import Scores, leaderboard, to_markdown, write
 
-    weights = {}
-    for item in args.weights:
+    pairs = {}
+    for item in items:
         metric, sep, path = item.partition("=")
         if not sep or not metric or not path:
-            raise InputError(f"--weights: expected METRIC=PATH, got {item!r}")
-        weights[metric] = path
-    scores = Scores(weights=weights, images_dir=args.images, device=args.device, batch_size=args.batch_size)
-    board = leaderboard(args.metrics, args.benchmarks, data_dir=args.data_dir, unit=args.unit, test=args.test,
+            raise InputError(f"{option}: expected METRIC=PATH, got {item!r}")
+        pairs[metric] = path
+    return pairs
+
+
+def run(args: argparse.Namespace) -> int:
+    from capeval.meta_eval.leaderboard import Scores, leaderboard, to_markdown, write
+
+    weights, replays = _pairs("--weights", args.weights), _pairs("--replay", args.replay)
+    metrics = [*args.metrics, *(metric for metric in replays if metric not in args.metrics)]
+    scores = Scores(weights=weights, images_dir=args.images, device=args.device, batch_size=args.batch_size,
+                    replays=replays, replay_unmatched="nan" if args.nan_policy == "omit" else "raise")
+    board = leaderboard(metrics, args.benchmarks, data_dir=args.data_dir, unit=args.unit, test=args.test,
                         resamples=args.resamples, seed=args.seed, alpha=args.alpha, correction=args.correction,
                         ties=args.ties, scores=scores, nan_policy=args.nan_policy)
     files = write(board, args.output_dir)

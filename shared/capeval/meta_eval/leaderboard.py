@@ -26,6 +26,7 @@ from capeval.benchmarks.catalog import load
 from capeval.benchmarks.ensemble_transfer import OVERLAP_COMPONENTS, overlap_scores
 from capeval.benchmarks.loaders import Benchmark
 from capeval.benchmarks.pairwise import PairwiseBenchmark
+from capeval.benchmarks.replay import NoRowInCache, ReplayedJudge
 from capeval.benchmarks.runner import metric_scores, scorer_and_key
 from capeval.core.errors import InputError, ModelNotAvailableError
 from capeval.functional.correlation import NAN_POLICIES, describe_rows
@@ -50,9 +51,14 @@ PUBLISHED: Dict[str, Dict[str, tuple]] = {  # benchmark -> metric -> (value ×10
     "pascal50s": {"bleu1": (77.3, _T5), "bleu4": (73.7, _T5), "rouge_l": (77.6, _T5), "meteor": (80.4, _T5),
                   "cider": (79.8, _T5), "mpnet_score": (86.7, _T5)},
 }
+_FLEUR = "FLEUR paper"  # Pascal-50S: the mean of the per-category accuracies of FLEUR's published results files
+for _name, _value in {"flickr8k_expert": 53.0, "composite": 63.5, "pascal50s": 83.2}.items():
+    PUBLISHED[_name]["fleur"] = (_value, _FLEUR)
 COLUMNS = ("benchmark", "statistic", "metric", "value", "ci_low", "ci_high", "rank", "undefined",
-           "tiny_random_weights", "published", "published_source", "n", "omitted", "units", "test", "correction")
+           "tiny_random_weights", "replayed", "published", "published_source", "n", "omitted", "units", "test",
+           "correction")
 TINY_NOTE = "TINY RANDOM TEST WEIGHTS"
+REPLAYED_NOTE = "replayed"
 
 
 def benchmark_units(benchmark, unit: str) -> Optional[List]:
@@ -68,17 +74,24 @@ def benchmark_units(benchmark, unit: str) -> Optional[List]:
 
 
 class Scores:
-    """Per-sample scores of metrics on benchmarks, from the runner's cache; scorers are kept for reuse."""
+    """Per-sample scores of metrics on benchmarks, from the runner's cache; scorers are kept for reuse.
+    ``replays``: metric → judge cache whose recorded outputs replace the metric's model
+    (:class:`capeval.benchmarks.replay.ReplayedJudge`); rows not in the cache are an error, or NaN with
+    ``replay_unmatched="nan"`` (then the leaderboard's ``nan_policy="omit"`` drops them)."""
 
     def __init__(self, *, weights: Optional[Mapping[str, str]] = None, cache_dir=None, images_dir=None,
-                 device: str = "auto", batch_size: int = 64):
+                 device: str = "auto", batch_size: int = 64, replays: Optional[Mapping[str, str]] = None,
+                 replay_unmatched: str = "raise"):
         self.weights, self.cache_dir, self.images_dir = dict(weights or {}), cache_dir, images_dir
         self.device, self.batch_size, self.loaded = device, batch_size, {}
+        self.replays, self.replay_unmatched = dict(replays or {}), replay_unmatched
 
     def rows(self, metric: str, benchmark: Benchmark) -> List[float]:
         if metric in OVERLAP_COMPONENTS:
             return overlap_scores(benchmark, cache_dir=self.cache_dir)[metric]
         name, _ = scorer_and_key(metric)
+        if metric in self.replays and name not in self.loaded:
+            self.loaded[name] = ReplayedJudge(name, self.replays[metric], unmatched=self.replay_unmatched)
         if metric in self.weights and name not in self.loaded:
             from capeval.core.scoring import load_scorer
 
@@ -93,6 +106,11 @@ class Scores:
             return False  # spaCy pipelines, no capeval weights
         scorer = self.loaded.get(scorer_and_key(metric)[0])
         return bool(scorer is not None and (scorer.provenance or {}).get("tiny_random_weights"))
+
+    def replayed(self, metric: str) -> bool:
+        """Whether ``metric``'s scores are a judge cache's recorded outputs (no model was run)."""
+        return metric not in OVERLAP_COMPONENTS and bool(getattr(self.loaded.get(scorer_and_key(metric)[0]),
+                                                                 "replayed", False))
 
     def correct(self, metric: str, benchmark: PairwiseBenchmark, *, ties: str = "wrong",
                 nan_policy: str = "raise") -> np.ndarray:
@@ -140,6 +158,8 @@ def _benchmark_scores(scores: Scores, metrics: Sequence[str], benchmark, ties: s
                                   if isinstance(benchmark, PairwiseBenchmark) else scores.rows(metric, benchmark))
         except ModelNotAvailableError as exc:
             skipped[metric] = f"weights not available: {str(exc).splitlines()[0]}"
+        except NoRowInCache as exc:
+            skipped[metric] = str(exc)
         except InputError as exc:
             if "reference" not in str(exc):
                 raise
@@ -172,7 +192,8 @@ def _rows(name: str, benchmark, result: Dict, scores: Scores, test: str, correct
                      "ci_low": 100 * low if defined else None, "ci_high": 100 * high if defined else None,
                      "rank": result["ranks"][metric] if defined else None,
                      "undefined": None if defined else result["undefined"][metric],
-                     "tiny_random_weights": scores.tiny(metric), "published": published[0],
+                     "tiny_random_weights": scores.tiny(metric), "replayed": scores.replayed(metric),
+                     "published": published[0],
                      "published_source": published[1], "n": n - result["omitted"], "omitted": result["omitted"],
                      "units": result["units"], "test": test, "correction": correction})
     return rows
@@ -200,12 +221,15 @@ def leaderboard(metrics: Sequence[str] = TEXT_METRICS, benchmarks: Sequence[str]
         rows += _rows(name, benchmark, details[name], scores, test, correction)
     return {"rows": rows, "benchmarks": details, "skipped": {k: v for k, v in skipped.items() if v},
             "tiny_random_weights": sorted({r["metric"] for r in rows if r["tiny_random_weights"]}),
+            "replayed": {m: scores.loaded[scorer_and_key(m)[0]].provenance for m in
+                         sorted({r["metric"] for r in rows if r["replayed"]})},
             "unit": unit, "test": test, "resamples": resamples, "seed": seed, "alpha": alpha,
             "correction": correction, "nan_policy": nan_policy}
 
 
 def _metric_label(row: Dict) -> str:
-    return f"{row['metric']} ({TINY_NOTE})" if row["tiny_random_weights"] else row["metric"]
+    marks = [TINY_NOTE] * bool(row["tiny_random_weights"]) + [REPLAYED_NOTE] * bool(row.get("replayed"))
+    return f"{row['metric']} ({', '.join(marks)})" if marks else row["metric"]
 
 
 def to_markdown(board: Dict) -> str:
@@ -217,6 +241,10 @@ def to_markdown(board: Dict) -> str:
     if board["tiny_random_weights"]:
         lines.append(f"\n**{TINY_NOTE}**: the scores of {', '.join(board['tiny_random_weights'])} come from tiny "
                      f"random test weights; their values, CIs and ranks mean nothing.")
+    for metric, provenance in board.get("replayed", {}).items():
+        lines.append(f"\n**{REPLAYED_NOTE}**: {metric}'s scores are recorded judge outputs replayed from "
+                     f"{provenance['cache']} (sha256 {provenance['cache_sha256'][:12]}; "
+                     f"{', '.join(provenance['origins'])}); no model was run.")
     for name in dict.fromkeys(r["benchmark"] for r in board["rows"]):
         rows = [r for r in board["rows"] if r["benchmark"] == name]
         omitted = f", {rows[0]['omitted']} omitted (missing values)" if rows[0]["omitted"] else ""
