@@ -1,5 +1,5 @@
-"""The Markdown table: systems × metrics, values ×100 with their CI, † / ‡ against the baseline, the best value per
-metric in bold, the scale in the header and coverage/resampling facts in the footer. Expected cells are derived
+"""The Markdown table: systems × metrics, values ×100 with their CI, † / ‡ against the baseline, the best value
+per metric in bold, the scale in the header and coverage/resampling facts in the footer. Expected cells are derived
 from the fixture's raw numbers and its list of significant pairs, not from the report code."""
 
 import pytest
@@ -51,7 +51,8 @@ def test_every_cell_value_ci_mark_and_bold_against_the_documents_baseline(report
 def test_header_states_the_scale_and_marks_and_the_footer_the_facts(report):
     lines = markdown_table(report).splitlines()
     assert lines[0].startswith("Scores: All scores ×100.") and "95 % CI in brackets" in lines[0]
-    assert "† / ‡: significantly better / worse than the baseline" in lines[0] and "bold: best per metric" in lines[0]
+    assert "† / ‡: significantly better / worse than the baseline" in lines[0]
+    assert "bold: best per metric" in lines[0]
     footer = lines[-1]
     for fact in ("scored 12 of 12 images of split test", "1000 resamples over images", "seed 12345",
                  "tests: paired-bs, paired-ar", "correction: holm", "alpha 0.05"):

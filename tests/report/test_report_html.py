@@ -162,3 +162,15 @@ def test_names_with_markup_stay_text_in_the_browser_controls(report, tmp_path):
     assert "<img src=x" not in text
     assert '"><img src=x onerror=alert(1)> − ClipCap' in [o.text() for o in dom.find("select", id="pair").find_all(
         "option")]
+
+
+def test_one_system_has_nothing_to_compare(report, tmp_path):
+    for system in ("ours_v1", "ours & <v2>"):
+        del report["systems"][system]
+        for image in report["images"]:
+            del image["captions"][system], image["scores"][system]
+    report["comparisons"], report["clusters"] = [], {k: {"ClipCap": 1} for k in KEYS}
+    _, dom = page_of(report, tmp_path)
+    section = dom.find("section", id="disagreements")
+    assert "Nothing to compare: the report has one system" in section.text() and not section.find_all("li")
+    assert len(dom.find("table", id="scores").find("tbody").find_all("tr")) == 1

@@ -36,7 +36,8 @@ table{border-collapse:collapse;font-variant-numeric:tabular-nums}
 th,td{padding:4px 8px;border-bottom:1px solid #e4e7eb;text-align:right;white-space:nowrap}
 th:first-child,td:first-child{text-align:left}thead th{border-bottom:2px solid #9aa3ad}
 .ci{color:#666;font-size:.8em}.scroll th:first-child{position:sticky;left:0;background:#fff;white-space:normal;
-min-width:6em}#scores td{vertical-align:top;line-height:1.25}.mark{font-weight:700}.better{color:#1a7f37}.worse{color:#b00020}
+min-width:6em}#scores td{vertical-align:top;line-height:1.25}
+.mark{font-weight:700}.better{color:#1a7f37}.worse{color:#b00020}
 .plots{display:grid;grid-template-columns:repeat(auto-fill,minmax(290px,1fr));gap:10px}
 .panel{margin:0}svg.plot{width:100%;height:auto;display:block}
 .plot-title{font-weight:600;font-size:13px}.label,.tick{font-size:11px;fill:#333}.grid{stroke:#e6e6e6}
@@ -57,6 +58,7 @@ pre{white-space:pre-wrap;font-size:12px;background:#f3f4f6;padding:8px;border-ra
 SCRIPT = """
 (function () {
   var box = document.getElementById("disagreements");
+  if (!box.dataset.keys) return;
   var keys = JSON.parse(box.dataset.keys), top = Number(box.dataset.top), list = document.getElementById("cards");
   var pairSelect = document.getElementById("pair"), metricSelect = document.getElementById("metric");
   var chosen = new URLSearchParams(location.hash.slice(1));
@@ -108,7 +110,8 @@ def signed_score(key: str, delta: float) -> str:
 
 def cell_html(cell: Cell) -> str:
     value = f"<b>{cell.value}</b>" if cell.best else cell.value
-    mark = f'<sup class="mark {MARK_CLASSES[cell.mark]}" title="{MARK_TITLES[cell.mark]}">{cell.mark}</sup>' if cell.mark else ""
+    mark = (f'<sup class="mark {MARK_CLASSES[cell.mark]}" title="{MARK_TITLES[cell.mark]}">{cell.mark}</sup>'
+            if cell.mark else "")
     ci = f'<br><span class="ci">[{cell.ci[0]}, {cell.ci[1]}]</span>' if cell.ci else ""
     return f"<td>{value}{mark}{ci}</td>"
 
@@ -144,7 +147,8 @@ def comparisons_table(report: Mapping) -> str:
     rows = "".join("<tr>" + "".join(f"<td>{esc(row.get(c, ''))}</td>" for c in columns) + "</tr>"
                    for row in report.get("comparisons", []))
     head = "".join(f"<th>{c}</th>" for c in columns)
-    return (f'<details><summary>Every pairwise comparison (delta = system_b − system_a, as computed)</summary><div class="scroll">'
+    return ("<details><summary>Every pairwise comparison (delta = system_b − system_a, as computed)</summary>"
+            '<div class="scroll">'
             f'<table id="comparisons"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div></details>')
 
 
@@ -193,6 +197,9 @@ def disagreement_browser(report: Mapping, table: Table, images_root: Optional[Pa
     and metric shown ranked, the rest hidden until chosen."""
     images, keys = report["images"], table.keys
     pairs = system_pairs(table.systems, table.baseline)
+    if not pairs or not keys:
+        return ('<section id="disagreements"><h2>Where two systems disagree most</h2>'
+                '<p class="note">Nothing to compare: the report has one system or no metric.</p></section>')
     selected = default_metric(keys)
     colors = system_colors(table.systems, table.baseline)
     thumbnails: Dict[int, Tuple[Optional[str], str]] = {}
@@ -216,7 +223,7 @@ def disagreement_browser(report: Mapping, table: Table, images_root: Optional[Pa
     pair_options = "".join(f'<option value="{n}">{esc(a)} − {esc(b)}</option>' for n, (a, b) in enumerate(pairs))
     metric_options = "".join(f'<option value="{esc(k)}"{" selected" if n == selected else ""}>{esc(title(k))}'
                              "</option>" for n, k in enumerate(keys))
-    count = sum(d is not None for d in differences(images, *pairs[0], keys[selected])) if pairs else 0
+    count = sum(d is not None for d in differences(images, *pairs[0], keys[selected]))
     return (f'<section id="disagreements" data-top="{top}" data-keys="{esc(json.dumps(key_info))}">'
             "<h2>Where two systems disagree most</h2>"
             '<p class="note">Images ranked by the absolute difference of the two systems\' per-image scores on the '

@@ -78,7 +78,8 @@ def latex_cell(cell: Cell) -> str:
 def latex_table(table: Table, report: Mapping) -> str:
     """A booktabs ``tabular`` (needs ``\\usepackage{booktabs}``) followed by a note: scale, legend, coverage and
     the resampling facts (wrapped to the float's width)."""
-    lines = [f"% capeval {latex_escape(report.get('capeval_version', ''))} report table; needs \\usepackage{{booktabs}}",
+    version = latex_escape(report.get("capeval_version", ""))
+    lines = [f"% capeval {version} report table; needs \\usepackage{{booktabs}}",
              rf"\begin{{tabular}}{{l{'r' * len(table.keys)}}}", r"\toprule",
              " & ".join(["System", *map(latex_escape, table.titles)]) + r" \\", r"\midrule"]
     for system in table.systems:
