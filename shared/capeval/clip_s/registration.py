@@ -40,7 +40,7 @@ def convert_pacs_vit_l_14(official: Path, out_dir: Path) -> None:
 
 _OPTIONS = ("weights", *RUNTIME_OPTIONS, "precision", *CACHE_OPTIONS, "preprocess_workers", "clip_backbone")
 register_scorer("clip_s", factory="capeval.clip_s.scorer:clip_s", images="required", references="optional",
-                options=_OPTIONS, shares=(("clip_backbone", "capeval.clip_s.scorer:clip_s_weights"),),
+                options=(*_OPTIONS, "definition"), shares=(("clip_backbone", "capeval.clip_s.scorer:clip_s_weights"),),
                 help="CLIP-S (w=2.5) and, with references, RefCLIP-S (Hessel et al. 2021)")
 register_scorer("pac_s", factory="capeval.clip_s.scorer:pac_s", images="required", references="optional",
                 options=_OPTIONS, shares=(("clip_backbone", "capeval.clip_s.scorer:pac_s_weights"),),

@@ -24,13 +24,21 @@ class ClipScorer(Scorer):
     published numbers come from OpenAI CLIP on CUDA) runs OpenAI's mixed fp16 CLIP (``precision="openai-fp16"`` of
     :class:`ClipBackbone`) and scores in fp16 numpy; ``official_fp16=False`` (PAC-S, which casts CLIP to fp32) runs
     fp32 and scores in fp32 numpy, with the official operation order in both.
+
+    ``definition="torchmetrics"`` (CLIP-S only): ``100 * max(cos(image, caption), 0)``, no prompt, as torchmetrics'
+    ``CLIPScore`` (:data:`DEFINITIONS`); it has no reference-based variant.
     """
 
     def __init__(self, weights: Optional[str] = "openai-clip-vit-b-32", *, w: float = 2.5, name: str = "clip_s",
                  prefix: str = CLIPSCORE_PREFIX, device: str = "auto", dtype=None, precision: Optional[str] = None,
                  official_fp16: bool = True, batch_size: int = 64, cache_dir=None, persist_dir=None,
                  cache_bytes: int = DEFAULT_CACHE_BYTES, preprocess_workers: int = 0,
-                 clip_backbone: Optional[ClipBackbone] = None):
+                 clip_backbone: Optional[ClipBackbone] = None, definition: str = "paper"):
+        if definition not in DEFINITIONS:
+            raise InputError(f"definition must be one of {tuple(DEFINITIONS)}, not {definition!r}")
+        if definition != "paper" and precision is not None:
+            raise InputError(f"precision={precision!r} reproduces the paper's numerics: it needs definition='paper'")
+        w, prefix = DEFINITIONS[definition] or (w, prefix)
         if precision not in PRECISIONS:
             raise InputError(f"precision must be one of {PRECISIONS}, not {precision!r}")
         if precision is not None and dtype is not None:
@@ -38,6 +46,7 @@ class ClipScorer(Scorer):
         self.w = w
         self.name = name
         self.prefix = prefix
+        self.definition = definition
         self.official_dtype = None if precision is None else np.float16 if official_fp16 else np.float32
         backbone_precision = OPENAI_FP16 if self.official_dtype is np.float16 else "uniform"
         if clip_backbone is not None:  # weights=None: score with whatever weights the given backbone holds
@@ -53,6 +62,9 @@ class ClipScorer(Scorer):
 
     def _score(self, inputs: ValidInputs) -> dict:
         predictions, pil_images, refs = inputs.predictions, inputs.images, inputs.references
+        if refs is not None and self.definition != "paper":
+            raise InputError(f"references: definition={self.definition!r} has no reference-based score (torchmetrics "
+                             f"has no RefCLIPScore): score without references, or use definition='paper'")
         image_emb = self.backbone.encode_images(pil_images)
         texts = [self.prefix + text for text in [*predictions, *(r for sample in refs or [] for r in sample)]]
         # one call for candidates and references: their texts share the length buckets (less padding)
@@ -80,6 +92,8 @@ class ClipScorer(Scorer):
 
 CLIP_S_WEIGHTS, PAC_S_WEIGHTS = "openai-clip-vit-b-32", "pacs-clip-vit-b-32"
 PRECISIONS = (None, "official")
+# definition → (w, prompt) replacing the scorer's own; "paper": the scorer's (CLIP-S 2.5 and "A photo depicts ")
+DEFINITIONS = {"paper": None, "torchmetrics": (100.0, "")}
 
 
 def clip_s_weights(options: dict) -> str:
@@ -94,13 +108,16 @@ def pac_s_weights(options: dict) -> str:
 
 def clip_s(weights: str = CLIP_S_WEIGHTS, *, device: str = "auto", dtype=None, precision: Optional[str] = None,
            batch_size: int = 64, cache_dir=None, persist_dir=None, cache_bytes: int = DEFAULT_CACHE_BYTES,
-           preprocess_workers: int = 0, clip_backbone: Optional[ClipBackbone] = None) -> ClipScorer:
+           preprocess_workers: int = 0, clip_backbone: Optional[ClipBackbone] = None,
+           definition: str = "paper") -> ClipScorer:
     """CLIP-S (w = 2.5) and, with references, RefCLIP-S. ``precision="official"``: the official GPU numerics (OpenAI's
     mixed fp16 CLIP, fp16 scoring), those of the published numbers. ``preprocess_workers``: the official image
-    preprocessing in that many worker processes (same pixels; for many-core hosts feeding a GPU)."""
+    preprocessing in that many worker processes (same pixels; for many-core hosts feeding a GPU).
+    ``definition``: ``"paper"`` (Hessel et al. 2021) or ``"torchmetrics"`` (100·max(cos, 0), no prompt)."""
     return ClipScorer(weights, w=2.5, name="clip_s", device=device, dtype=dtype, precision=precision,
                       official_fp16=True, batch_size=batch_size, cache_dir=cache_dir, persist_dir=persist_dir,
-                      cache_bytes=cache_bytes, preprocess_workers=preprocess_workers, clip_backbone=clip_backbone)
+                      cache_bytes=cache_bytes, preprocess_workers=preprocess_workers, clip_backbone=clip_backbone,
+                      definition=definition)
 
 
 def pac_s(weights: str = PAC_S_WEIGHTS, *, device: str = "auto", dtype=None, precision: Optional[str] = None,
