@@ -52,8 +52,8 @@ def file_sha256(path: os.PathLike) -> str:
 class JudgeCache:
     """An append-only JSONL judge cache at ``path`` with a byte-bounded in-memory index.
 
-    ``get(inputs)`` → outputs or None; ``put(inputs, outputs, origin)`` appends a record (a call already recorded
-    with the same outputs is not written twice); ``find(judge, image_file, caption)`` joins by judge, image file
+    ``get(inputs)`` → outputs or None; ``put(inputs, outputs, origin, **extra)`` appends a record (one equal to
+    the last record of its key is not written twice); ``find(judge, image_file, caption)`` joins by judge, image file
     base name and exact caption (for records whose image content is unknown, e.g. published outputs);
     ``records()`` iterates over the file.
     """
@@ -113,11 +113,14 @@ class JudgeCache:
         record = self._lookup(inputs_key(inputs))
         return None if record is None else record["outputs"]
 
-    def put(self, inputs: Mapping, outputs: Mapping, origin: str = "generated") -> dict:
-        record = {"key": inputs_key(inputs), "inputs": dict(inputs), "outputs": dict(outputs), "origin": origin}
+    def put(self, inputs: Mapping, outputs: Mapping, origin: str = "generated", **extra) -> dict:
+        """Append the record of a call (``extra``: more top-level fields, e.g. ``published``); a record equal to
+        the last one of its key is not written again."""
+        record = {"key": inputs_key(inputs), "inputs": dict(inputs), "outputs": dict(outputs), "origin": origin,
+                  **extra}
         line = canonical_json(record)
         known = self._lookup(record["key"])
-        if known is not None and canonical_json(known["outputs"]) == canonical_json(record["outputs"]):
+        if known is not None and canonical_json(known) == line:
             return known
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a", encoding="utf-8") as handle:

@@ -143,6 +143,7 @@ class FleurScorer(Scorer):
         identities = [image_identity(image, getattr(image, "filename", None)) for image in inputs.images]
         calls = [self._call_inputs(c, i, None if references is None else list(references[n]))
                  for n, (c, i) in enumerate(zip(captions, identities))]
+        self.replayed_models = set()
         outputs = self._replayed(calls) if self.judge is None else self._judged(calls, inputs.images)
         scores = [math.nan if o["score"] is None else float(o["score"]) for o in outputs]
         raw = [math.nan if o["raw_score"] is None else float(o["raw_score"]) for o in outputs]
@@ -158,6 +159,8 @@ class FleurScorer(Scorer):
             "undefined_scores": undefined}
         if self.explanation:
             result[f"{self.name}_explanations"] = [o.get("explanation") for o in outputs]
+        if self.judge is None:
+            result["replay"] = {"cache": self.replay_path, "models": sorted(map(str, self.replayed_models))}
         return result
 
     def _replayed(self, calls: List[dict]) -> List[dict]:
@@ -170,6 +173,9 @@ class FleurScorer(Scorer):
                 record = self.cache.find(self.name, call["image"]["file"], call["caption"])
                 if record is not None and (record["inputs"].get("image") or {}).get("sha256") is None:
                     outputs = record["outputs"]
+                    self.replayed_models.add(record["inputs"].get("model"))
+            else:
+                self.replayed_models.add(self.model_id)
             if outputs is None:
                 raise InputError(f"sample {n}: not in the replay cache {self.replay_path} ({self.name}, image "
                                  f"{call['image']['file'] or call['image']['sha256'][:16]}, caption "

@@ -1,0 +1,65 @@
+"""From a judge's answer to FLEUR's outputs, the official conversation string, and the explanation turn."""
+
+import math
+
+import pytest
+import torch
+from PIL import Image
+
+from capeval import load_scorer
+from capeval.judges.generation import Generation
+from capeval.judges.prompts import prompt_sha256, render_llava_v1
+from capeval.judges.scorer import fleur_outputs, score_as_official_text
+
+DIGITS = [40 + d for d in range(10)]
+DOT = 60
+
+
+def _generation(answer, ended=True, seed=0):
+    ids = [DIGITS[int(c)] if c.isdigit() else DOT if c == "." else 70 for c in answer]
+    probabilities = torch.softmax(torch.randn(len(ids), 10, generator=torch.Generator().manual_seed(seed)), dim=-1)
+    return Generation(ids, answer, ended, probabilities), probabilities
+
+
+def test_outputs_of_a_two_decimal_answer():
+    generation, p = _generation("0.85")
+    outputs = fleur_outputs(generation, DIGITS)
+    first, second = p[2].tolist(), p[3].tolist()
+    expected = sum(d * 0.1 * first[d] for d in range(10)) + sum(d * 0.01 * second[d] for d in range(10))
+    assert outputs["raw_score"] == 0.85 and outputs["score"] == pytest.approx(expected, abs=1e-12)
+    assert outputs["digit_probabilities"] == {"first": {str(d): first[d] for d in range(10)},
+                                              "second": {str(d): second[d] for d in range(10)}}
+    assert outputs["text"] == "0.85" and outputs["explanation"] is None
+
+
+def test_an_unfinished_answer_loses_its_last_four_characters_as_officially():
+    generation, p = _generation("0.7 xyz", ended=False)  # official: "0.7 xyz"[:-4] = "0.7"
+    outputs = fleur_outputs(generation, DIGITS)
+    assert outputs["raw_score"] == 0.7
+    assert outputs["score"] == pytest.approx(sum(d * 0.1 * p[2, d].item() for d in range(10)), abs=1e-12)
+    unreadable = fleur_outputs(_generation("0.75", ended=False)[0], DIGITS)  # "0.75"[:-4] is empty
+    assert unreadable["raw_score"] is None and unreadable["score"] is None
+
+
+def test_the_llava_v1_conversation_string():
+    assert render_llava_v1([("user", "Rate it."), ("assistant", None)]) == (
+        "A chat between a curious human and an artificial intelligence assistant. The assistant gives helpful, "
+        "detailed, and polite answers to the human's questions. USER: <image>\nRate it. ASSISTANT:")
+    assert render_llava_v1([("user", "Rate it."), ("assistant", "0.5</s>"), ("user", "Why?"),
+                            ("assistant", None)]).endswith("USER: <image>\nRate it. ASSISTANT: 0.5</s></s>USER: Why? "
+                                                           "ASSISTANT:")
+    assert score_as_official_text(0.4367675) == "0.436767578125"  # str() of the float16 value
+
+
+def test_explanations_follow_scored_answers(tiny_hub):
+    images = [Image.new("RGB", (40, 30), "red"), Image.new("RGB", (30, 40), "blue")]
+    captions = ["a red square on a table", "a blue square"]
+    plain = load_scorer("fleur", device="cpu", max_new_tokens=16).score(captions, images=images)
+    explained = load_scorer("fleur", device="cpu", max_new_tokens=16, explanation=True)
+    result = explained.score(captions, images=images)
+    assert result["fleur_per_sample"][0] == plain["fleur_per_sample"][0]  # the score is FLEUR's, explained or not
+    assert any(not math.isnan(s) for s in result["fleur_per_sample"])
+    for score, reason in zip(result["fleur_per_sample"], result["fleur_explanations"]):
+        assert (reason is None) == math.isnan(score) and (reason is None or isinstance(reason, str))
+    assert result["provenance"]["judge"]["prompt_sha256"] == prompt_sha256("fleur", explanation=True)
+    assert plain["provenance"]["judge"]["prompt_sha256"] == prompt_sha256("fleur") != prompt_sha256("ref_fleur")
