@@ -46,11 +46,10 @@ def test_fleur_pascal50s_accuracies_are_reproduced_with_the_published_labels(fle
     assert round(out["value"], 1) == 83.2 and out["n"] == 4000
     own = _benchmark(["fleur", "pascal50s", "--replay", cache, "--data-dir", data], capsys)
     differing = own["replay"]["labels"]["per_category"]
-    assert set(differing) == {"HC", "MM"}  # the release's majority labels differ from FLEUR's on some pairs
+    assert differing == {"HC": 19, "MM": 14}  # the release's majority labels differ from FLEUR's on these pairs
     for category in ("HI", "HM"):
         assert round(own["categories"][category]["mean"], 1) == published[category]
-    for category in differing:
-        assert own["categories"][category]["mean"] != out["categories"][category]["mean"]
+    assert {c: round(own["categories"][c]["mean"], 1) for c in differing} == {"HC": 61.8, "MM": 74.1}
 
 
 def _published_scores(path):
@@ -76,7 +75,7 @@ def test_fleur_composite_through_the_runner_equals_an_independent_join(fleur_cac
               for i, c in zip(benchmark.images, benchmark.candidates)]
     assert None not in scores
     expected = 100 * stats.kendalltau(scores, benchmark.human, variant="c").statistic
-    assert out["value"] == pytest.approx(expected, abs=1e-9) and round(out["value"], 1) == 63.4  # published 63.5
+    assert out["value"] == pytest.approx(expected, abs=1e-9) and round(out["value"], 2) == 63.44  # published 63.5
     replay = out["replay"]
     assert replay["unmatched"] == 0 and replay["matched_punctuation_spacing"] == 2005  # "umbrella ." / "umbrella."
     # FLEUR scored 11,985 rows; 3 images (9 rows) are not in this release of Composite

@@ -24,6 +24,8 @@ COMMANDS = {
     "ray-score": ("ray_score", "score a dataset with Ray Data actors (local or a cluster) into parquet shards"),
     "benchmark": ("benchmark", "correlate a metric with human judgments on a benchmark"),
     "leaderboard": ("leaderboard", "metrics x benchmarks: literature statistic, CI, significance clusters, published"),
+    "judges": ("judges", "judge caches: import FLEUR's published per-sample outputs (replayed by `benchmark "
+                         "--replay`)"),
     "convert": ("convert", "convert an official checkpoint to capeval's safetensors/JSON layout"),
     "weights": ("weights", "list every registered weight: source, pin, whether cached here, how to fetch it"),
     "fetch": ("fetch", "download (and convert) every weight a metric or weight needs, for offline use"),
