@@ -6,6 +6,7 @@ import base64
 import io
 import re
 
+import numpy as np
 import pytest
 from conftest import INJECTION, KEYS, SYSTEMS, parse_html, rename_system
 from PIL import Image
@@ -174,3 +175,14 @@ def test_one_system_has_nothing_to_compare(report, tmp_path):
     section = dom.find("section", id="disagreements")
     assert "Nothing to compare: the report has one system" in section.text() and not section.find_all("li")
     assert len(dom.find("table", id="scores").find("tbody").find_all("tr")) == 1
+
+
+@pytest.mark.parametrize("low, high", [(8, 95), (0.5, 1.2), (-3, 250), (75.1, 82.3), (116, 133), (0, 0.001)])
+def test_plot_axes_have_at_least_three_round_ticks_inside_the_range(low, high):
+    from capeval.report.plot import nice_ticks
+
+    ticks = nice_ticks(low, high)
+    steps = {round(b - a, 12) for a, b in zip(ticks, ticks[1:])}
+    assert len(ticks) >= 3 and low <= ticks[0] and ticks[-1] <= high and len(steps) == 1
+    mantissa = steps.pop() / 10 ** np.floor(np.log10(ticks[1] - ticks[0]))
+    assert round(mantissa, 9) in (1, 2, 2.5, 5)

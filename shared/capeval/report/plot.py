@@ -21,13 +21,16 @@ def system_colors(systems: Sequence[str], baseline) -> dict:
 
 
 def nice_ticks(low: float, high: float, count: int = 4) -> List[float]:
-    """Round tick values covering [low, high] (steps of 1, 2 or 5 × a power of ten)."""
-    span = high - low
-    raw = span / count
+    """Round tick values inside [low, high], at least three (steps of 1, 2 or 5 × a power of ten)."""
+    raw = (high - low) / count
     power = 10 ** math.floor(math.log10(raw))
     step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
-    first = math.ceil(low / step) * step
-    return [round(first + i * step, 10) for i in range(int((high - first) / step + 1e-9) + 1)]
+    while True:
+        first = math.ceil(low / step) * step
+        ticks = [round(first + i * step, 10) for i in range(int((high - first) / step + 1e-9) + 1)]
+        if len(ticks) >= 3:
+            return ticks
+        step /= 2
 
 
 def _label(text: str, limit: int = 15) -> str:
