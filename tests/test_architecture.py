@@ -11,7 +11,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "shared" / "capeval"
 FAMILIES = ("clip_s", "polos", "text", "blip2", "ensembeval", "hice_s", "vcrscore", "image_roundtrip", "judges")
 SURFACES = ("cli", "evaluate_module", "demo", "distributed", "modules", "bench", "integrations", "benchmarks",
-            "meta_eval", "testing", "report", "suite")
+            "meta_eval", "testing", "report", "suite", "cocoevalcap")
 # layer of each top-level part of the package; a module may import only its own layer or lower ones
 LAYERS = {"core": 0, "scoring": 0, "streaming": 0,  # (the last two: thin aliases of capeval 0.1's names)
           "functional": 1, "backbones": 1, **{f: 2 for f in FAMILIES}, **{s: 3 for s in SURFACES}}

@@ -191,11 +191,13 @@ _SPICE_WARNED = []
 @dataclass(frozen=True)
 class CocoValue:
     """One metric of one system: the corpus value (pycocoevalcap's), per-image values and the statistics a
-    resample recomputes the corpus value from."""
+    resample recomputes the corpus value from; ``details``: SPICE's per-image scores of every tuple category, as
+    pycocoevalcap reports them (``None`` for the other metrics)."""
 
     corpus: float
     per_sample: List[float]
     statistics: CorpusStatistics
+    details: Optional[List[Dict]] = None
 
 
 def spice_available() -> bool:
@@ -583,4 +585,4 @@ def _spice_value(spice, candidates: List[str], references: List[List[str]]) -> C
         corpus, per_image = spice.compute_score({i: refs for i, refs in enumerate(references)},
                                                 {i: [c] for i, c in enumerate(candidates)})
     scores = [s["All"]["f"] for s in per_image]
-    return CocoValue(float(corpus), scores, mean_statistics(scores))
+    return CocoValue(float(corpus), scores, mean_statistics(scores), details=list(per_image))

@@ -1,0 +1,175 @@
+"""The COCO group (#28 item 2/3): several systems scored in one pass, each value equal (==) to pycocoevalcap 1.2 run
+on that system alone, on real Flickr8k-Expert references and candidates; corpus statistics that reproduce the corpus
+values and pycocoevalcap's BLEU / METEOR of explicitly resampled corpora; one tokenizer lexer per text block."""
+
+import contextlib
+import io
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+from capeval import InputError, ModelNotAvailableError
+from capeval.text import coco
+
+IMAGES = 150
+SYSTEMS = 3
+
+
+@pytest.fixture(scope="module")
+def flickr(request):
+    """References (5 per image) and three systems: each image's first three distinct Expert candidates."""
+    shared_data = request.getfixturevalue("shared_data")
+    data = json.loads((shared_data / "benchmarks/flickr8k/flickr8k_expert_clipscore_format.json").read_text())
+    rows = []
+    for entry in data.values():
+        candidates = list(dict.fromkeys(j["caption"] for j in entry["human_judgement"]))
+        if len(candidates) >= SYSTEMS:
+            rows.append((entry["ground_truth"], candidates[:SYSTEMS]))
+    rows = rows[:IMAGES]
+    return [refs for refs, _ in rows], [[c[s] for _, c in rows] for s in range(SYSTEMS)]
+
+
+@pytest.fixture(scope="module")
+def tokenized(flickr):
+    """pycocoevalcap's own tokenization of the references and of each system (one PTBTokenizer call each)."""
+    from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
+
+    references, systems = flickr
+    with contextlib.redirect_stdout(io.StringIO()):
+        gts = PTBTokenizer().tokenize({i: [{"caption": r} for r in refs] for i, refs in enumerate(references)})
+        res = [PTBTokenizer().tokenize({i: [{"caption": c}] for i, c in enumerate(caps)}) for caps in systems]
+    return gts, res
+
+
+@pytest.fixture(scope="module")
+def meteor():
+    from pycocoevalcap.meteor.meteor import Meteor
+
+    return Meteor()
+
+
+@pytest.fixture(scope="module")
+def alone(tokenized, meteor):
+    """pycocoevalcap's Bleu(4), Meteor, Rouge, Cider on each system alone: key -> (corpus, per-image)."""
+    from pycocoevalcap.bleu.bleu import Bleu
+    from pycocoevalcap.cider.cider import Cider
+    from pycocoevalcap.rouge.rouge import Rouge
+
+    gts, systems = tokenized
+    out = []
+    for res in systems:
+        with contextlib.redirect_stdout(io.StringIO()):
+            bleu, bleu_per = Bleu(4).compute_score(gts, res, verbose=0)
+        values = {f"bleu_{n + 1}": (bleu[n], bleu_per[n]) for n in range(4)}
+        values["meteor"] = meteor.compute_score(gts, res)
+        values["rouge_l"] = Rouge().compute_score(gts, res)
+        values["cider"] = Cider().compute_score(gts, res)
+        out.append(values)
+    return out
+
+
+@pytest.fixture(scope="module")
+def group(flickr):
+    references, systems = flickr
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return coco.score_coco_group(systems, references)
+
+
+def test_each_system_equals_pycocoevalcap_alone(group, alone):
+    assert len(group) == SYSTEMS
+    for values, expected in zip(group, alone):
+        assert list(values) == ["bleu_1", "bleu_2", "bleu_3", "bleu_4", "meteor", "rouge_l", "cider"]
+        for key, (corpus, per_image) in expected.items():
+            assert values[key].corpus == corpus, key
+            assert values[key].per_sample == list(per_image), key
+    assert group[0]["cider"].corpus != group[1]["cider"].corpus  # three different systems
+
+
+def test_a_system_alone_and_among_others_gets_the_same_values(flickr, group):
+    references, systems = flickr
+    alone = coco.score_coco_group([systems[1]], references, metrics=["bleu", "rouge_l", "cider"])[0]
+    for key, value in alone.items():
+        assert value.corpus == group[1][key].corpus and value.per_sample == group[1][key].per_sample, key
+
+
+def test_statistics_reproduce_the_corpus_values(group):
+    for values in group:
+        for key in ("bleu_1", "bleu_2", "bleu_3", "bleu_4", "meteor"):  # summed counts / the jar's EVAL: exact
+            assert values[key].statistics.value() == values[key].corpus, key
+        for key in ("rouge_l", "cider"):  # means: a sum in another order than np.mean's
+            assert values[key].statistics.value() == pytest.approx(values[key].corpus, abs=1e-12), key
+        assert values["meteor"].statistics.per_unit.shape[0] == IMAGES
+
+
+def test_resampled_statistics_equal_pycocoevalcap_on_the_resampled_corpus(group, tokenized, meteor):
+    """A bootstrap resample through the statistics == pycocoevalcap's BLEU / METEOR recomputed on the corpus the
+    resample draws (images repeated as often as drawn)."""
+    from pycocoevalcap.bleu.bleu import Bleu
+
+    gts, systems = tokenized
+    rng = np.random.default_rng(7)
+    draws = rng.integers(0, IMAGES, size=(4, IMAGES))
+    counts = np.stack([np.bincount(d, minlength=IMAGES) for d in draws]).astype(np.float64)
+    for s in (0, 2):
+        values = group[s]
+        bleu = {k: values[k].statistics.resampled(counts) for k in ("bleu_1", "bleu_2", "bleu_3", "bleu_4")}
+        meteor_values = values["meteor"].statistics.resampled(counts)
+        rouge = values["rouge_l"].statistics.resampled(counts)
+        for r, drawn in enumerate(draws):
+            res = {j: systems[s][i] for j, i in enumerate(drawn)}
+            refs = {j: gts[i] for j, i in enumerate(drawn)}
+            with contextlib.redirect_stdout(io.StringIO()):
+                expected, _ = Bleu(4).compute_score(refs, res, verbose=0)
+            for n in range(4):
+                assert bleu[f"bleu_{n + 1}"][r] == expected[n], (s, r, n)
+            assert meteor_values[r] == meteor.compute_score(refs, res)[0], (s, r)
+            per_image = np.array(values["rouge_l"].per_sample)[drawn]
+            assert rouge[r] == pytest.approx(np.mean(per_image), abs=1e-12)
+
+
+def test_blocks_are_tokenized_as_separate_pycocoevalcap_calls():
+    """The lexer looks across a line end ("... A." before another line keeps its period), so every block gets its
+    own file and lexer: each block equals a pycocoevalcap tokenize call of that block alone."""
+    from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
+
+    blocks = [["A dog on Main St.", "Two kids in the U.S.", "A man named A."],
+              ["A woman , her dog A.", "café crème in a naïve \"style"],
+              ["It is Jan.", "the end\nof the line"]]
+    got = coco.ptb_tokenize_blocks(blocks)
+    for block, tokens in zip(blocks, got):
+        with contextlib.redirect_stdout(io.StringIO()):
+            expected = PTBTokenizer().tokenize({i: [{"caption": t}] for i, t in enumerate(block)})
+        assert tokens == [expected[i][0] for i in range(len(block))]
+    joined = coco.ptb_tokenize_blocks([[t for block in blocks for t in block]])[0]
+    assert joined != [t for tokens in got for t in tokens]  # why one lexer per block is needed
+
+
+def test_group_names_leave_spice_out_with_one_warning_when_its_jars_are_missing(monkeypatch):
+    if coco.spice_available():
+        pytest.skip("SPICE's jars are installed here")
+    monkeypatch.setattr(coco, "_SPICE_WARNED", [])
+    with pytest.warns(UserWarning, match="leaves SPICE out"):
+        assert coco.coco_group_names() == ("bleu", "meteor", "rouge_l", "cider")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert coco.coco_group_names() == ("bleu", "meteor", "rouge_l", "cider")
+    assert "spice" in coco.COCO_GROUP
+    with pytest.raises(ModelNotAvailableError, match="Stanford CoreNLP"):
+        coco.score_coco_group([["a dog"]], [["a dog runs"]], metrics=["bleu", "spice"])
+
+
+@pytest.mark.parametrize("systems, references, metrics, message", [
+    ([["a dog", "a cat"]], [["a dog runs"]], None, r"systems\[0\] has 2 captions for 1 reference lists"),
+    ([["a dog"], [3]], [["a dog runs"]], None, r"systems\[1\]\[0\] is an int"),
+    ([["a dog"]], [[]], None, r"references\[0\] is an empty reference list"),
+    ([["a dog\rruns"]], [["a dog runs"]], None, r"systems\[0\]\[0\] holds the line break"),
+    ([["a dog"]], [["a dog", "a\u2028cat"]], None, r"references\[0\]\[1\] holds the line break"),
+    ([["a dog"]], [["a dog runs"]], ["bleu_4"], "'bleu_4' is not in the COCO group"),
+    ([], [["a dog runs"]], None, "systems must be a non-empty list"),
+])
+def test_bad_input_is_refused_before_any_jar_starts(systems, references, metrics, message):
+    with pytest.raises(InputError, match=message):
+        coco.score_coco_group(systems, references, metrics=metrics or ["bleu"])
