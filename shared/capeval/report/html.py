@@ -32,7 +32,7 @@ section,header{background:#fff;border:1px solid #dde1e6;border-radius:8px;paddin
 h1{font-size:1.45rem;margin:0 0 .2em}h2{font-size:1.12rem;margin:0 0 .5em}
 p{margin:.3em 0}.note{color:#555;font-size:.9em}.coverage{font-weight:600}
 .scroll{overflow-x:auto;max-width:100%}
-table{border-collapse:collapse;font-variant-numeric:tabular-nums}
+table{border-collapse:separate;border-spacing:0;font-variant-numeric:tabular-nums}
 th,td{padding:4px 8px;border-bottom:1px solid #e4e7eb;text-align:right;white-space:nowrap}
 th:first-child,td:first-child{text-align:left}thead th{border-bottom:2px solid #9aa3ad}
 .ci{color:#666;font-size:.8em}.scroll th:first-child{position:sticky;left:0;background:#fff;white-space:normal;
