@@ -6,7 +6,7 @@ import pytest
 import torch
 from PIL import Image
 
-from capeval import load_scorer
+from capeval import InputError, load_scorer
 from capeval.judges.generation import Generation
 from capeval.judges.prompts import prompt_sha256, render_llava_v1
 from capeval.judges.scorer import fleur_outputs, score_as_official_text
@@ -63,3 +63,19 @@ def test_explanations_follow_scored_answers(tiny_hub):
         assert (reason is None) == math.isnan(score) and (reason is None or isinstance(reason, str))
     assert result["provenance"]["judge"]["prompt_sha256"] == prompt_sha256("fleur", explanation=True)
     assert plain["provenance"]["judge"]["prompt_sha256"] == prompt_sha256("fleur") != prompt_sha256("ref_fleur")
+
+
+def test_other_judges_are_asked_through_their_chat_template(tiny_hub):
+    images = [Image.new("RGB", (40, 30), "red")]
+    scorer = load_scorer("fleur", device="cpu", max_new_tokens=8, prompt_format="chat_template")
+    prompt = scorer._prompt([("user", "Rate it."), ("assistant", None)])
+    assert prompt == scorer.judge.processor.apply_chat_template(
+        [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Rate it."}]}],
+        add_generation_prompt=True, tokenize=False)
+    assert prompt.count("<image>") == 1 and "A chat between" not in prompt
+    result = scorer.score(["a red square"], images=images)
+    assert len(result["fleur_texts"]) == 1
+    assert result["provenance"]["judge"]["prompt_sha256"] == prompt_sha256("fleur", prompt_format="chat_template")
+    assert prompt_sha256("fleur", prompt_format="chat_template") != prompt_sha256("fleur")
+    with pytest.raises(InputError, match="prompt_format must be one of"):
+        load_scorer("fleur", device="cpu", prompt_format="vicuna")
