@@ -44,8 +44,9 @@ def write_report(report: Mapping, out_dir, *, images_root=None, baseline: Option
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {kind: out / name for kind, name in FILES.items()}
-    paths["json"].write_text(json.dumps(document, indent=1, ensure_ascii=False, allow_nan=False) + "\n",
-                             encoding="utf-8")
+    with open(paths["json"], "w", encoding="utf-8") as handle:  # compact: the C encoder (100k images stay fast)
+        json.dump(document, handle, ensure_ascii=False, allow_nan=False)
+        handle.write("\n")
     write_scores_csv(report, paths["csv"])
     write_summary_csv(report, paths["summary"], table.baseline)
     paths["latex"].write_text(latex_table(table, report), encoding="utf-8")
