@@ -10,7 +10,6 @@ label each pair was counted with); where those differ from the benchmark's own l
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, replace
@@ -57,29 +56,32 @@ class ReplayedJudge:
     ``nan_policy`` decides)."""
 
     replayed = True
-    references = "unused"
 
     def __init__(self, judge: str, cache, *, output: str = "score", unmatched: str = "raise"):
-        from capeval.judges.cache import JudgeCache
+        from capeval.judges.cache import JudgeCache, file_sha256
 
         if output not in OUTPUTS:
             raise InputError(f"replay output: {output!r} is not one of {OUTPUTS}")
         path = Path(cache)
         if not path.is_file():
             raise InputError(f"--replay: judge cache not found: {path}")
-        everything = list(JudgeCache(path).records())
-        self.records = [r for r in everything if r["inputs"]["judge"] == judge]
+        judges = set()
+        self.records = []  # only what the join and its report use, one small dict per record of the judge
+        for record in JudgeCache(path).records():
+            judges.add(record["inputs"]["judge"])
+            if record["inputs"]["judge"] == judge:
+                self.records.append(_entry(record, output))
         if not self.records:
-            judges = sorted({r["inputs"]["judge"] for r in everything})
-            raise InputError(f"--replay {path}: no records of the judge {judge!r} (it holds {judges or 'none'})")
+            raise InputError(f"--replay {path}: no records of the judge {judge!r} "
+                             f"(it holds {sorted(judges) or 'none'})")
         self.name, self.output, self.unmatched, self.path = judge, output, unmatched, path
         self.exact: Dict[Tuple[str, str], List[Dict]] = defaultdict(list)
         self.despaced: Dict[Tuple[str, str], set] = defaultdict(set)
         for record in self.records:
-            image = Path(record["inputs"]["image"]["file"] or "").name
-            self.exact[image, record["inputs"]["caption"]].append(record)
-            self.despaced[image, _despaced(record["inputs"]["caption"])].add(record["inputs"]["caption"])
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            image = Path(record["image"] or "").name
+            self.exact[image, record["caption"]].append(record)
+            self.despaced[image, _despaced(record["caption"])].add(record["caption"])
+        digest = file_sha256(path)
         self.hashcode = f"replay-{judge}-{output}-{digest[:16]}"
         self.provenance = {"replayed": True, "cache": str(path), "cache_sha256": digest, "judge": judge,
                            "output": output, "origins": sorted({r["origin"] for r in self.records}),
@@ -92,12 +94,11 @@ class ReplayedJudge:
             spaced = self.despaced.get((image, _despaced(caption)), set())
             records, rule = (self.exact[image, next(iter(spaced))], "punctuation_spacing") if len(spaced) == 1 \
                 else ([], "")
-        records = [r for r in records if r["inputs"]["references"] is None
-                   or list(r["inputs"]["references"]) == list(references or [])]
+        records = [r for r in records if r["references"] is None or r["references"] == list(references or [])]
         return Match(records, rule) if records else None
 
     def value(self, match: Match, row: str) -> float:
-        values = {r["outputs"][self.output] for r in match.records}
+        values = {r["value"] for r in match.records}
         if len(values) != 1 or None in values:
             raise InputError(f"--replay {self.path}: {row}: the cache holds {sorted(values, key=str)} as "
                              f"{self.output}; expected one number")
@@ -148,10 +149,20 @@ def unmatched_message(missing: Sequence[int], images: Sequence[str], captions: S
     return f"{len(missing)} of {len(captions)} rows ({shown}{more})"
 
 
+def _entry(record: Dict, output: str) -> Dict:
+    """What a replay keeps of a cache record: the join's keys, the replayed value and where the record came from."""
+    inputs = record["inputs"]
+    references = inputs.get("references")
+    return {"image": (inputs.get("image") or {}).get("file"), "caption": inputs["caption"],
+            "references": None if references is None else list(references),
+            "value": record["outputs"].get(output), "origin": record.get("origin", "generated"),
+            "published": record.get("published")}
+
+
 def _describe_record(record: Dict) -> str:
-    where = record.get("published") or {}
+    where = record["published"] or {}
     place = f"{where['file']}: line {where['line']}: " if where else ""
-    return f"{place}image {record['inputs']['image']['file']!r}, caption {record['inputs']['caption']!r}"
+    return f"{place}image {record['image']!r}, caption {record['caption']!r}"
 
 
 def _subset(benchmark, keep: np.ndarray, fields: Sequence[str]):
