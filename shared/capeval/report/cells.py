@@ -104,8 +104,9 @@ def mark(report: Mapping, system: str, baseline: Optional[str], key: str) -> str
     return BETTER if (delta > 0) == higher_is_better(report, key) else WORSE
 
 
-def _finite(value) -> bool:
-    return isinstance(value, (int, float)) and math.isfinite(value)
+def finite(*values) -> bool:
+    """Every value a finite number (None, NaN and inf are not)."""
+    return all(isinstance(v, (int, float)) and math.isfinite(v) for v in values)
 
 
 def score_entry(report: Mapping, system: str, key: str) -> Mapping:
@@ -116,18 +117,18 @@ def score_entry(report: Mapping, system: str, key: str) -> Mapping:
 
 def _best_systems(report: Mapping, systems: Sequence[str], key: str) -> set:
     values = {s: score_entry(report, s, key).get("value") for s in systems}
-    finite = {s: v for s, v in values.items() if _finite(v)}
-    if not finite:
+    defined = {s: v for s, v in values.items() if finite(v)}
+    if not defined:
         return set()
-    best = (max if higher_is_better(report, key) else min)(finite.values())
-    return {s for s, v in finite.items() if v == best}
+    best = (max if higher_is_better(report, key) else min)(defined.values())
+    return {s for s, v in defined.items() if v == best}
 
 
 def _cell(report: Mapping, system: str, key: str, baseline: Optional[str], best: set) -> Cell:
     score = score_entry(report, system, key)
     ci = score.get("ci")
-    shown_ci = (format_score(key, ci[0]), format_score(key, ci[1])) if ci and all(map(_finite, ci)) else None
-    marked = mark(report, system, baseline, key) if _finite(score.get("value")) else ""
+    shown_ci = (format_score(key, ci[0]), format_score(key, ci[1])) if ci and finite(*ci) else None
+    marked = mark(report, system, baseline, key) if finite(score.get("value")) else ""
     return Cell(format_score(key, score.get("value")), shown_ci, marked, system in best)
 
 

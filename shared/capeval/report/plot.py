@@ -7,7 +7,7 @@ import html
 import math
 from typing import List, Mapping, Sequence
 
-from capeval.report.cells import format_score, scale, score_entry, title
+from capeval.report.cells import finite, format_score, scale, score_entry, title
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
 BASELINE_COLOR = "#555555"
@@ -37,10 +37,6 @@ def _label(text: str, limit: int = 15) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def _finite(*values) -> bool:
-    return all(isinstance(v, (int, float)) and math.isfinite(v) for v in values)
-
-
 def metric_plot(report: Mapping, key: str, systems: Sequence[str], colors: Mapping[str, str]) -> str:
     factor = scale(key)
     rows = []
@@ -48,7 +44,7 @@ def metric_plot(report: Mapping, key: str, systems: Sequence[str], colors: Mappi
         entry = score_entry(report, system, key)
         ci = entry.get("ci") or (None, None)
         rows.append((system, entry.get("value"), *ci))
-    points = [v * factor for _, value, low, high in rows for v in (value, low, high) if _finite(v)]
+    points = [v * factor for _, value, low, high in rows for v in (value, low, high) if finite(v)]
     low, high = (min(points), max(points)) if points else (0.0, 1.0)
     pad = (high - low) * 0.08 or max(abs(high) * 0.05, 0.05)
     low, high = low - pad, high + pad
@@ -71,17 +67,17 @@ def metric_plot(report: Mapping, key: str, systems: Sequence[str], colors: Mappi
         y = TOP + ROW * row + ROW / 2
         color = colors[system]
         shown = format_score(key, value)
-        ci_text = f" [{format_score(key, ci_low)}, {format_score(key, ci_high)}]" if _finite(ci_low, ci_high) else ""
+        ci_text = f" [{format_score(key, ci_low)}, {format_score(key, ci_high)}]" if finite(ci_low, ci_high) else ""
         parts.append(f'<g><title>{html.escape(system)}: {shown}{ci_text}</title>'
                      f'<text x="{LABEL_WIDTH - 6}" y="{y + 4}" text-anchor="end" class="label">'
                      f"{html.escape(_label(system))}</text>")
-        if _finite(ci_low, ci_high):
+        if finite(ci_low, ci_high):
             left, right = x(ci_low * factor), x(ci_high * factor)
             parts.append(f'<line x1="{left}" x2="{right}" y1="{y}" y2="{y}" stroke="{color}" stroke-width="2"/>'
                          f'<line x1="{left}" x2="{left}" y1="{y - 5}" y2="{y + 5}" stroke="{color}" stroke-width="2"/>'
                          f'<line x1="{right}" x2="{right}" y1="{y - 5}" y2="{y + 5}" stroke="{color}" '
                          f'stroke-width="2"/>')
-        if _finite(value):
+        if finite(value):
             parts.append(f'<circle cx="{x(value * factor)}" cy="{y}" r="4.5" fill="{color}"/>')
         else:
             parts.append(f'<text x="{LABEL_WIDTH + 4}" y="{y + 4}" class="tick">n/a</text>')
