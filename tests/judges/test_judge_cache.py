@@ -1,6 +1,7 @@
 """Judge caches: every call recorded, the in-memory index bounded, and a replay that loads no model and reproduces
 the scores bitwise (tiny random LLaVA, real loader and scorer)."""
 
+import hashlib
 import json
 import math
 
@@ -46,6 +47,10 @@ def test_a_replay_loads_no_model_and_reproduces_the_scores_bitwise(tiny_hub, tmp
         assert record["inputs"]["model"].startswith("llava-hf/llava-1.5-13b-hf@5dda2880")
         assert set(record["outputs"]) == {"text", "raw_score", "score", "digit_probabilities", "explanation"}
     assert any(r["outputs"]["score"] is not None for r in records)  # the smoothing path ran
+    snapshot = next(tiny_hub.glob("models--llava-hf--llava-1.5-13b-hf/snapshots/*"))
+    shards = json.loads((snapshot / "model.safetensors.index.json").read_text())["weight_map"].values()
+    assert generated["provenance"]["judge"]["shards_sha256"] == {  # the weights' content is in the hashcode
+        name: hashlib.sha256((snapshot / name).read_bytes()).hexdigest() for name in set(shards)}
 
     replayer = load_scorer("fleur", device="cpu", max_new_tokens=24, replay=cache)
     replayed = replayer.score(CAPTIONS, images=IMAGES)

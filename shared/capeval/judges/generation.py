@@ -8,7 +8,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import torch
 from PIL import Image
@@ -56,6 +56,25 @@ def judge_model_id(ref: str, directory: Path) -> str:
         if (directory / name).is_file():
             digest.update((directory / name).read_bytes())
     return f"local:{digest.hexdigest()[:16]}{tiny}"
+
+
+def shard_sha256s(directory: Path) -> Dict[str, str]:
+    """sha256 of each weight shard named by the folder's index (the name of the hub cache blob a shard links to,
+    else hashed): the weights' content, which the index alone does not pin."""
+    index = directory / INDEX_FILE
+    names = sorted(set(json.loads(index.read_text())["weight_map"].values())) if index.is_file() else []
+    hashes = {}
+    for name in names:
+        target = (directory / name).resolve()
+        if (directory / name).is_symlink() and target.parent.name == "blobs" and len(target.name) == 64:
+            hashes[name] = target.name
+        else:
+            digest = hashlib.sha256()
+            with open(directory / name, "rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+            hashes[name] = digest.hexdigest()
+    return hashes
 
 
 def _complete_llava_processor(processor, config) -> None:

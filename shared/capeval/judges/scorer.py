@@ -22,7 +22,8 @@ from capeval.core.inputs import ValidInputs
 from capeval.core.scoring import Scorer
 from capeval.functional.fleur import DIGITS, fleur_answer_number, fleur_digit_positions, fleur_smoothed_score
 from capeval.judges.cache import DEFAULT_INDEX_BYTES, JudgeCache, image_identity, inputs_key
-from capeval.judges.generation import Generation, JudgeModel, judge_dtype, judge_model_id, pad_to_square
+from capeval.judges.generation import (Generation, JudgeModel, judge_dtype, judge_model_id, pad_to_square,
+                                      shard_sha256s)
 from capeval.judges.prompts import (EXPLANATION_PROMPT, GENERATION, LLAVA_V1, PROMPTS, chat_messages, fleur_caption,
                                     prompt_sha256, render_llava_v1)
 
@@ -84,8 +85,9 @@ class FleurScorer(Scorer):
                  cache_bytes: int = DEFAULT_INDEX_BYTES):
         if prompt_format not in PROMPT_FORMATS:
             raise InputError(f"prompt_format must be one of {PROMPT_FORMATS}, not {prompt_format!r}")
-        if not (isinstance(max_new_tokens, int) and max_new_tokens > 0):
-            raise InputError(f"max_new_tokens must be a positive integer, not {max_new_tokens!r}")
+        for option, value in (("max_new_tokens", max_new_tokens), ("batch_size", batch_size)):
+            if not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+                raise InputError(f"{option} must be a positive integer, not {value!r}")
         if replay is not None and judge_cache is not None:
             raise InputError("replay= reads a judge cache and judge_cache= writes one: give one of them")
         if replay is not None and not os.path.isfile(replay):
@@ -113,7 +115,9 @@ class FleurScorer(Scorer):
     def provenance_extras(self) -> dict:
         extras = {"judge": {"model": self.model_id, "prompt_sha256": self.prompt_sha256,
                             "prompt_format": self.format, "generation": self.generation_settings()}}
-        if self.judge is None:
+        if self.judge is not None:
+            extras["judge"]["shards_sha256"] = shard_sha256s(self.judge.directory)
+        else:
             extras["replayed"] = {"replayed": True, "cache": self.replay_path, "cache_sha256": self.cache_sha256}
         return extras
 
