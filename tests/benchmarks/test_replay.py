@@ -156,3 +156,51 @@ def test_replay_usage_errors_are_one_line(tmp_path, capsys):
         assert message in err and err.count("\n") == 1
     assert main(["benchmark", "clip_s", "flickr8k_expert", "--data-dir", str(data), "--replay", cache]) == 2
     assert "no records of the judge 'clip_s' (it holds ['fleur'])" in capsys.readouterr().err
+
+
+def _pascal_release(tmp_path, labels):
+    """A Pascal-50S-shaped release: 3 HC pairs over 2 images, the given majority labels (0: A, 1: B)."""
+    import pandas as pd
+
+    pairs = [("a.jpg", "a dog runs", "a cat sits"), ("a.jpg", "a dog runs", "a car"), ("b.jpg", "two men", "a tree")]
+    (tmp_path / "pascal50s").mkdir()
+    pd.DataFrame({"image_path": [f"./VOC/{i}" for i, _, _ in pairs], "references": [["r1", "r2"]] * len(pairs),
+                  "candidate_a": [a for _, a, _ in pairs], "candidate_b": [b for _, _, b in pairs],
+                  "category": [1] * len(pairs), "scores": [{"label": label} for label in labels]}).to_parquet(
+        tmp_path / "pascal50s" / "pascal50s_pairs_48refs.parquet")
+    return tmp_path
+
+
+def _fleur_pascal_file(folder, blocks):
+    """A FLEUR-format Pascal-50S HC results file: (image, label, (caption, score), (caption, score)) per pair."""
+    text = ""
+    for image, label, *captions in blocks:
+        text += f"image file : VOC2012/JPEGImages/{image}\nlabel : {label}\n\n"
+        text += "".join(f"caption : {c}\nmodel score : {s}\nour score : {s}\n\n" for c, s in captions)
+    folder.mkdir()
+    (folder / "fleur_pascal_HC.txt").write_text(text + "true count : 0\ntie count : 0")
+
+
+def test_pairwise_replay_with_the_published_labels_and_unmatched_pairs_named(tmp_path, capsys):
+    data = _pascal_release(tmp_path, labels=[0, 0, 1])
+    _fleur_pascal_file(tmp_path / "fleur", [  # FLEUR labelled the second pair the other way (B preferred)
+        ("a.jpg", 0, ("a dog runs", 0.9), ("a cat sits", 0.2)), ("a.jpg", 1, ("a dog runs", 0.9), ("a car", 0.1)),
+        ("b.jpg", 1, ("two men", 0.3), ("a tree", 0.8))])
+    import_fleur(tmp_path / "fleur", tmp_path / "c.jsonl")
+    argv = ["fleur", "pascal50s", "--replay", str(tmp_path / "c.jsonl"), "--data-dir", str(data)]
+    own = _benchmark(argv, capsys)
+    assert own["categories"]["HC"]["mean"] == 100.0 and own["replay"]["labels"]["per_category"] == {"HC": 1}
+    published = _benchmark([*argv, "--replay-labels", "published"], capsys)
+    assert published["categories"]["HC"]["mean"] == pytest.approx(200 / 3)  # the second pair now counts wrong
+    (tmp_path / "fleur" / "fleur_pascal_HC.txt").write_text(
+        "image file : VOC2012/JPEGImages/a.jpg\nlabel : 0\n\ncaption : a dog runs\nmodel score : 0.9\n"
+        "our score : 0.9\n\ncaption : a cat sits\nmodel score : 0.2\nour score : 0.2\n")
+    import_fleur(tmp_path / "fleur", tmp_path / "d.jsonl")
+    argv[3] = str(tmp_path / "d.jsonl")
+    assert main(["benchmark", *argv]) == 2
+    assert "3 of 6 rows are not in the judge cache" in capsys.readouterr().err
+    out = _benchmark([*argv, "--replay-unmatched", "omit"], capsys)
+    assert out["n"] == 1 and out["replay"]["pairs_omitted"] == 2
+    assert out["replay"]["unmatched_first"] == ["pair 2 caption A (image 'b.jpg', caption 'two men')",
+                                                "pair 1 caption B (image 'a.jpg', caption 'a car')",
+                                                "pair 2 caption B (image 'b.jpg', caption 'a tree')"]

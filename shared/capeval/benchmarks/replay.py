@@ -123,9 +123,11 @@ class ReplayedJudge:
                              f" are not in the judge cache {self.path}")
         return values.tolist()
 
-    def report(self, matches: Sequence[Optional[Match]], images: Sequence[str], captions: Sequence[str]) -> Dict:
+    def report(self, matches: Sequence[Optional[Match]], images: Sequence[str], captions: Sequence[str],
+               pairs: Optional[int] = None) -> Dict:
         """Counts of the join: rows matched by each rule, rows unmatched, and the records of the cache's sources
-        (``origin``: e.g. the published file) that rows matched that no row used (the first few of each by name)."""
+        (``origin``: e.g. the published file) that rows matched that no row used (the first few of each by name).
+        ``pairs``: the rows are the A captions of that many pairs, then their B captions."""
         missing = [k for k, m in enumerate(matches) if m is None]
         used = {id(r) for m in matches if m is not None for r in m.records}
         origins = {r["origin"] for m in matches if m is not None for r in m.records}
@@ -134,12 +136,14 @@ class ReplayedJudge:
         return {"cache": str(self.path), "join": JOIN_RULE, "rows": len(matches),
                 "matched_exact": rules["exact"], "matched_punctuation_spacing": rules["punctuation_spacing"],
                 "unmatched": len(missing),
-                "unmatched_first": [describe_row(k, images[k], captions[k]) for k in missing[:SHOWN]],
+                "unmatched_first": [describe_row(k, images[k], captions[k], pairs) for k in missing[:SHOWN]],
                 "cache_records_unused": len(unused),
                 "cache_records_unused_first": [_describe_record(r) for r in unused[:SHOWN]]}
 
 
-def describe_row(k: int, image: str, caption: str) -> str:
+def describe_row(k: int, image: str, caption: str, pairs: Optional[int] = None) -> str:
+    if pairs:
+        return f"pair {k % pairs} caption {'AB'[k // pairs]} (image {Path(image).name!r}, caption {caption!r})"
     return f"row {k} (image {Path(image).name!r}, caption {caption!r})"
 
 
@@ -236,7 +240,7 @@ def run_replayed(metric: str, dataset: str, cache, *, unmatched: str = "raise", 
         images = benchmark.images * 2
         captions = benchmark.candidates_a + benchmark.candidates_b
         _, matches = judge.join(images, captions)
-        report = judge.report(matches, images, captions)
+        report = judge.report(matches, images, captions, pairs=n)
         keep = np.array([a is not None and b is not None for a, b in zip(matches[:n], matches[n:])])
         fields = ("candidates_a", "candidates_b", "references", "images", "preference", "categories", "votes_a",
                   "votes_b")
