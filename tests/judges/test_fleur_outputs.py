@@ -79,3 +79,15 @@ def test_other_judges_are_asked_through_their_chat_template(tiny_hub):
     assert prompt_sha256("fleur", prompt_format="chat_template") != prompt_sha256("fleur")
     with pytest.raises(InputError, match="prompt_format must be one of"):
         load_scorer("fleur", device="cpu", prompt_format="vicuna")
+
+
+def test_bfloat16_and_a_device_map_run_and_are_recorded(tiny_hub, tmp_path):
+    image = [Image.new("RGB", (40, 30), "red")]
+    half = load_scorer("fleur", device="cpu", dtype="bfloat16", max_new_tokens=8, judge_cache=tmp_path / "bf16.jsonl")
+    assert half.judge.model.dtype == torch.bfloat16
+    result = half.score(["a red square"], images=image)
+    assert result["provenance"]["judge"]["generation"]["dtype"] == "bfloat16"
+    assert '"dtype":"bfloat16"' in (tmp_path / "bf16.jsonl").read_text()
+    mapped = load_scorer("fleur", device_map={"": "cpu"}, max_new_tokens=8)
+    assert mapped.judge.device is None and mapped.judge.input_device.type == "cpu"
+    assert len(mapped.score(["a red square"], images=image)["fleur_texts"]) == 1

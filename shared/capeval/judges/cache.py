@@ -1,5 +1,4 @@
-"""Judge caches: every judge call's inputs → outputs, one JSON record per line, appended (format:
-``/work/coord/judge_cache.md`` in the project notes; README "Judge caches").
+"""Judge caches: every judge call's inputs → outputs, one JSON record per line, appended.
 
 A record is ``{"key", "inputs", "outputs", "origin"}``; ``key`` is the sha256 of the canonical JSON of ``inputs``
 (model id@commit, prompt sha256, image identity, caption, references, generation settings). The file is the
