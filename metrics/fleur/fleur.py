@@ -33,8 +33,8 @@ Init kwargs (`evaluate.load("capeval/fleur", ...)`):
     judge_model (`str`): registry name, hub id or local folder of a transformers image-text-to-text model
         (default "llava-1.5-13b-hf": llava-hf/llava-1.5-13b-hf at a pinned commit).
     device (`str`): "auto" (CUDA when available), "cpu", "cuda", ...; device_map (e.g. "auto": across GPUs).
-    dtype (`str`): default float16 on GPU or with a device_map (as official), float32 on CPU. batch_size (`int`): prompts per
-        generation batch (default 16; left-padded, scores independent of it).
+    dtype (`str`): default float16 on GPU or with a device_map (as official), float32 on CPU.
+    batch_size (`int`): prompts per generation batch (default 16; left-padded, scores independent of it).
     explanation (`bool`): also generate the judge's reasons (default False).
     judge_cache (`str`): a JSONL file recording every judge call; replay (`str`): score from such a file with
         no model loaded.

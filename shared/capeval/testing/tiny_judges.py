@@ -30,14 +30,16 @@ def tiny_llama_tokenizer():
     backend.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B",
                                                            special_tokens=[("<s>", vocab["<s>"])])
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<s>", eos_token="</s>",
-                                        unk_token="<unk>", pad_token="<pad>", extra_special_tokens={"image_token": "<image>"})
+                                        unk_token="<unk>", pad_token="<pad>",
+                                        extra_special_tokens={"image_token": "<image>"})
     tokenizer.add_special_tokens({"additional_special_tokens": ["<image>"]})
     return tokenizer
 
 
 def write_tiny_llava(out_dir: Path, seed: int = 0) -> None:
     """A tiny random ``LlavaForConditionalGeneration`` (a 2-layer CLIP vision tower on 28-pixel images: 4 image
-    tokens; a 2-layer Llama whose head favours digits, dots and the end token), its processor and chat template, saved in shards with an index (as the 13B repo)."""
+    tokens; a 2-layer Llama whose head favours digits, dots and the end token), its processor and chat template,
+    saved in shards with an index (as the 13B repo)."""
     import torch
     from transformers import (CLIPImageProcessor, CLIPVisionConfig, LlamaConfig, LlavaConfig,
                               LlavaForConditionalGeneration, LlavaProcessor)
