@@ -29,6 +29,7 @@ from capeval.core.errors import ConversionError, ModelNotAvailableError
 from capeval.core.hub import MIRROR_ENV, converted_dir, downloads_dir, load_safetensors, registered_weights, resolve
 from capeval.core.scoring import load_scorer
 from capeval.testing import TINY_BUILDERS, populate_tiny_hub_cache
+from capeval.testing.tiny_long_clip import tiny_long_clip_state_dict
 
 UPSTREAM = sorted(name for name, spec in registered_weights().items() if spec.upstream is not None)
 PUBLISHED_SHA256 = {name: registered_weights()[name].upstream.sha256 for name in UPSTREAM}
@@ -133,6 +134,8 @@ def fabricate(name: str, tiny_dir: Path) -> bytes:
         return _saved(build_sam(SAM_ARCHITECTURES["mobile_sam"]).state_dict())
     if name == "vcrscore-gbr":
         return pickle.dumps(fitted_gbr()[0])
+    if name.startswith("long-clip-"):  # the authors' plain state dict with its two 248-row positional embeddings
+        return _saved(tiny_long_clip_state_dict(patch_size=16 if name == "long-clip-b" else 14))
     TINY_BUILDERS[name](tiny_dir)
     if name == "polos":
         return _polos_zip(tiny_dir)
@@ -211,7 +214,7 @@ def test_every_capeval_artifact_names_an_upstream_file_and_a_registered_converte
 
     specs = registered_weights()
     assert UPSTREAM == sorted(n for n, s in specs.items() if s.repo_id.startswith("capeval/"))
-    assert len(UPSTREAM) == 12
+    assert len(UPSTREAM) == 14
     for name in UPSTREAM:
         upstream = specs[name].upstream
         assert upstream.converter in converters(), name
@@ -254,6 +257,7 @@ def _score(metric, **options):
 USES = {"pacs-clip-vit-b-32": ("pac_s", "weights", {}), "pacs-openclip-vit-l-14": ("pac_s", "weights", {}),
         "polos": ("polos", "weights", {}), "mcip-vit-l-14-336": ("vcrscore", "mcip", {}),
         "vcrscore-gbr": ("vcrscore", "weights", {}),
+        "long-clip-b": ("clip_s", "weights", {}), "long-clip-l": ("clip_s", "weights", {}),
         **{n: ("hice_s", "weights", {"sam": "sam-vit-b", "region_settings": REGIONS})
            for n in UPSTREAM if n.startswith("alpha-clip")},
         **{n: ("hice_s", "sam", {"weights": "alpha-clip-vit-b-16", "region_settings": REGIONS})

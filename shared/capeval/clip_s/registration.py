@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from capeval.backbones.long_clip import convert_long_clip_checkpoint
 from capeval.backbones.registration import convert_clip_checkpoint, register_clip_weights
 from capeval.core.constants import HALF_PREPROCESS, OPENAI_PREPROCESS
 from capeval.core.convert import register_converter
@@ -24,6 +25,25 @@ register_clip_weights("pacs-openclip-vit-l-14", "capeval/pacs-openclip-vit-l-14"
                       "PAC-S positive-augmented OpenCLIP ViT-L/14 (mean = std = 0.5 normalisation)", quick_gelu=False,
                       upstream=Upstream("openClip_ViT-L-14.pth", "pac-s-vit-l-14",
                                         page=f"{PACS_FOLDER} (aimagelab/pacscore README)"))
+
+# Long-CLIP (Zhang et al. 2024, 248 text tokens): the authors' checkpoints on the hub, at the commits that uploaded the
+# current files (LongCLIP-L's was replaced on 2024-05 after the DDP fix), with their git-LFS sha256; converted once.
+_LONG_CLIP_HUB = "https://huggingface.co/BeichenZhang"
+for _name, _repo, _commit, _file, _sha256, _tower in (
+        ("long-clip-b", "LongCLIP-B", "5ec98ddcf52692ea2e5a663a5e0f6920c4554c99", "longclip-B.pt",
+         "ca2face3716d60473a4e284e5be2cf0a1f3a4ad9954a6a651d878e814cc0c894", "ViT-B/16"),
+        ("long-clip-l", "LongCLIP-L", "a29856989d49817508dbda0fb95c7f6ffc314331", "longclip-L.pt",
+         "9d2c12ffcbf9099f95bfb9cf8f08f949b695e22fb0018e8895e088f4a88b6afd", "ViT-L/14")):
+    register_clip_weights(_name, f"capeval/{_name}", "main", "apache-2.0",
+                          f"https://github.com/beichenzbc/Long-CLIP ({_LONG_CLIP_HUB}/{_repo})",
+                          f"Long-CLIP {_tower}, 248-token text context (OpenAI format)",
+                          upstream=Upstream(_file, "long-clip", sha256=_sha256, page=f"{_LONG_CLIP_HUB}/{_repo}",
+                                            url=f"{_LONG_CLIP_HUB}/{_repo}/resolve/{_commit}/{_file}"))
+
+
+@register_converter("long-clip", help="Long-CLIP longclip-B.pt / longclip-L.pt (248-token CLIP state dict)")
+def convert_long_clip(official: Path, out_dir: Path) -> None:
+    convert_long_clip_checkpoint(official, out_dir, title=f"Long-CLIP {official.stem} (capeval layout)")
 
 
 @register_converter("pac-s", help="PAC-S clip_ViT-B-32.pth (OpenAI-format CLIP ViT-B/32 state dict)")

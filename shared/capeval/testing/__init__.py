@@ -31,6 +31,7 @@ from capeval.testing.tiny_hice_s import (
 )
 from capeval.testing.tiny_image_roundtrip import write_tiny_dinov2, write_tiny_sd_turbo
 from capeval.testing.tiny_judges import write_tiny_llava
+from capeval.testing.tiny_long_clip import tiny_long_clip_factory
 from capeval.testing.tiny_polos import tiny_polos_head, tiny_roberta
 from capeval.testing.tiny_text import tiny_mpnet
 from capeval.testing.tiny_vcrscore import tiny_regressor, write_tiny_detr, write_tiny_vilt, write_tiny_yolos
@@ -52,6 +53,8 @@ TINY_BUILDERS: Dict[str, Callable[[Path], None]] = {
     "pacs-openclip-vit-l-14": tiny_clip_factory(preprocess_cfg=HALF_PREPROCESS, quick_gelu=False, patch_size=14,
                                                 seed=3),
     "openai-clip-vit-b-16": tiny_clip_factory(patch_size=16, seed=4),
+    "long-clip-b": tiny_long_clip_factory(patch_size=16, seed=30),
+    "long-clip-l": tiny_long_clip_factory(patch_size=14, seed=31),
     "openai-clip-vit-l-14-336": tiny_clip_factory(patch_size=14, image_size=336, seed=5),
     "mcip-vit-l-14-336": tiny_clip_factory(patch_size=14, image_size=336, seed=7),
     "laion-clip-vit-g-14": tiny_clip_factory(quick_gelu=False, patch_size=14, seed=8),
