@@ -89,6 +89,11 @@ class AlphaClip(ClipBackbone):
         self.mask_alignment = mask_alignment
         super().__init__(weights, loader=load_alpha_clip, **options)
 
+    def _forward_code(self) -> tuple:
+        """The CLIP forwards' code, the alpha channel's and the masks' preprocessing (see ClipBackbone)."""
+        return (*super()._forward_code(), add_alpha_channel, encode_image_with_alpha, type(self).preprocess_mask,
+                type(self)._encode_masked_batch, MASK_MEAN, MASK_STD)
+
     def reset_caches(self) -> None:
         super().reset_caches()
         self.region_cache = self.feature_cache("alpha-clip-region", mask_alignment=self.mask_alignment)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import sys
+import warnings
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from functools import lru_cache
@@ -20,8 +22,12 @@ import torch
 from PIL import Image
 
 from capeval.backbones.clip_pooled import (
+    POOLED,
+    ForwardFallbackWarning,
     encode_image_pooled,
     encode_text_pooled,
+    forward_paths,
+    forwards_tag,
     project_text,
     prompt_states,
     text_prunable,
@@ -32,6 +38,7 @@ from capeval.core.cache_keys import cache_namespace
 from capeval.core.constants import CLIPSCORE_PREFIX, OPENAI_MEAN, OPENAI_STD
 from capeval.core.errors import InputError, ModelNotAvailableError
 from capeval.core.hub import hub_snapshot_of, load_safetensors, registered_spec_of, resolve
+from capeval.core import runtime
 from capeval.core.runtime import (
     DEFAULT_CACHE_BYTES,
     CacheNamespace,
@@ -244,8 +251,6 @@ def encode_text_trimmed(model: torch.nn.Module, tokens: torch.Tensor,
                                                 eos_token_id=getattr(model, "text_eos_id", None)))
 
 
-# the numerics of the forwards below (widths, rows, pooled last blocks, prompt states): change it when they change
-FORWARDS = "forwards-3"
 OPENAI_FP16 = "openai-fp16"
 PRECISIONS = ("uniform", OPENAI_FP16)
 
@@ -259,6 +264,9 @@ def to_openai_fp16(model: torch.nn.Module) -> torch.nn.Module:
     from open_clip.model import convert_weights_to_lp
     from open_clip.transformer import LayerNorm, LayerNormFp32, Transformer
 
+    reason = openai_fp16_reason(model)
+    if reason is not None:
+        raise ValueError(f"precision={OPENAI_FP16!r} cannot emulate OpenAI's fp16 numerics: {reason}")
     convert_weights_to_lp(model, torch.float16)
     for module in model.modules():
         if type(module) is LayerNorm:  # same parameters; forward casts the input to fp32 and the output back
@@ -266,6 +274,21 @@ def to_openai_fp16(model: torch.nn.Module) -> torch.nn.Module:
         elif isinstance(module, (Transformer, torch.nn.MultiheadAttention)):
             module.batch_first = False
     return model
+
+
+def openai_fp16_reason(model: torch.nn.Module) -> Optional[str]:
+    """Why :func:`to_openai_fp16` cannot give ``model`` OpenAI's numerics (None when it can): it needs open_clip's
+    ``Transformer`` stacks with a ``batch_first`` switch and every attention an ``nn.MultiheadAttention``."""
+    from open_clip.transformer import Transformer
+
+    stacks = [module for module in model.modules() if isinstance(module, Transformer)]
+    if not stacks or not all(hasattr(stack, "batch_first") for stack in stacks):
+        return "open_clip's Transformer has no batch_first switch"
+    for stack in stacks:
+        for index, block in enumerate(stack.resblocks):
+            if not isinstance(getattr(block, "attn", None), torch.nn.MultiheadAttention):
+                return f"block {index}'s attention is not torch.nn.MultiheadAttention"
+    return None
 
 
 def to_rgb(image: Image.Image) -> Image.Image:
@@ -337,8 +360,12 @@ class ClipBackbone:
         self.tokenizer = SimpleTokenizer()
         self._transform = self._build_transform()
         self.directory = directory.resolve()
-        # features are keyed by the weights' content and all that changes them (capeval.core.cache_keys)
-        self._numerics = {"dtype": self.dtype, "precision": precision, "forwards": FORWARDS,
+        self.forward_paths = forward_paths(self.model)  # the forward each tower runs (in the provenance)
+        if precision == "uniform":  # (OpenAI's fp16 mode runs open_clip's sequence-first forward by design)
+            self._warn_fallbacks()
+        # features are keyed by the weights' content and all that changes them (capeval.core.cache_keys), the code
+        # of the forwards included (clip_pooled.forwards_tag)
+        self._numerics = {"dtype": self.dtype, "precision": precision, "forwards": forwards_tag(self._forward_code()),
                           "image_size": self.image_size, "mean": self.mean, "std": self.std,
                           "context_length": self.context_length}
         self._namespaces: Dict[Tuple[str, str], CacheNamespace] = {}
@@ -357,6 +384,29 @@ class ClipBackbone:
         """Start from empty in-memory embedding caches (persisted entries stay on disk)."""
         self.image_cache = self.feature_cache("clip-image")
         self.text_cache = self.feature_cache("clip-text")
+
+    def _warn_fallbacks(self) -> None:
+        """One :class:`ForwardFallbackWarning` per tower that cannot run the pooled forward, naming why."""
+        import open_clip
+
+        for tower, path in self.forward_paths.items():
+            if path != POOLED:
+                warnings.warn(f"CLIP weights {self.weights!r}: the {tower} features come from open_clip's own forward, "
+                              f"not capeval's pooled one ({path.split(': ', 1)[1]}): the same features up to "
+                              f"rounding, computed more slowly (the pooled forwards are tested with open_clip_torch "
+                              f"3.x; installed: {open_clip.__version__})", ForwardFallbackWarning, stacklevel=3)
+
+    def _forward_code(self) -> tuple:
+        """The code besides :mod:`~capeval.backbones.clip_pooled`'s that determines this backbone's features (for
+        :func:`~capeval.backbones.clip_pooled.forwards_tag`), looked up now: a replaced function counts."""
+        module = sys.modules[__name__]
+        return (*(getattr(module, name) for name in FORWARD_FUNCTIONS),
+                *(getattr(runtime, name) for name in runtime.FIXED_SHAPE_CODE),
+                *(getattr(type(self), name) for name in FORWARD_METHODS))
+
+    def provenance_extras(self) -> Dict[str, Dict[str, str]]:
+        """The forward each tower ran (``pooled`` or open_clip's, with the reason) and the forwards' code tag."""
+        return {"clip_forwards": {**self.forward_paths, "tag": self._numerics["forwards"]}}
 
     def feature_cache(self, kind: str, **numerics) -> EmbeddingCache:
         """An empty in-memory cache of this backbone's ``kind`` features under ``numerics`` besides the backbone's
@@ -536,6 +586,12 @@ class ClipBackbone:
         return encode_cached(texts, keys, self._encode_text_batch, self.text_cache,
                              batch_size=text_batch_size(self.batch_size, self.device), desc="CLIP texts",
                              show_progress=show_progress, sort_key=self._text_order, group_key=self._text_group)
+
+
+# clip.py's functions and ClipBackbone's methods whose code determines a feature (tokens, widths, rows, precision)
+FORWARD_FUNCTIONS = ("clip_text_ids", "encode_text_trimmed", "to_openai_fp16", "_OFFICIAL_PATTERN")
+FORWARD_METHODS = ("text_ids", "_token_ids", "prompted", "forward_width", "normalise", "_encode_pixels",
+                   "_encode_image_batch", "_encode_text_batch", "_encode_tokens")
 
 
 def check_shared_backbone(backbone: "ClipBackbone", weights: Optional[str], *, cache_dir=None,

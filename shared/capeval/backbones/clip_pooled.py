@@ -8,38 +8,143 @@ that begins many texts ("A photo depicts ") are those of the prompt alone: they 
 arithmetic; in floats the features equal open_clip's own forward up to rounding (tested ≤ 1e-5 on full-size random
 weights, ``tests/backbones/test_text_trimming.py``).
 
-Models whose towers are not batch-first stacks of plain ``ResidualAttentionBlock`` s (OpenAI's sequence-first fp16
-emulation, attention pooling, custom blocks, open_clip < 3 without ``VisionTransformer._embeds``) get open_clip's own
-forward.
+Models whose towers are not batch-first stacks of plain ``ResidualAttentionBlock`` s over ``nn.MultiheadAttention``
+(OpenAI's sequence-first fp16 emulation, attention pooling, custom blocks, open_clip < 3 without
+``VisionTransformer._embeds``, open_clip's unreleased 4.x blocks) get open_clip's own forward:
+:func:`text_fallback_reason` / :func:`image_fallback_reason` name why, :func:`forward_paths` records which path each
+tower runs, and the backbone warns (:class:`ForwardFallbackWarning`) rather than lose the speed without a word.
+:func:`forwards_tag` fingerprints the code that determines the features (persisted features are keyed by it).
 """
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence
+import hashlib
+import inspect
+import sys
+from functools import lru_cache
+from typing import Dict, List, Optional, Sequence
 
 import torch
 
+POOLED = "pooled"  # forward_paths' value for a tower that runs the pooled forward
 
-def _plain_blocks(transformer) -> bool:
+
+class ForwardFallbackWarning(UserWarning):
+    """A CLIP tower cannot run the forward capeval meant for it (the pooled one, or OpenAI's fp16 numerics) and runs
+    open_clip's own instead; the message names the reason."""
+
+
+def _blocks_reason(transformer) -> Optional[str]:
+    """Why ``transformer``'s blocks are not batch-first plain ``ResidualAttentionBlock`` s over
+    ``nn.MultiheadAttention`` (None when they are)."""
     from open_clip.transformer import ResidualAttentionBlock
 
-    return bool(getattr(transformer, "batch_first", False)) and all(
-        type(block) is ResidualAttentionBlock and not hasattr(block, "ln_1_kv") for block in transformer.resblocks)
+    if not hasattr(transformer, "batch_first"):
+        return f"{_name(transformer)} has no batch_first attribute"
+    if not transformer.batch_first:
+        return "its blocks run sequence-first (batch_first=False)"
+    for index, block in enumerate(transformer.resblocks):
+        if type(block) is not ResidualAttentionBlock:
+            return f"block {index} is {_name(block)}, not open_clip's ResidualAttentionBlock"
+        if hasattr(block, "ln_1_kv"):
+            return f"block {index} is a cross-attention block (ln_1_kv)"
+        if type(block.attn) is not torch.nn.MultiheadAttention:
+            return f"block {index}'s attention is {_name(block.attn)}, not torch.nn.MultiheadAttention"
+        if not (block.attn.batch_first and block.attn._qkv_same_embed_dim):
+            return f"block {index}'s attention is not a batch-first self-attention with one in_proj_weight"
+    return None
+
+
+def _name(obj) -> str:
+    return f"{type(obj).__module__}.{type(obj).__qualname__}"
+
+
+def text_fallback_reason(model) -> Optional[str]:
+    """Why ``model``'s text tower cannot run :func:`encode_text_pooled` (None when it can: causal, pooled at the
+    end-of-text token, plain blocks)."""
+    missing = [name for name in ("transformer", "attn_mask", "text_pool_type") if not hasattr(model, name)]
+    if missing:
+        return f"{_name(model)} has no {', '.join(missing)} (not open_clip's CLIP text tower)"
+    if model.attn_mask is None:
+        return "the text tower is not causal (no attn_mask)"
+    if model.text_pool_type not in ("argmax", "eos"):
+        return f"text pooling {model.text_pool_type!r} is not at the end-of-text token"
+    reason = _blocks_reason(model.transformer)
+    return None if reason is None else f"text tower: {reason}"
+
+
+def image_fallback_reason(model) -> Optional[str]:
+    """Why ``model``'s image tower cannot run :func:`encode_image_pooled` (None when it can: a ViT pooled at its class
+    token, plain blocks)."""
+    from open_clip.transformer import VisionTransformer
+
+    visual = model.visual
+    if type(visual) is not VisionTransformer:
+        return f"the image tower is {_name(visual)}, not open_clip's VisionTransformer"
+    if not hasattr(visual, "_embeds"):
+        return "open_clip's VisionTransformer has no _embeds (open_clip < 3)"
+    if getattr(visual, "attn_pool", None) is not None:
+        return "the image tower pools by attention"
+    if getattr(visual, "pool_type", None) != "tok":
+        return f"image pooling {getattr(visual, 'pool_type', None)!r} is not the class token"
+    if visual.output_tokens:
+        return "the image tower outputs its tokens"
+    reason = _blocks_reason(visual.transformer)
+    return None if reason is None else f"image tower: {reason}"
 
 
 def text_prunable(model) -> bool:
     """Whether ``model``'s text tower is causal, pooled at the end-of-text token and made of plain blocks."""
-    return (getattr(model, "attn_mask", None) is not None and model.text_pool_type in ("argmax", "eos")
-            and _plain_blocks(model.transformer))
+    return text_fallback_reason(model) is None
 
 
 def image_prunable(model) -> bool:
     """Whether ``model``'s image tower is a ViT pooled at its class token and made of plain blocks."""
-    from open_clip.transformer import VisionTransformer
+    return image_fallback_reason(model) is None
 
-    visual = model.visual
-    return (type(visual) is VisionTransformer and hasattr(visual, "_embeds") and visual.attn_pool is None
-            and visual.pool_type == "tok" and not visual.output_tokens and _plain_blocks(visual.transformer))
+
+def forward_paths(model) -> Dict[str, str]:
+    """Which forward each tower of ``model`` runs: :data:`POOLED`, or ``"open_clip: <reason>"``."""
+    reasons = {"text": text_fallback_reason(model), "image": image_fallback_reason(model)}
+    return {tower: POOLED if reason is None else f"open_clip: {reason}" for tower, reason in reasons.items()}
+
+
+# this module's functions whose code determines a feature (looked up when fingerprinted: a replaced one counts)
+FORWARD_FUNCTIONS = ("_blocks_reason", "text_fallback_reason", "image_fallback_reason", "blocks_pooled",
+                     "attention_at_one_query", "project_text", "eot_positions", "prompt_states", "encode_text_pooled",
+                     "encode_image_pooled")
+
+
+def forwards_tag(code: Sequence[object] = ()) -> str:
+    """A fingerprint of what determines a CLIP feature besides the weights and options: the source of this module's
+    :data:`FORWARD_FUNCTIONS` and of ``code`` (the caller's forward functions, methods and shape constants; a value
+    without source counts by its ``repr``), open_clip's ``transformer`` module and ``CLIP`` class, and torch's
+    major.minor version. Deterministic across processes; it changes when any of that code changes."""
+    module = sys.modules[__name__]
+    return _fingerprint(tuple(getattr(module, name) for name in FORWARD_FUNCTIONS) + tuple(code))
+
+
+@lru_cache(maxsize=32)
+def _fingerprint(code: tuple) -> str:
+    import open_clip.transformer
+    from open_clip.model import CLIP
+
+    digest = hashlib.sha256(f"torch {'.'.join(torch.__version__.split('.')[:2])}\n".encode())
+    for part in (*code, open_clip.transformer, CLIP):
+        digest.update(_source(part).encode("utf-8") + b"\0")
+    return f"forwards-{digest.hexdigest()[:16]}"
+
+
+def _source(part) -> str:
+    """``part``'s source code; a value without source (a constant) by its ``repr``."""
+    if not (inspect.isfunction(part) or inspect.ismethod(part) or inspect.isclass(part) or inspect.ismodule(part)):
+        return repr(part)
+    try:
+        return inspect.getsource(part)
+    except (OSError, TypeError):  # no source shipped: its qualified name and open_clip's version stand in
+        import open_clip
+
+        return f"{getattr(part, '__module__', '')}.{getattr(part, '__qualname__', part)} {open_clip.__version__}"
 
 
 def blocks_pooled(transformer, x: torch.Tensor, at: torch.Tensor, attn_mask: Optional[torch.Tensor] = None,

@@ -156,9 +156,10 @@ def build_provenance(metric: str, options: Mapping, loaded: Iterable[Tuple[str, 
     device = _model_attribute(scorer, "device")
     if device is not None:
         provenance["device_type"] = getattr(device, "type", str(device).split(":")[0])
-    extras = getattr(scorer, "provenance_extras", None)
-    if callable(extras):
-        provenance.update(_json_value(extras()))
+    for holder in (scorer, *_wrapped(scorer)):  # the scorer's own, then the models it wraps (a CLIP's forwards)
+        extras = getattr(holder, "provenance_extras", None)
+        if callable(extras):
+            provenance.update(_json_value(extras()))
     provenance["tiny_random_weights"] = any(w["tiny_random_weights"] for w in weights)
     if provenance["tiny_random_weights"]:
         tiny = [w["ref"] for w in weights if w["tiny_random_weights"]]
@@ -169,11 +170,17 @@ def build_provenance(metric: str, options: Mapping, loaded: Iterable[Tuple[str, 
 
 def _model_attribute(scorer, name: str):
     """``scorer.<name>``, else that of the model it wraps (``backbone``, ``clip``, ``extractor``)."""
-    for holder in (scorer, *(getattr(scorer, part, None) for part in ("backbone", "clip", "extractor"))):
+    for holder in (scorer, *_wrapped(scorer)):
         value = getattr(holder, name, None)
         if value is not None:
             return value
     return None
+
+
+def _wrapped(scorer) -> List[object]:
+    """The models ``scorer`` wraps (its ``backbone``, ``clip``, ``extractor``)."""
+    return [model for model in (getattr(scorer, part, None) for part in ("backbone", "clip", "extractor"))
+            if model is not None]
 
 
 def identity(provenance: Mapping) -> Dict[str, object]:

@@ -232,6 +232,12 @@ def in_text_shapes(forward: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
     return torch.stack(outputs)
 
 
+# the fixed-shape code above, by name: what a cached feature's forwards tag fingerprints (clip_pooled.forwards_tag)
+FIXED_SHAPE_CODE = ("IMAGE_ROWS_CPU", "IMAGE_TOKENS_CPU", "IMAGE_ROWS_ACCELERATOR", "image_rows", "in_fixed_rows",
+                    "TEXT_WIDTH_STEP", "TEXT_ROWS_CPU", "TEXT_TOKENS_CPU", "TEXT_ROWS_ACCELERATOR",
+                    "TEXT_TOKENS_ACCELERATOR", "text_width", "text_rows", "text_batch_size", "in_text_shapes")
+
+
 def image_keys(images: Sequence[Image.Image], map_fn: Callable = map) -> List[str]:
     """:func:`image_key` of each image, each distinct image object hashed once (the input layer hands the same object
     to every sample of a repeated file); ``map_fn``: e.g. a thread pool's ``map``."""
