@@ -101,9 +101,13 @@ def test_the_index_is_bounded_and_the_file_keeps_every_record(tmp_path):
         assert cache._bytes <= 2000
     assert len(cache._index) < 40
     assert [cache.get(call)["score"] for call in calls] == [i / 40 for i in range(40)]  # evicted ones: from the file
-    cache.put(calls[0], {"score": 0.0})  # the same record again: not appended
+    cache.put(calls[39], {"score": 39 / 40})  # the same record as the indexed one: not appended
     assert len((tmp_path / "c.jsonl").read_text().splitlines()) == 40
     assert JudgeCache(tmp_path / "c.jsonl").find("fleur", None, calls[3]["caption"])["outputs"] == {"score": 3 / 40}
+    other = {"judge": "fleur", "caption": "not recorded"}
+    found = cache.lookup([calls[5], other, calls[0]])  # one pass over the file: (by key, by join) per call
+    assert [exact and exact["outputs"] for exact, _ in found] == [{"score": 5 / 40}, None, {"score": 0 / 40}]
+    assert [joined and joined["outputs"] for _, joined in found] == [{"score": 5 / 40}, None, {"score": 0 / 40}]
 
 
 def test_image_identity_is_the_decoded_pixels(tmp_path):

@@ -13,7 +13,7 @@ import json
 import os
 from collections import OrderedDict
 from pathlib import Path
-from typing import Dict, Iterator, Mapping, Optional
+from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from PIL import Image
 
@@ -52,7 +52,7 @@ class JudgeCache:
     """An append-only JSONL judge cache at ``path`` with a byte-bounded in-memory index.
 
     ``get(inputs)`` → outputs or None; ``put(inputs, outputs, origin, **extra)`` appends a record (one equal to
-    the last record of its key is not written twice); ``find(judge, image_file, caption)`` joins by judge, image file
+    the indexed record of its key is not written twice); ``lookup(calls)`` finds many calls in one pass; ``find(judge, image_file, caption)`` joins by judge, image file
     base name and exact caption (for records whose image content is unknown, e.g. published outputs);
     ``records()`` iterates over the file.
     """
@@ -114,11 +114,11 @@ class JudgeCache:
 
     def put(self, inputs: Mapping, outputs: Mapping, origin: str = "generated", **extra) -> dict:
         """Append the record of a call (``extra``: more top-level fields, e.g. ``published``); a record equal to
-        the last one of its key is not written again."""
+        the one the index holds for its key is not written again."""
         record = {"key": inputs_key(inputs), "inputs": dict(inputs), "outputs": dict(outputs), "origin": origin,
                   **extra}
         line = canonical_json(record)
-        known = self._lookup(record["key"])
+        known = self._index.get(record["key"])
         if known is not None and canonical_json(known) == line:
             return known
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -127,16 +127,37 @@ class JudgeCache:
         self._remember(json.loads(line), len(line))
         return record
 
+    def lookup(self, calls: Sequence[Mapping]) -> List[Tuple[Optional[dict], Optional[dict]]]:
+        """For each call, in one pass over the file: the last record of its key, and the last record joined to it
+        by judge, image file base name and caption (as :meth:`find`)."""
+        keys = [inputs_key(call) for call in calls]
+        wanted = set(keys)
+        joins = {self._join_of(call["judge"], (call.get("image") or {}).get("file"), call["caption"])
+                 for call in calls}
+        by_key: Dict[str, dict] = {}
+        by_join: Dict[tuple, dict] = {}
+        for record in self.records():
+            if record["key"] in wanted:
+                by_key[record["key"]] = record
+            inputs = record["inputs"]
+            join = self._join_of(inputs.get("judge"), (inputs.get("image") or {}).get("file"), inputs.get("caption"))
+            if join in joins:
+                by_join[join] = record
+        return [(by_key.get(key), by_join.get(self._join_of(call["judge"], (call.get("image") or {}).get("file"),
+                                                             call["caption"])))
+                for key, call in zip(keys, calls)]
+
+    @staticmethod
+    def _join_of(judge, image_file, caption) -> tuple:
+        return judge, os.path.basename(image_file) if image_file else None, caption
+
     def find(self, judge: str, image_file: Optional[str], caption: str) -> Optional[dict]:
         """The last record of ``judge`` for the image file (base name) and the exact caption, or None."""
-        name = os.path.basename(image_file) if image_file else None
-        found = None
+        wanted, found = self._join_of(judge, image_file, caption), None
         for record in self.records():
             inputs = record["inputs"]
-            image = inputs.get("image") or {}
-            file = image.get("file")
-            if (inputs.get("judge") == judge and inputs.get("caption") == caption
-                    and (os.path.basename(file) if file else None) == name):
+            if self._join_of(inputs.get("judge"), (inputs.get("image") or {}).get("file"),
+                             inputs.get("caption")) == wanted:
                 found = record
         return found
 

@@ -171,15 +171,14 @@ class FleurScorer(Scorer):
         """Every call's outputs from the replay cache: by its inputs' key, else (records whose image content is
         unknown, e.g. imported published outputs) by judge, image file and caption."""
         found = []
-        for n, call in enumerate(calls):
-            outputs = self.cache.get(call)
-            if outputs is None:
-                record = self.cache.find(self.name, call["image"]["file"], call["caption"])
-                if record is not None and (record["inputs"].get("image") or {}).get("sha256") is None:
-                    outputs = record["outputs"]
-                    self.replayed_models.add(record["inputs"].get("model"))
-            else:
+        for n, (call, (exact, joined)) in enumerate(zip(calls, self.cache.lookup(calls))):
+            outputs = None
+            if exact is not None:
+                outputs = exact["outputs"]
                 self.replayed_models.add(self.model_id)
+            elif joined is not None and (joined["inputs"].get("image") or {}).get("sha256") is None:
+                outputs = joined["outputs"]
+                self.replayed_models.add(joined["inputs"].get("model"))
             if outputs is None:
                 raise InputError(f"sample {n}: not in the replay cache {self.replay_path} ({self.name}, image "
                                  f"{call['image']['file'] or call['image']['sha256'][:16]}, caption "
@@ -193,13 +192,13 @@ class FleurScorer(Scorer):
         """The judge's outputs for every call (each distinct call once; cached ones from the cache)."""
         results: Dict[str, dict] = {}
         keys = [inputs_key(call) for call in calls]
+        cached = self.cache.lookup(calls) if self.cache is not None else [(None, None)] * len(calls)
         todo, pending = [], set()
         for n, key in enumerate(keys):
             if key in results or key in pending:
                 continue
-            cached = self.cache.get(calls[n]) if self.cache is not None else None
-            if cached is not None:
-                results[key] = cached
+            if cached[n][0] is not None:
+                results[key] = cached[n][0]["outputs"]
             else:
                 todo.append(n)
                 pending.add(key)
