@@ -42,7 +42,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from capeval.core.errors import InputError
-from capeval.core.records import RecordColumns
+from capeval.core.records import EvalImage, GroundTruth, RecordColumns, SystemCaptions
 from capeval.core.scoring import (EmptyCaption, Scorer, empty_caption_policy, get_scorer_spec, load_scorer, scorers,
                                   with_empty_captions)
 from capeval.distributed import gather_shares, is_corpus_level, on_main_process, process_state, share
@@ -64,14 +64,19 @@ def make_compute_metrics(metric, tokenizer, eval_dataset, *, image_column: Optio
 
     Args:
         metric: a capeval scorer name (``"clip_s"``), a scorer object (``score(predictions, images=,
-            references=)``) or an evaluate module loaded from capeval (``evaluate.load("capeval/clip_s")``).
+            references=)``), an evaluate module loaded from capeval (``evaluate.load("capeval/clip_s")``), or a
+            suite: a list of names (``["coco", "clip_s"]``; ``"coco"`` is BLEU-1..4, METEOR, ROUGE-L, CIDEr-D and
+            SPICE where its jars exist) scored in one pass by :func:`capeval.suite.score_suite` (each image decoded
+            once, each backbone loaded once; every value equal to the metric's own), in the main process.
         tokenizer: decodes the generated ids (``-100`` and padding are dropped, special tokens skipped).
         eval_dataset: the dataset given to the Trainer as ``eval_dataset`` (or the same dict of datasets: each
             pass is scored against the one dataset whose rows it matches). It holds the raw images
             (``image_column``), the references (``references_column``: a list of strings or one string per
             row; ``None`` for reference-free scoring), and ``labels_column`` / ``inputs_column`` for the
             alignment checks (see the module docstring).
-        metric_options: options for the scorer factory when ``metric`` is a name (``device``, ``batch_size``...).
+        metric_options: options for the scorer factory when ``metric`` is a name (``device``, ``batch_size``...);
+            for a suite, the runtime (``device``, ``dtype``, ``batch_size``, ``cache_dir``) and, under a metric's
+            name, that metric's options (``{"device": "cpu", "clip_s": {"precision": "official"}}``).
         empty_caption: what a generated caption that decodes to an empty string gets, as in
             ``load_scorer(...).score(empty_caption=...)`` (:mod:`capeval.core.scoring`): ``"error"`` (default:
             :class:`capeval.InputError`), ``"skip"`` (no score: means and corpus-level statistics over the other
@@ -87,7 +92,10 @@ def make_compute_metrics(metric, tokenizer, eval_dataset, *, image_column: Optio
     ``batch_eval_metrics=True`` it accumulates the batches and scores everything at ``compute_result=True``
     (corpus-level metrics stay exact), returning ``{}`` before.
     """
-    adapter = _MetricAdapter(metric, metric_options or {}, empty_caption)
+    if isinstance(metric, (list, tuple)):
+        adapter = _SuiteAdapter(metric, metric_options or {}, empty_caption)
+    else:
+        adapter = _MetricAdapter(metric, metric_options or {}, empty_caption)
     if adapter.needs_references and references_column is None:
         raise InputError(f"metric {adapter.name!r} needs references: pass references_column=")
     if adapter.needs_images and image_column is None:
@@ -191,6 +199,72 @@ class _MetricAdapter:
             valid = self.scorer.validate(predictions, images, references, indices=rows, empty_caption=policy)
             return self.scorer.score_inputs(valid)
         return self.scorer.score(predictions, images=images, references=references)
+
+
+class _SuiteAdapter:
+    """A metric suite in one pass (:func:`capeval.suite.score_suite`) behind :class:`_MetricAdapter`'s ``score``:
+    each dataset row is one image with its references, the generated captions one system. Scored in the main
+    process; empty captions are an error (a suite has corpus-level metrics, whose values are not means)."""
+
+    RUNTIME = ("device", "dtype", "batch_size", "cache_dir")
+    module = None
+    splits = False
+
+    def __init__(self, metrics: Sequence[str], options: Dict[str, Any], empty_caption: EmptyCaption):
+        from capeval.suite import expand_metrics
+
+        if not metrics or not all(isinstance(name, str) for name in metrics):
+            raise InputError(f"a metric suite is a non-empty list of metric names, got {list(metrics)!r}")
+        if empty_caption != "error":
+            raise InputError("empty_caption applies to a single metric; a suite refuses empty captions (its "
+                             "corpus-level metrics are not means): set min_new_tokens for generation")
+        self.metrics = expand_metrics(list(metrics))
+        self.name = "+".join(metrics)
+        self.empty_caption = "error"
+        self.runtime = {key: options[key] for key in self.RUNTIME if key in options}
+        self.options = {}
+        for key, values in options.items():
+            if key in self.RUNTIME:
+                continue
+            spec = _known_spec(key)
+            if spec is None or spec.name not in self.metrics or not isinstance(values, Mapping):
+                raise InputError(f"metric_options of a suite: {key!r} is neither a runtime option {self.RUNTIME} nor "
+                                 f"one of its metrics {self.metrics} with a dict of that metric's options")
+            spec.check_options(values)
+            self.options[spec.name] = dict(values)
+        specs = [get_scorer_spec(name) for name in self.metrics]
+        self.needs_references = any(spec.needs_references for spec in specs)
+        needs = {spec.images for spec in specs}
+        self.needs_images: Optional[bool] = True if "required" in needs else (False if needs == {"unused"} else None)
+
+    def score(self, predictions, images, references, rows: Optional[List[int]] = None,
+              empty_caption: Optional[EmptyCaption] = None) -> Dict[str, Any]:
+        """The suite's corpus value of every score key; ``hashcode``: the scorers' hashcodes, joined by ``" + "``."""
+        from capeval.suite import score_suite
+
+        rows = list(range(len(predictions))) if rows is None else rows
+        truth = GroundTruth({row: EvalImage(row, None, _references(references, i)) for i, row in enumerate(rows)},
+                            "eval_dataset")
+        system = SystemCaptions("predictions", dict(zip(rows, predictions)), "generated captions")
+        scores = score_suite(truth, [system], self.metrics, images=None if images is None else dict(zip(rows, images)),
+                             options=self.options, show_progress=False, **self.runtime)
+        hashcodes = dict.fromkeys(scores.metrics[key]["hashcode"] for key in scores.keys)
+        return {**scores.corpus[system.name], "hashcode": " + ".join(hashcodes)}
+
+
+def _known_spec(name: str):
+    """The registered scorer ``name`` names, or ``None``."""
+    try:
+        return get_scorer_spec(name)
+    except InputError:
+        return None
+
+
+def _references(references: Optional[Sequence], i: int) -> Tuple[str, ...]:
+    """Sample ``i``'s references as a tuple (none: empty; one given as text: a tuple of one)."""
+    if references is None:
+        return ()
+    return (references[i],) if isinstance(references[i], str) else tuple(references[i])
 
 
 class _Pass:
