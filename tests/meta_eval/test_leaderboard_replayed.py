@@ -48,3 +48,16 @@ def test_replayed_judge_rows_are_ranked_and_marked(tmp_path, capsys):
     with open(tmp_path / "out" / "leaderboard.csv") as handle:
         table = {(r["benchmark"], r["metric"]): r["replayed"] for r in csv.DictReader(handle)}
     assert table[("thumb", "fleur")] == "True" and table[("thumb", "bleu1")] == "False"
+
+
+def test_rows_missing_from_the_cache_are_refused_or_dropped_with_nan_policy_omit(tmp_path, capsys):
+    rows = degenerate_rows()
+    write_raw_thumb(tmp_path / "data", [float(k % 5) for k in range(len(rows))])
+    cache = _judge_cache(tmp_path / "fleur.jsonl", rows[1:])  # the first row was never judged
+    argv = ["leaderboard", "--metrics", "bleu1", "--replay", f"fleur={cache}", "--benchmarks", "thumb", "--data-dir",
+            str(tmp_path / "data"), "--output-dir", str(tmp_path / "out"), "--resamples", "20"]
+    assert main(argv) == 2
+    assert "1 of 24 rows (row 0 (image 'img0.jpg', caption 'a zz000'))" in capsys.readouterr().err
+    assert main([*argv, "--nan-policy", "omit"]) == 0
+    board = json.loads((tmp_path / "out" / "leaderboard.json").read_text())
+    assert {r["metric"]: (r["n"], r["omitted"]) for r in board["rows"]} == {"fleur": (23, 1), "bleu1": (23, 1)}
