@@ -139,22 +139,34 @@ def test_json_is_one_document_with_the_report(tmp_path, capsys):
     assert "scored 6 of 6 images of split test" in captured.err
 
 
-def test_records_sources_with_inline_references(tmp_path, capsys):
-    """--records: one record source per system, references inline; named by --names."""
+def test_records_sources_with_inline_references(tiny_hub, tmp_path, capsys):
+    """--records: one record source per system, references inline, image paths under --images; named by --names;
+    CLIP-S as load_scorer scores the same records alone."""
+    from capeval.core.scoring import load_scorer
+
     truth = {image["cocoid"]: image for image in json.loads((EXAMPLE / "dataset_coco.json").read_text())["images"]}
+    rows = {}
     for system in ("model_a", "model_b"):
-        rows = [{"image": truth[r["image_id"]]["filepath"] + "/" + truth[r["image_id"]]["filename"],
-                 "caption": r["caption"], "references": [s["raw"] for s in truth[r["image_id"]]["sentences"]]}
-                for r in json.loads((EXAMPLE / f"{system}.json").read_text())]
-        (tmp_path / f"{system}.jsonl").write_text("\n".join(json.dumps(row) for row in rows))
+        rows[system] = [{"image": truth[r["image_id"]]["filepath"] + "/" + truth[r["image_id"]]["filename"],
+                         "caption": r["caption"], "references": [s["raw"] for s in truth[r["image_id"]]["sentences"]]}
+                        for r in json.loads((EXAMPLE / f"{system}.json").read_text())]
+        (tmp_path / f"{system}.jsonl").write_text("\n".join(json.dumps(row) for row in rows[system]))
     code = main(["evaluate", "--records", str(tmp_path / "model_a.jsonl"), str(tmp_path / "model_b.jsonl"),
-                 "--names", "A", "B", "--metrics", "rouge_l", "--resamples", "20", "--json"])
+                 "--names", "A", "B", "--images", str(EXAMPLE / "images"), "--metrics", "rouge_l", "clip_s",
+                 "--device", "cpu", "--resamples", "20", "--json"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     report = json.loads(captured.out)
     assert list(report["systems"]) == ["A", "B"]
     assert report["coverage"]["text"] == "scored 6 of 6 annotated images"
     assert report["systems"]["B"]["scores"]["rouge_l"]["value"] == pycocoevalcap_scores("model_b")["rouge_l"]
+    alone = load_scorer("clip_s", device="cpu").score([row["caption"] for row in rows["model_b"]],
+                                                      images=[str(EXAMPLE / "images" / row["image"])
+                                                              for row in rows["model_b"]],
+                                                      references=[row["references"] for row in rows["model_b"]])
+    for key in ("clip_s", "refclip_s"):
+        assert report["systems"]["B"]["scores"][key]["value"] == alone[key]
+        assert [image["scores"]["B"][key] for image in report["images"]] == alone[f"{key}_per_sample"]
 
 
 # --- refusals: one line, exit 2, before any model loads ------------------------------------------------------------
