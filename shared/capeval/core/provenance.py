@@ -25,7 +25,7 @@ from capeval.core.version import __version__
 
 # options that do not change a single value: how fast, where cached (the device enters as its type)
 NEUTRAL_OPTIONS = ("device", "batch_size", "cache_dir", "persist_dir", "image_cache_dir", "num_workers",
-                   "preprocess_workers", "cache_bytes")
+                   "preprocess_workers", "cache_bytes", "judge_cache")
 # (path, inode, size, mtime_ns, ctime_ns) -> sha256 of a local weights file: a rewrite (even of the same size within
 # one clock tick, or by a rename over it) changes the inode or the ctime
 _FILE_HASHES: LruCache = LruCache(256)
