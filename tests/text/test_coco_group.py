@@ -89,8 +89,12 @@ def test_each_system_equals_pycocoevalcap_alone(group, alone):
 
 
 def test_a_system_alone_and_among_others_gets_the_same_values(flickr, group):
+    """Alone, on the jar the group call kept (its paraphrase table loaded once per process)."""
     references, systems = flickr
-    alone = coco.score_coco_group([systems[1]], references, metrics=["bleu", "rouge_l", "cider"])[0]
+    kept = coco._KEPT_METEOR[0]
+    alone = coco.score_coco_group([systems[1]], references, metrics=["bleu", "meteor", "rouge_l", "cider"])[0]
+    assert coco._KEPT_METEOR == [kept] and kept.alive()
+    assert list(alone) == ["bleu_1", "bleu_2", "bleu_3", "bleu_4", "meteor", "rouge_l", "cider"]
     for key, value in alone.items():
         assert value.corpus == group[1][key].corpus and value.per_sample == group[1][key].per_sample, key
 

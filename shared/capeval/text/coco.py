@@ -21,7 +21,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from capeval.core.errors import InputError, ModelNotAvailableError
-from capeval.core.inputs import ValidInputs, check_captions, check_references
+from capeval.core.inputs import ValidInputs, as_list, check_captions, check_references
 from capeval.core.scoring import Scorer, summarize
 from capeval.functional.corpus_statistics import CorpusStatistics, mean_statistics
 from capeval.functional.overlap import NOUN_TAGS, VERB_TAGS, exact_overlap, fuzzy_overlap, unique_tokens
@@ -228,15 +228,18 @@ def score_coco_group(systems: Sequence[Sequence[str]], references: Sequence[Sequ
     ``bleu_4``, ``meteor``, ``rouge_l``, ``cider``, ``spice``, each value equal (==) to pycocoevalcap run on that
     system alone. One JVM tokenizes the references once and every system's captions, each text block in its own
     lexer exactly as pycocoevalcap's separate calls; CIDEr-D's document frequencies and the references' n-grams are
-    computed once; the METEOR jar runs beside the Python metrics."""
+    computed once; the METEOR jar runs beside the Python metrics (one jar per process, kept between calls: it
+    loads its paraphrase table once)."""
     names = _group_metrics(metrics)
-    references = check_references(references, len(references)) if references is not None else None
+    references = as_list(references, "references") if not isinstance(references, str) else None
     if not references:
-        raise InputError("references is empty: the COCO group needs one reference list per image")
+        raise InputError("references must be a non-empty list with one reference list per image")
+    references = check_references(references, len(references))
     systems = _check_systems(systems, len(references))
     _refuse_line_breaks(systems, references)
     spice = _spice() if "spice" in names else None
-    meteor = MeteorJar() if "meteor" in names else None
+    meteor = take_meteor_jar() if "meteor" in names else None
+    finished = False
     try:
         tokenized = ptb_tokenize_blocks([[r for refs in references for r in refs], *systems])
         refs_tok = _regroup(tokenized[0], [len(refs) for refs in references])
@@ -258,9 +261,10 @@ def score_coco_group(systems: Sequence[Sequence[str]], references: Sequence[Sequ
         if spice is not None:
             for result, cands in zip(results, candidates):
                 result["spice"] = _spice_value(spice, cands, refs_tok)
+        finished = True
     finally:
-        if meteor is not None:
-            keep_meteor_jar(meteor)
+        if meteor is not None:  # a jar left mid-exchange would answer the next request with old replies
+            keep_meteor_jar(meteor) if finished else meteor.close()
     order = [key for name in COCO_GROUP if name in names for key in COCO_KEYS[name]]
     return [{key: result[key] for key in order} for result in results]
 
@@ -318,8 +322,8 @@ def ptb_tokenize_blocks(blocks: Sequence[Sequence[str]]) -> List[List[str]]:
     """Each block of texts tokenized as one pycocoevalcap ``PTBTokenizer.tokenize`` call would (lines joined into
     one file, lower-cased, punctuation tokens dropped), all blocks in one JVM: ``-ioFileList`` gives every block its
     own file and lexer, so a line's tokens never depend on another block (the lexer looks across a line end)."""
-    command = ["java", "-cp", _tokenizer_jar(), "edu.stanford.nlp.process.PTBTokenizer", "-preserveLines",
-               "-lowerCase", "-ioFileList", "files.txt"]
+    command = ["java", "-XX:+UseSerialGC", "-cp", _tokenizer_jar(), "edu.stanford.nlp.process.PTBTokenizer",
+               "-preserveLines", "-lowerCase", "-ioFileList", "files.txt"]
     with tempfile.TemporaryDirectory(prefix="capeval-ptb-") as folder:
         for b, block in enumerate(blocks):
             with open(os.path.join(folder, f"{b}.txt"), "wb") as handle:
@@ -461,14 +465,16 @@ class CiderReferences:
 # METEOR: pycocoevalcap's jar protocol, SCORE lines streamed, one EVAL line per system
 
 class MeteorJar:
-    """pycocoevalcap's METEOR 1.5 jar in ``-stdio`` mode (its command and options); requests are written from a
-    thread while the replies are read, so a whole batch is one round trip."""
+    """pycocoevalcap's METEOR 1.5 jar in ``-stdio`` mode (its jar, heap and options; the serial garbage collector,
+    which changes no computed value, saves CPU time on small machines); requests are written from a thread while
+    the replies are read, so a whole batch is one round trip. Each request line is answered from that line alone."""
 
     def __init__(self):
         from pycocoevalcap.meteor import meteor as meteor_module
 
         folder = os.path.dirname(os.path.abspath(meteor_module.__file__))
-        command = ["java", "-jar", "-Xmx2G", meteor_module.METEOR_JAR, "-", "-", "-stdio", "-l", "en", "-norm"]
+        command = ["java", "-jar", "-Xmx2G", "-XX:+UseSerialGC", meteor_module.METEOR_JAR, "-", "-", "-stdio", "-l",
+                   "en", "-norm"]
         self.process = subprocess.Popen(command, cwd=folder, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.DEVNULL)
         self.lock = threading.Lock()
@@ -545,8 +551,28 @@ _KEPT_METEOR: List[MeteorJar] = []
 _KEPT_LOCK = threading.Lock()
 
 
+def take_meteor_jar() -> MeteorJar:
+    """The kept jar for a group call's exclusive use, else a new one."""
+    with _KEPT_LOCK:
+        while _KEPT_METEOR:
+            jar = _KEPT_METEOR.pop()
+            if jar.alive():
+                return jar
+            jar.close()
+    return MeteorJar()
+
+
+def close_meteor_jar() -> None:
+    """Stop the kept jar (a later call starts a new one)."""
+    with _KEPT_LOCK:
+        for jar in _KEPT_METEOR:
+            jar.close()
+        _KEPT_METEOR.clear()
+
+
 def keep_meteor_jar(jar: MeteorJar) -> None:
-    """Keep the last group call's jar (at most one) for :func:`combine_meteor`."""
+    """Keep the last group call's jar (at most one process, closed at exit) for the next call and for
+    :func:`combine_meteor`."""
     with _KEPT_LOCK:
         if not jar.alive():
             jar.close()
@@ -563,10 +589,7 @@ def _kept_meteor_jar() -> MeteorJar:
         return _KEPT_METEOR[0]
 
 
-@atexit.register
-def _close_kept_meteor() -> None:
-    for jar in _KEPT_METEOR:
-        jar.close()
+atexit.register(close_meteor_jar)
 
 
 def combine_meteor(sums: np.ndarray) -> np.ndarray:
