@@ -10,8 +10,9 @@
   bounded feature caches); its scores are bitwise those of the metric run alone, since every capeval encoder runs in
   shapes that do not depend on the batch.
 * The COCO metrics (BLEU-1..4, METEOR, ROUGE-L, CIDEr-D, SPICE) run over the whole input of each system, as
-  pycocoevalcap does (:func:`capeval.text.coco.score_coco_group`: references tokenized once for all systems); so
-  does any other corpus-level metric. EnsembEval is the weighted sum of the suite's own component scores.
+  pycocoevalcap does (:func:`capeval.text.coco.score_coco_group`: references tokenized once for all systems).
+  EnsembEval is the weighted sum of the suite's own component scores (so its official CIDEr component is the
+  whole-input CIDEr-D, as when it runs alone).
 
 Memory grows with the chunk (decoded images, features of one chunk's texts) and with the per-image score lists,
 not with the decoded input.
@@ -20,7 +21,6 @@ not with the decoded input.
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, Hashable, List, Mapping, Optional, Sequence
 
@@ -80,7 +80,6 @@ def score_suite(ground_truth, systems: Sequence, metrics: Sequence[str], *,
     loaded = {name: backbones.load(name, options.get(name, {})) for name in plan.loaded}
     run = _Pass(image_ids, captions, references, loaded, backbones, show_progress)
     run.coco(plan.coco)
-    run.whole(plan.whole)
     run.chunked(plan.chunked, sources, chunk_images)
     if ENSEMBEVAL in names:
         run.ensembeval(options.get(ENSEMBEVAL, {}))
@@ -151,8 +150,8 @@ def _evaluation_set(ground_truth, systems: Sequence):
 
 
 class _Plan:
-    """Which scorers run how: the COCO group over the whole input, other corpus-level scorers over each system's
-    whole input, per-sample scorers in chunks of images; EnsembEval's components join the scorers loaded."""
+    """Which scorers run how: the COCO group over the whole input of each system, the others (per-sample scorers) in
+    chunks of images; EnsembEval's components join the scorers loaded."""
 
     def __init__(self, names: List[str], options: Mapping[str, Mapping], *, has_references: bool):
         from capeval.text.coco import COCO_GROUP
@@ -163,16 +162,15 @@ class _Plan:
             wanted += [c for c in _ensembeval_scorers(options.get(ENSEMBEVAL, {})) if c not in wanted]
         self.loaded = wanted
         self.coco = [name for name in wanted if name in COCO_GROUP]
-        others = [name for name in wanted if name not in COCO_GROUP]
-        self.whole = [name for name in others if registry[name].is_corpus_level(options.get(name, {}))]
-        self.chunked = [name for name in others if name not in self.whole]
+        self.chunked = [name for name in wanted if name not in COCO_GROUP]
         self.needs_images = any(registry[name].images != "unused" for name in self.chunked)
         for name in [*wanted, *([ENSEMBEVAL] if ENSEMBEVAL in names else [])]:
-            spec = registry[name]
-            if spec.needs_references and not has_references:
+            if registry[name].needs_references and not has_references:
                 raise InputError(f"{name} needs references: the scored images have none")
-            if name in self.whole and spec.images != "unused":
-                raise InputError(f"{name} is corpus-level and scores images: a suite cannot chunk it")
+        for name in self.chunked:
+            if registry[name].is_corpus_level(options.get(name, {})):
+                raise InputError(f"{name} is corpus-level (its per-sample values depend on the whole input): a suite "
+                                 "scores it in chunks of images and cannot; score it alone")
 
 
 def _ensembeval_weights(options: Mapping) -> Dict[str, float]:
@@ -236,19 +234,6 @@ class _Pass:
                 self.per_image[system][key] = list(value.per_sample)
                 self.corpus[system][key] = value.corpus
                 self.statistics[system][key] = value.statistics
-
-    def whole(self, names: List[str]) -> None:
-        """Other corpus-level (text) scorers: each system's whole input in one call."""
-        for name in names:
-            scorer = self.loaded[name]
-            with self._progress(len(self.captions), f"scoring {name}", "system") as bar:
-                for system, captions in self.captions.items():
-                    result = scorer.score_inputs(ValidInputs(captions, None, self.references))
-                    keys = list(scorer.score_keys(ValidInputs(captions, None, self.references)))
-                    for key in keys:
-                        self._record(system, key, result[f"{key}_per_sample"], result[key])
-                    bar.update(1)
-            self._describe(name, keys)
 
     def chunked(self, names: List[str], sources: Optional[List], chunk_images: int) -> None:
         """Per-sample scorers, chunk by chunk of distinct images (:func:`chunks_of_images`): each chunk's images
@@ -314,7 +299,7 @@ class _Pass:
     def _record(self, system: str, key: str, values: List[float], corpus: float) -> None:
         self.per_image[system][key] = list(values)
         self.corpus[system][key] = corpus
-        self.statistics[system][key] = mean_statistics([math.nan if v is None else v for v in values])
+        self.statistics[system][key] = mean_statistics(values)
 
     def _feature_entries(self) -> Dict[str, int]:
         """Features the shared CLIP backbones have computed (or read from a persisted cache) so far: entries added
