@@ -4,6 +4,7 @@ capeval loads)."""
 
 import gzip
 import json
+import re
 import warnings
 
 import numpy as np
@@ -13,6 +14,7 @@ from PIL import Image
 
 from capeval.core.constants import CLIPSCORE_PREFIX, OPENAI_MEAN, OPENAI_STD
 from capeval.core.errors import InputError
+from capeval.clip_s.scorer import TorchmetricsAggregateWarning
 from capeval.core.scoring import load_scorer
 from capeval.testing.tiny_clip import tiny_clip_factory
 
@@ -203,3 +205,29 @@ def test_torchmetrics_definition_refusals(same_weights):
     image = Image.fromarray(_images(1)[0])
     with pytest.raises(InputError, match="references"):
         scorer.score(["a dog"], [image], [["a dog on grass"]])
+
+
+def test_negative_cosines_under_torchmetrics_are_warned_with_torchmetrics_own_corpus_value(same_weights):
+    """Where a cosine is negative, capeval's corpus value (the mean of the per-sample 100·max(cos, 0)) differs from
+    torchmetrics' ``compute()`` (the clamped mean of the unclamped 100·cos): a warning says so, naming how many
+    samples and torchmetrics' own value over the call's samples, equal to torchmetrics run on them."""
+    ours, model_and_processor = same_weights
+    arrays = _images(len(CAPTIONS))
+    per_sample, corpus = _torchmetrics_scores(model_and_processor, arrays, CAPTIONS)
+    negative = sum(score == 0 for score in per_sample)
+    assert 0 < negative < len(CAPTIONS), "random weights should give both signs here"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        scorer = load_scorer("clip_s", weights=str(ours), definition="torchmetrics", device="cpu")
+    images = [Image.fromarray(a) for a in arrays]
+    with pytest.warns(TorchmetricsAggregateWarning) as caught:
+        result = scorer.score(CAPTIONS, images)
+    message = str(next(w.message for w in caught if w.category is TorchmetricsAggregateWarning))
+    assert f"{negative} of {len(CAPTIONS)} " in message
+    stated = float(re.search(r"torchmetrics' CLIPScore\.compute\(\) over them: (-?[0-9.]+)", message).group(1))
+    assert stated == pytest.approx(corpus, abs=1e-3)
+    assert f"{result['clip_s']:.4f}" in message and abs(result["clip_s"] - corpus) > 1e-3
+    positive = [i for i, score in enumerate(per_sample) if score > 0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TorchmetricsAggregateWarning)
+        scorer.score([CAPTIONS[i] for i in positive], [images[i] for i in positive])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Optional, Tuple
 
 import numpy as np
@@ -13,6 +14,10 @@ from capeval.core.errors import InputError
 from capeval.core.inputs import ValidInputs
 from capeval.core.runtime import DEFAULT_CACHE_BYTES, warn_truncated
 from capeval.core.scoring import Scorer, summarize
+
+
+class TorchmetricsAggregateWarning(UserWarning):
+    """``definition="torchmetrics"``: a negative cosine makes the corpus value differ from torchmetrics'."""
 
 
 class ClipScorer(Scorer):
@@ -75,6 +80,8 @@ class ClipScorer(Scorer):
                                                       dtype=self.official_dtype)
         else:
             scores = F.clip_score(image_emb, cand_emb, self.w)
+        if self.definition == "torchmetrics":
+            warn_torchmetrics_aggregate(image_emb, cand_emb, scores)
         per_sample = {self.name: scores.tolist()}
         if refs is not None:
             owner = [i for i, sample in enumerate(refs) for _ in sample]
@@ -88,6 +95,19 @@ class ClipScorer(Scorer):
         result["truncated_texts"] = truncated = self.backbone.truncation.count(texts)
         warn_truncated([self.backbone.truncation.describe(truncated, len(texts)) if truncated else ""])
         return result
+
+
+def warn_torchmetrics_aggregate(image_emb, cand_emb, scores) -> None:
+    """Where some image–caption cosine is negative, say that the corpus value (the mean of the per-sample
+    ``100·max(cos, 0)``) is not torchmetrics' ``CLIPScore.compute()`` (``max(mean(100·cos), 0)``), giving both."""
+    unclamped = 100.0 * (F.normalize(image_emb) * F.normalize(cand_emb)).sum(-1)
+    negative = int((unclamped < 0).sum())
+    if negative:
+        ours, theirs = float(scores.mean()), max(float(unclamped.mean()), 0.0)
+        warnings.warn(f"clip_s definition='torchmetrics': {negative} of {len(scores)} samples have a negative "
+                      f"image-caption cosine and score 0 each (as torchmetrics gives them one at a time); the mean "
+                      f"here is {ours:.4f}, torchmetrics' CLIPScore.compute() over them: {theirs:.4f} (it clamps "
+                      "the mean of the unclamped scores instead)", TorchmetricsAggregateWarning, stacklevel=4)
 
 
 CLIP_S_WEIGHTS, PAC_S_WEIGHTS = "openai-clip-vit-b-32", "pacs-clip-vit-b-32"
