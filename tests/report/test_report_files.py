@@ -71,6 +71,7 @@ def test_summary_csv_has_values_cis_ranks_and_the_comparison_with_the_baseline(r
         assert float(row["value"]) == score["value"]
         assert [float(row["ci_low"]), float(row["ci_high"])] == score["ci"]
         assert int(row["rank"]) == report["clusters"][key][system] and row["baseline"] == "ClipCap"
+        assert row["coverage"] == report["coverage"]["text"]  # #28 item 6: coverage in every output
         if system == "ClipCap":
             assert row["delta_vs_baseline"] == row["significant"] == ""
             continue

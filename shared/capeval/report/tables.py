@@ -1,5 +1,6 @@
 """The report's tables as files: ``scores.csv`` (one row per image × system, every metric), ``summary.csv`` (one
-row per system × metric: value, CI, cluster rank, the comparison with the baseline) and ``table.tex`` (booktabs).
+row per system × metric: value, CI, cluster rank, the comparison with the baseline, the coverage text) and
+``table.tex`` (booktabs).
 CSV values are as computed (unscaled, full precision; empty where the document has none); the LaTeX table prints
 what the Markdown table prints."""
 
@@ -19,7 +20,7 @@ LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", 
 _LATEX_PATTERN = re.compile("|".join(map(re.escape, LATEX_SPECIAL)))
 LATEX_MARKS = {BETTER: r"$^{\dagger}$", WORSE: r"$^{\ddagger}$", "": ""}
 SUMMARY_COLUMNS = ("system", "metric", "value", "ci_low", "ci_high", "rank", "baseline", "delta_vs_baseline",
-                   "p_bootstrap_adjusted", "p_randomization_adjusted", "significant")
+                   "p_bootstrap_adjusted", "p_randomization_adjusted", "significant", "coverage")
 
 
 def latex_escape(text: str) -> str:
@@ -57,6 +58,7 @@ def _versus_baseline(report: Mapping, system: str, baseline: Optional[str], key:
 def write_summary_csv(report: Mapping, path: Path, baseline: Optional[str] = None) -> None:
     baseline = resolve_baseline(report, baseline)
     clusters = report.get("clusters", {})
+    coverage = field(field(report, "coverage", ""), "text", "coverage.")
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         writer.writerow(SUMMARY_COLUMNS)
@@ -66,7 +68,7 @@ def write_summary_csv(report: Mapping, path: Path, baseline: Optional[str] = Non
                 low, high = score.get("ci") or (None, None)
                 writer.writerow([system, key, _csv_value(score.get("value")), _csv_value(low), _csv_value(high),
                                  _csv_value(clusters.get(key, {}).get(system)),
-                                 *_versus_baseline(report, system, baseline, key)])
+                                 *_versus_baseline(report, system, baseline, key), coverage])
 
 
 def latex_cell(cell: Cell) -> str:
