@@ -110,7 +110,7 @@ class JudgeModel:
     """A vision-language judge loaded from the HF cache (or a folder) for batched greedy generation."""
 
     def __init__(self, ref: str, *, device: str = "auto", dtype=None, device_map=None, cache_dir=None):
-        from transformers import AutoModelForImageTextToText, AutoProcessor
+        from transformers import AutoImageProcessor, AutoModelForImageTextToText, AutoProcessor
 
         self.directory = resolve_judge(ref, cache_dir)
         self.model_id = judge_model_id(ref, self.directory)
@@ -124,6 +124,9 @@ class JudgeModel:
                                          f"model: {exc}") from exc
         self.model = (model if device_map is not None else model.to(self.device)).eval()
         self.processor = AutoProcessor.from_pretrained(str(self.directory))
+        # the PIL image backend: LLaVA's CLIP processor (transformers 4.31) resized with PIL's bicubic; transformers
+        # 5 defaults to torchvision's, about one grey level away
+        self.processor.image_processor = AutoImageProcessor.from_pretrained(str(self.directory), backend="pil")
         self.config = self.model.config
         if self.config.model_type == "llava":
             _complete_llava_processor(self.processor, self.config)
