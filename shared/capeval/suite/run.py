@@ -11,6 +11,7 @@ when ``output`` is given.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -28,7 +29,7 @@ PathLike = Union[str, os.PathLike]
 def evaluate_captions(results: Sequence[PathLike] = (), *, annotations: Optional[PathLike] = None,
                       split: Optional[str] = None, records: Sequence[Any] = (), images: Optional[PathLike] = None,
                       metrics: Sequence[str] = ("coco",), names: Optional[Sequence[str]] = None,
-                      baseline: Optional[str] = None, require_all: bool = False, resamples: int = 1000,
+                      baseline: Optional[str] = None, require_all: bool = False, resamples: int = 10000,
                       seed: int = 12345, output: Optional[PathLike] = None,
                       options: Optional[Mapping[str, Mapping]] = None, device: str = "auto", dtype=None,
                       batch_size: Optional[int] = None, cache_dir: Optional[PathLike] = None,
@@ -44,7 +45,8 @@ def evaluate_captions(results: Sequence[PathLike] = (), *, annotations: Optional
     ``val2014/``). ``names``: one per system (default: the file stems); ``baseline``: the name the table marks
     against. ``options``: per metric, its scorer options (``{"clip_s": {"precision": "official"}}``); ``device``,
     ``dtype``, ``batch_size``, ``cache_dir``: the suite's runtime. ``resamples`` and ``seed``: the bootstrap and
-    randomization tests of :func:`capeval.meta_eval.systems.compare_systems`.
+    randomization tests of :func:`capeval.meta_eval.systems.compare_systems` (default 10,000, sacrebleu's
+    ``--paired-ar`` default: the Holm-adjusted p-values of m metric × pair tests cannot go below m/(R + 1)).
 
     Every input problem (malformed annotations, duplicate or unknown ids, non-text captions, systems on different
     images, ``require_all`` short of the whole set, an unknown metric or option, a ``baseline`` that is no system, a
@@ -68,16 +70,15 @@ def evaluate_captions(results: Sequence[PathLike] = (), *, annotations: Optional
     return report
 
 
+@dataclass(frozen=True)
 class EvaluationPlan:
     """Checked inputs of an evaluation: the ground truth, the systems, the scorer names, the coverage."""
 
-    def __init__(self, ground_truth: GroundTruth, systems: List[SystemCaptions], metrics: List[str], coverage: Dict,
-                 baseline: Optional[str]):
-        self.ground_truth = ground_truth
-        self.systems = systems
-        self.metrics = metrics
-        self.coverage = coverage
-        self.baseline = baseline
+    ground_truth: GroundTruth
+    systems: List[SystemCaptions]
+    metrics: List[str]
+    coverage: Dict
+    baseline: Optional[str]
 
 
 def prepare_evaluation(results: Sequence[PathLike] = (), *, annotations: Optional[PathLike] = None,
