@@ -1,7 +1,8 @@
 """Judge caches: every judge call's inputs → outputs, one JSON record per line, appended.
 
 A record is ``{"key", "inputs", "outputs", "origin"}``; ``key`` is the sha256 of the canonical JSON of ``inputs``
-(model id@commit, prompt sha256, image identity, caption, references, generation settings). The file is the
+(model id@commit, prompt sha256, image identity, caption, references, generation settings; an image of known
+content by its sha256 alone, not its file name). The file is the
 truth; the in-memory index holds at most ``max_bytes`` of records (least recently used dropped first; a lookup
 that misses the index reads the file again).
 """
@@ -27,7 +28,11 @@ def canonical_json(value) -> str:
 
 
 def inputs_key(inputs: Mapping) -> str:
-    """The record key of a judge call: sha256 of the canonical JSON of its inputs."""
+    """The record key of a judge call: sha256 of the canonical JSON of its inputs, the image by its content when
+    known (the file's name, kept in the record, does not change what the judge sees)."""
+    image = inputs.get("image")
+    if isinstance(image, Mapping) and image.get("sha256") is not None:
+        inputs = {**inputs, "image": {"sha256": image["sha256"]}}
     return hashlib.sha256(canonical_json(inputs).encode("utf-8")).hexdigest()
 
 
