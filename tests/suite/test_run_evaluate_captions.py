@@ -1,6 +1,7 @@
-"""``evaluate_captions``: the report document it returns is the ``report.json`` it writes, states the coverage, holds
-each system's suite values (equal to ``score_suite`` on the same inputs) with the comparison's CIs and tests, and
-one row per scored image; inputs are checked before any model loads."""
+"""``evaluate_captions``: the report document it returns is the ``report.json`` it writes, states the coverage (so do
+the table, report.html, table.tex and summary.csv), holds each system's suite values (equal to ``score_suite`` on the
+same inputs) with the comparison's CIs and tests, and one row per scored image; inputs are checked before any model
+loads."""
 
 import json
 from pathlib import Path
@@ -38,7 +39,7 @@ def test_coverage_is_stated_in_the_document_the_table_and_the_renderings(evaluat
     text = "scored 6 of 12 annotated images"  # the COCO file annotates all 12; the results cover the 6 test ones
     assert report["coverage"] == {"scored": 6, "total": 12, "split": None, "text": text}
     assert text in markdown_table(report)
-    for name in ("report.html", "table.tex"):
+    for name in ("report.html", "table.tex", "summary.csv"):
         assert text in (out / name).read_text(), name
 
 
