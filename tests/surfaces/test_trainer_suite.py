@@ -116,3 +116,12 @@ def test_a_suite_refuses_an_empty_caption_policy_and_needs_references(setup):
                              empty_caption="skip")
     with pytest.raises(InputError, match="needs references: pass references_column="):
         make_compute_metrics(["coco", "clip_s"], setup.tokenizer, setup.subset)
+
+
+def test_a_reference_free_suite(setup):
+    """Without references_column a suite of reference-free metrics logs what the metric logs alone, without refs."""
+    suite = make_compute_metrics(["clip_s"], setup.tokenizer, setup.subset,
+                                 metric_options={"device": "cpu"})(setup.eval_pred)
+    single = make_compute_metrics("clip_s", setup.tokenizer, setup.subset,
+                                  metric_options={"device": "cpu"})(setup.eval_pred)
+    assert suite == {"clip_s": single["clip_s"], "hashcode": single["hashcode"]}
