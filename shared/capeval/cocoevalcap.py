@@ -109,12 +109,12 @@ class COCOEvalCap:
         from capeval.core.records import EvalImage, GroundTruth, SystemCaptions
         from capeval.suite import score_suite
 
-        suite_options = {k: self.options.pop(k) for k in ("device", "dtype", "batch_size", "cache_dir")
-                         if k in self.options}
+        options = dict(self.options)
+        suite_options = {k: options.pop(k) for k in ("device", "dtype", "batch_size", "cache_dir") if k in options}
         ground_truth = GroundTruth({i: EvalImage(i, self._files.get(i), tuple(refs))
                                     for i, refs in zip(image_ids, references)}, source="coco")
         system = SystemCaptions("results", dict(zip(image_ids, captions)), source="cocoRes")
-        return score_suite(ground_truth, [system], metrics, images_root=self.images, options=self.options,
+        return score_suite(ground_truth, [system], metrics, images_root=self.images, options=options,
                            show_progress=False if self.quiet else None, **suite_options)
 
 

@@ -263,8 +263,10 @@ def score_coco_group(systems: Sequence[Sequence[str]], references: Sequence[Sequ
                 result["spice"] = _spice_value(spice, cands, refs_tok)
         finished = True
     finally:
-        if meteor is not None:  # a jar left mid-exchange would answer the next request with old replies
-            keep_meteor_jar(meteor) if finished else meteor.close()
+        if meteor is not None and finished:
+            keep_meteor_jar(meteor)
+        elif meteor is not None:  # a jar left mid-exchange would answer the next request with old replies
+            meteor.close()
     order = [key for name in COCO_GROUP if name in names for key in COCO_KEYS[name]]
     return [{key: result[key] for key in order} for result in results]
 
