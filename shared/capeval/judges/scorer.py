@@ -85,7 +85,8 @@ class FleurScorer(Scorer):
                  cache_bytes: int = DEFAULT_INDEX_BYTES):
         if prompt_format not in PROMPT_FORMATS:
             raise InputError(f"prompt_format must be one of {PROMPT_FORMATS}, not {prompt_format!r}")
-        for option, value in (("max_new_tokens", max_new_tokens), ("batch_size", batch_size)):
+        for option, value in (("max_new_tokens", max_new_tokens), ("batch_size", batch_size),
+                              ("cache_bytes", cache_bytes)):
             if not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
                 raise InputError(f"{option} must be a positive integer, not {value!r}")
         if replay is not None and judge_cache is not None:
