@@ -394,7 +394,7 @@ class ClipBackbone:
                 warnings.warn(f"CLIP weights {self.weights!r}: the {tower} features come from open_clip's own forward, "
                               f"not capeval's pooled one ({path.split(': ', 1)[1]}): the same features up to "
                               f"rounding, computed more slowly (the pooled forwards are tested with open_clip_torch "
-                              f"3.x; installed: {open_clip.__version__})", ForwardFallbackWarning, stacklevel=3)
+                              f"3.1-3.3; installed: {open_clip.__version__})", ForwardFallbackWarning, stacklevel=3)
 
     def _forward_code(self) -> tuple:
         """The code besides :mod:`~capeval.backbones.clip_pooled`'s that determines this backbone's features (for
