@@ -171,10 +171,11 @@ def test_every_caching_scorer_takes_cache_bytes():
     from capeval.core.scoring import CACHE_OPTIONS, scorers
 
     assert "cache_bytes" in CACHE_OPTIONS
-    caching = {name for name, spec in scorers().items() if "persist_dir" in spec.options}
+    persisted = ("persist_dir", "judge_cache")  # a judge's call cache is its persisted cache
+    caching = {name for name, spec in scorers().items() if any(option in spec.options for option in persisted)}
     assert caching == {name for name, spec in scorers().items() if "cache_bytes" in spec.options}
     assert {"clip_s", "pac_s", "polos", "mpnet_score", "blip2_score", "vcrscore", "hice_s", "ensembeval",
-            "image_roundtrip"} <= caching
+            "image_roundtrip", "fleur", "ref_fleur"} <= caching
 
 
 def test_the_truncation_memo_keeps_no_text_only_fixed_size_digests():
