@@ -77,3 +77,19 @@ def forwards():
     handle = torch.nn.modules.module.register_module_forward_pre_hook(lambda module, args: calls.append(module))
     yield calls
     handle.remove()
+
+
+@pytest.fixture
+def clip_loads(monkeypatch):
+    """The weights of every ClipBackbone built (the real constructor runs)."""
+    from capeval.backbones.clip import ClipBackbone
+
+    loads = []
+    init = ClipBackbone.__init__
+
+    def counting_init(self, weights, **options):
+        loads.append(weights)
+        init(self, weights, **options)
+
+    monkeypatch.setattr(ClipBackbone, "__init__", counting_init)
+    return loads

@@ -3,17 +3,16 @@ rendered DOM holds the table and the disagreement entries, the page never scroll
 their own box), the inline script re-ranks the browser for a pair and metric chosen in the URL, and a caption
 holding markup stays text."""
 
-import os
 import subprocess
 
 import numpy as np
 import pytest
 from conftest import INJECTION, KEYS, parse_html
+from browser import chromium_or_skip
 from PIL import Image
 
 from capeval.report import write_report
 
-CHROMIUM = "/usr/bin/chromium"
 # A page of the test's own (not the product's) showing report.html in a frame exactly WIDTH px wide (headless
 # Chromium lays a --dump-dom window out at least 500 px wide) and writing what the frame's layout measured into
 # its title: the frame's document width, its viewport width and how many disagreement entries are drawn.
@@ -25,14 +24,6 @@ FRAME = """<!DOCTYPE html><html><head><title>loading</title></head><body style="
                                          function (card) { return card.getClientRects().length > 0; });
   document.title = ["probe", frame.document.documentElement.scrollWidth, frame.innerWidth, drawn.length].join(" ");
 });</script></body></html>"""
-
-
-def chromium_or_skip() -> str:
-    if os.path.exists(CHROMIUM):
-        return CHROMIUM
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{CHROMIUM} is missing in CI: apt-get install -y chromium")
-    pytest.skip(f"{CHROMIUM} not installed (Debian package 'chromium')")
 
 
 def chromium(url, tmp_path, *action, width, height=900):

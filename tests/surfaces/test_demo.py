@@ -1,7 +1,6 @@
 """The Gradio demos: served on localhost, called with gradio_client, and rendered by headless Chromium."""
 
 import hashlib
-import os
 import re
 import runpy
 import shutil
@@ -10,6 +9,7 @@ import subprocess
 
 import numpy as np
 import pytest
+from browser import chromium_or_skip
 from PIL import Image
 
 pytest.importorskip("gradio")
@@ -30,7 +30,6 @@ from capeval.hice_s import visualize as V  # noqa: E402
 from capeval.modules import module_dir  # noqa: E402
 from capeval.core.scoring import load_scorer, scorers  # noqa: E402
 
-CHROMIUM = "/usr/bin/chromium"
 CAPTION = "a red and blue picture"
 REFERENCES = ["a picture in red and blue", "two colours"]
 
@@ -164,14 +163,6 @@ def test_text_metric_demo_hides_the_image_and_ignores_an_uploaded_one(tiny_hub, 
     finally:
         demo.close()
     assert scores["rouge_l"] == pytest.approx(expected)
-
-
-def chromium_or_skip() -> str:
-    if os.path.exists(CHROMIUM):
-        return CHROMIUM
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{CHROMIUM} is missing in CI: apt-get install -y chromium")
-    pytest.skip(f"{CHROMIUM} not installed (Debian package 'chromium')")
 
 
 def chromium(url, tmp_path, *action, width=1200, height=900, budget_ms=20000):

@@ -39,20 +39,10 @@ def load(name):
         return evaluate.load(str(REPO / "metrics" / name), device="cpu")
 
 
-def test_combine_of_capeval_modules_equals_each_module_alone(tiny_hub, image_files, monkeypatch):
-    from capeval.backbones.clip import ClipBackbone
-
-    loads = []
-    init = ClipBackbone.__init__
-
-    def counting_init(self, weights, **options):
-        loads.append(weights)
-        init(self, weights, **options)
-
-    monkeypatch.setattr(ClipBackbone, "__init__", counting_init)
+def test_combine_of_capeval_modules_equals_each_module_alone(tiny_hub, image_files, clip_loads):
     combined = evaluate.combine([load(name) for name in MODULES])
     # no sharing between modules: clip_s and polos each load OpenAI ViT-B/32 (the suite loads it once)
-    assert sorted(loads) == ["openai-clip-vit-b-32", "openai-clip-vit-b-32", "pacs-clip-vit-b-32"]
+    assert sorted(clip_loads) == ["openai-clip-vit-b-32", "openai-clip-vit-b-32", "pacs-clip-vit-b-32"]
     combined.add_batch(predictions=PREDICTIONS[:2], images=image_files[:2], references=REFERENCES[:2])
     result = combined.compute(predictions=PREDICTIONS[2:], images=image_files[2:], references=REFERENCES[2:])
     for name in MODULES:

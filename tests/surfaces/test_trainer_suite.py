@@ -29,22 +29,6 @@ def setup(tiny_hub):
     return SimpleNamespace(tokenizer=tokenizer, dataset=dataset, subset=subset, eval_pred=eval_pred)
 
 
-@pytest.fixture
-def clip_loads(monkeypatch):
-    """The weights of every ClipBackbone built (the real constructor runs)."""
-    from capeval.backbones.clip import ClipBackbone
-
-    loads = []
-    init = ClipBackbone.__init__
-
-    def counting_init(self, weights, **options):
-        loads.append(weights)
-        init(self, weights, **options)
-
-    monkeypatch.setattr(ClipBackbone, "__init__", counting_init)
-    return loads
-
-
 def alone(setup, name):
     """The hook with one metric, on the same predictions."""
     return make_compute_metrics(name, setup.tokenizer, setup.subset, references_column="references",
