@@ -94,8 +94,8 @@ def compare_systems(statistics: Mapping[str, Mapping[str, CorpusStatistics]], *,
                              "smallest_adjusted_p": floor}}
 
 
-def _check(statistics, baseline, resamples: int, confidence: float, alpha: float,
-           correction: str) -> Tuple[List[str], List[str], int]:
+def check_options(resamples: int, confidence: float = 0.95, alpha: float = 0.05, correction: str = "holm") -> None:
+    """The comparison's own options, checkable before anything is scored."""
     if resamples < 1:
         raise InputError(f"resamples: need at least 1, got {resamples}")
     for field, value in (("confidence", confidence), ("alpha", alpha)):
@@ -103,6 +103,11 @@ def _check(statistics, baseline, resamples: int, confidence: float, alpha: float
             raise InputError(f"{field}: {value} is not in (0, 1)")
     if correction not in CORRECTIONS:
         raise InputError(f"correction: {correction!r} is not one of {CORRECTIONS}")
+
+
+def _check(statistics, baseline, resamples: int, confidence: float, alpha: float,
+           correction: str) -> Tuple[List[str], List[str], int]:
+    check_options(resamples, confidence, alpha, correction)
     names = list(statistics)
     if not names:
         raise InputError("statistics: no system given")

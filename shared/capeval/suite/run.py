@@ -53,10 +53,12 @@ def evaluate_captions(results: Sequence[PathLike] = (), *, annotations: Optional
     missing image file) is an :class:`InputError` raised before any model loads (the image files are checked by
     :func:`capeval.suite.score_suite`).
     """
+    from capeval.meta_eval.systems import check_options, compare_systems
+
+    check_options(resamples)
     plan = prepare_evaluation(results, annotations=annotations, split=split, records=records, images=images,
                               metrics=metrics, names=names, baseline=baseline, require_all=require_all,
                               fields=fields, image_format=image_format, config=config)
-    from capeval.meta_eval.systems import compare_systems
 
     scores = score_suite(plan.ground_truth, plan.systems, plan.metrics, images_root=images, options=options,
                          device=device, dtype=dtype, batch_size=batch_size, cache_dir=cache_dir,
