@@ -58,7 +58,8 @@ class ReplayedJudge:
     replayed = True
 
     def __init__(self, judge: str, cache, *, output: str = "score", unmatched: str = "raise"):
-        from capeval.judges.cache import JudgeCache, file_sha256
+        from capeval.core.hashing import file_sha256
+        from capeval.judges.cache import JudgeCache
 
         if output not in OUTPUTS:
             raise InputError(f"replay output: {output!r} is not one of {OUTPUTS}")

@@ -22,17 +22,10 @@ from pathlib import Path
 from typing import Iterator, Optional, Tuple
 
 from capeval.core.errors import ModelNotAvailableError
+from capeval.core.hashing import sha256_of
 
 _CHUNK = 1 << 20
 _HTML_STARTS = (b"<!doctype html", b"<html", b"<head", b"<body")
-
-
-def _sha256_of(path: Path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(_CHUNK), b""):
-            digest.update(block)
-    return digest
 
 
 def looks_like_html(head: bytes) -> bool:
@@ -144,7 +137,7 @@ def download(url: str, dest: os.PathLike, *, sha256: Optional[str] = None, timeo
             record.write_text(json.dumps({"url": url, "validator": _validator(response.headers)}))
         length = response.headers.get("Content-Length")
         total = offset + int(length) if length is not None else None
-        digest = _sha256_of(part) if offset else hashlib.sha256()
+        digest = sha256_of(part) if offset else hashlib.sha256()
         received = offset
         with open(part, "ab" if offset else "wb") as out, tqdm(total=total, initial=offset, unit="B",
                                                                  unit_scale=True, desc=dest.name) as bar:

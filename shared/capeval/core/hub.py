@@ -31,6 +31,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 from capeval.core.constants import PROVENANCE_FILE
 from capeval.core.discovery import load_registrations
 from capeval.core.errors import ModelNotAvailableError
+from capeval.core.hashing import file_sha256
 
 MIRROR_ENV = "CAPEVAL_UPSTREAM_MIRROR"  # base URL serving every upstream file by its name (a mirror; tests)
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -296,18 +297,8 @@ def recorded_files(folder: Path, names: Sequence[str]) -> Dict[str, Dict[str, ob
     record = {}
     for name in names:
         info = (folder / name).stat()
-        record[name] = {"sha256": _file_sha256(folder / name), "bytes": info.st_size, "mtime_ns": info.st_mtime_ns}
+        record[name] = {"sha256": file_sha256(folder / name), "bytes": info.st_size, "mtime_ns": info.st_mtime_ns}
     return record
-
-
-def _file_sha256(path: Path) -> str:
-    import hashlib
-
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def locks_dir() -> Path:
@@ -354,7 +345,7 @@ def fetch_upstream(spec: WeightSpec, *, file: Optional[os.PathLike] = None) -> P
         if file is None and _complete(target, spec.files):  # another process fetched it meanwhile
             return target
         if file is not None:
-            return _convert_official(spec, Path(file), _file_sha256(Path(file)), f"local file {Path(file).name}")
+            return _convert_official(spec, Path(file), file_sha256(Path(file)), f"local file {Path(file).name}")
         from capeval.core.download import download
 
         official = downloads_dir() / upstream.filename

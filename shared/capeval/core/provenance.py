@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Tuple
 
 from capeval.core.constants import PROVENANCE_FILE, TINY_MARKER_FILE
+from capeval.core.hashing import file_sha256
 from capeval.core.hub import hub_snapshot_of, registered_spec_of
 from capeval.core.runtime import LruCache
 from capeval.core.version import __version__
@@ -43,11 +44,7 @@ def _file_sha256(path: Path) -> str:
     key = (str(path.resolve()), stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
     known = _FILE_HASHES.get(key)
     if known is None:
-        digest = hashlib.sha256()
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-        known = digest.hexdigest()
+        known = file_sha256(path)
         _FILE_HASHES.put(key, known)
     return known
 

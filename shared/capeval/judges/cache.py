@@ -19,6 +19,7 @@ from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 from PIL import Image
 
 from capeval.core.errors import InputError
+from capeval.core.hashing import file_sha256
 
 DEFAULT_INDEX_BYTES = 64 << 20
 
@@ -43,14 +44,6 @@ def image_identity(image: Image.Image, file: Optional[str] = None) -> Dict[str, 
     digest = hashlib.sha256(f"{rgb.width}x{rgb.height}:".encode())
     digest.update(rgb.tobytes())
     return {"sha256": digest.hexdigest(), "file": os.path.basename(file) if file else None}
-
-
-def file_sha256(path: os.PathLike) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 class JudgeCache:
