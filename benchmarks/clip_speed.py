@@ -270,7 +270,7 @@ def main():
         report = {"machine": {"cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
                               "processor": platform.processor() or platform.machine(), "torch": torch.__version__}}
         if args.repeats:
-            from capeval.core.runtime import TEXT_WIDTH_STEP, text_rows
+            from capeval.core.shapes import TEXT_WIDTH_STEP, text_rows
 
             def cpu_rows(width):
                 return text_rows(torch.device("cpu"), width)

@@ -178,7 +178,7 @@ def main():
             report[name] = {"seconds": seconds, "samples_per_s": args.samples / seconds,
                             "images_encoded": len(scorer.clip.image_cache),
                             "clip_texts_encoded": len(scorer.clip.text_cache),
-                            "simcse_texts_encoded": len(scorer.text_cache)}
+                            "simcse_texts_encoded": len(scorer.encoder.text_cache)}
         report["deduplication_saving"] = 1 - report["pascal50s_shaped"]["seconds"] / report["all_distinct"]["seconds"]
         if args.repeats:
             scorer.statistics = "batch"

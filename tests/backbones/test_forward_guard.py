@@ -16,7 +16,7 @@ import capeval
 from capeval.backbones import clip_pooled
 from capeval.backbones.clip import ClipBackbone, build_clip, load_open_clip, save_open_clip
 from capeval.backbones.clip_pooled import POOLED, ForwardFallbackWarning
-from capeval.core import runtime
+from capeval.core import shapes
 
 CONFIG = {"embed_dim": 32, "quick_gelu": False,
           "vision_cfg": {"image_size": 32, "patch_size": 8, "width": 64, "layers": 3, "head_width": 16},
@@ -143,7 +143,7 @@ def test_the_forwards_tag_is_the_same_in_a_fresh_process(weights):
 
 def test_the_forwards_tag_follows_the_fixed_shape_code(weights, monkeypatch):
     before = _backbone(weights)[0].provenance_extras()["clip_forwards"]["tag"]
-    monkeypatch.setattr(runtime, "TEXT_ROWS_CPU", (16, 8, 4))
+    monkeypatch.setattr(shapes, "TEXT_ROWS_CPU", (16, 8, 4))
     assert _backbone(weights)[0].provenance_extras()["clip_forwards"]["tag"] != before
 
 

@@ -63,7 +63,7 @@ def test_tiny_sam_segments_each_distinct_image_once(tiny_hub, segments_each_imag
 
 
 def test_lru_cache_bounds_entries_and_bytes_least_recently_used_first():
-    from capeval.core.runtime import LruCache
+    from capeval.core.caches import LruCache
 
     cache = LruCache(3, max_bytes=10, sizeof=len)
     for key in "abc":

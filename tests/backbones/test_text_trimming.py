@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from capeval.core.errors import TruncationWarning
-from capeval.core.runtime import EmbeddingCache
+from capeval.core.caches import EmbeddingCache
 
 TEXTS = [
     "A photo depicts a dog.",
@@ -235,10 +235,10 @@ def test_simcse_per_sentence_path_equals_512_token_padding_on_full_size_roberta(
                               head.gamma, per_sentence=True)[:, 0].numpy()
 
     def set_batch_size(batch_size):
-        scorer.batch_size = batch_size
+        encoder.batch_size = batch_size
         scorer.reset_caches()
 
-    _invariance(scorer.sentence_embeddings, HF_TEXTS, expected, set_batch_size)
+    _invariance(encoder.encode_texts, HF_TEXTS, expected, set_batch_size)
 
 
 def test_mpnet_path_equals_384_token_padding_on_full_size_mpnet(tmp_path):
@@ -247,18 +247,18 @@ def test_mpnet_path_equals_384_token_padding_on_full_size_mpnet(tmp_path):
     from capeval.testing import tiny_mpnet
     from capeval.text.mpnet import MPNetScorer
 
-    scorer = MPNetScorer(str(_full_size_encoder(tmp_path, tiny_mpnet, MPNetModel, MPNetConfig)), device="cpu")
+    encoder = MPNetScorer(str(_full_size_encoder(tmp_path, tiny_mpnet, MPNetModel, MPNetConfig)), device="cpu").encoder
     with torch.inference_mode():
-        batch = scorer.tokenizer(HF_TEXTS, padding="max_length", max_length=384, truncation=True, return_tensors="pt")
-        hidden = scorer.model(**batch).last_hidden_state.double()
+        batch = encoder.tokenizer(HF_TEXTS, padding="max_length", max_length=384, truncation=True, return_tensors="pt")
+        hidden = encoder.model(**batch).last_hidden_state.double()
     mask = batch["attention_mask"].unsqueeze(-1).double()
     expected = torch.nn.functional.normalize((hidden * mask).sum(1) / mask.sum(1), dim=-1).float().numpy()
 
     def set_batch_size(batch_size):
-        scorer.batch_size = batch_size
-        scorer.cache = EmbeddingCache(scorer.cache.namespace)
+        encoder.batch_size = batch_size
+        encoder.text_cache = EmbeddingCache(encoder.text_cache.namespace)
 
-    _invariance(scorer.embed, HF_TEXTS, expected, set_batch_size)
+    _invariance(encoder.encode_texts, HF_TEXTS, expected, set_batch_size)
 
 
 def test_polos_official_batch_mode_keeps_the_official_batches(tiny_hub):

@@ -11,7 +11,7 @@ import torch
 from PIL import Image
 
 from capeval.core.cache_keys import cache_namespace
-from capeval.core.runtime import DEFAULT_CACHE_BYTES, EmbeddingCache
+from capeval.core.caches import DEFAULT_CACHE_BYTES, EmbeddingCache
 from capeval.core.scoring import load_scorer
 from capeval.testing.tiny_clip import tiny_clip_factory
 
@@ -179,7 +179,7 @@ def test_every_caching_scorer_takes_cache_bytes():
 
 
 def test_the_truncation_memo_keeps_no_text_only_fixed_size_digests():
-    from capeval.core.runtime import TruncationCounter
+    from capeval.core.truncation import TruncationCounter
 
     counter = TruncationCounter(len, 77, "test")
     long_text = "a dog " * 20_000

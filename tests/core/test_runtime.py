@@ -6,7 +6,7 @@ import torch
 from PIL import Image
 
 from capeval.core.cache_keys import cache_namespace
-from capeval.core.runtime import EmbeddingCache, encode_cached
+from capeval.core.caches import EmbeddingCache, encode_cached
 
 
 def test_each_distinct_item_encoded_once_in_input_order():
@@ -63,7 +63,7 @@ def test_cached_rows_share_large_blocks_not_one_allocation_each():
 def test_a_damaged_persisted_embedding_is_recomputed_not_trusted(tmp_path):
     import warnings as _warnings
 
-    from capeval.core.runtime import EmbeddingCache
+    from capeval.core.caches import EmbeddingCache
 
     cache = EmbeddingCache(cache_namespace("model", ()), tmp_path)
     cache.put("k", torch.arange(4, dtype=torch.float32))
@@ -99,7 +99,7 @@ def test_sort_key_buckets_pending_items_and_prepare_feeds_the_encoder():
 
 
 def test_image_keys_hash_each_distinct_image_object_once():
-    from capeval.core.runtime import image_key, image_keys
+    from capeval.core.caches import image_key, image_keys
 
     rng = np.random.default_rng(0)
     a = Image.fromarray(rng.integers(0, 256, (5, 6, 3), dtype=np.uint8))
@@ -117,7 +117,7 @@ def test_image_keys_hash_each_distinct_image_object_once():
 
 
 def test_in_fixed_rows_runs_every_forward_at_the_same_shape_and_drops_the_padding():
-    from capeval.core.runtime import in_fixed_rows
+    from capeval.core.shapes import in_fixed_rows
 
     shapes = []
 
@@ -132,7 +132,7 @@ def test_in_fixed_rows_runs_every_forward_at_the_same_shape_and_drops_the_paddin
 
 
 def test_image_rows_fill_a_token_budget_on_cpu_and_are_fixed_on_an_accelerator():
-    from capeval.core.runtime import image_rows
+    from capeval.core.shapes import image_rows
 
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     assert image_rows(cpu, 50) == 8  # ViT-B/32 at 224: 49 patches + class token, 400 tokens per forward
@@ -142,7 +142,7 @@ def test_image_rows_fill_a_token_budget_on_cpu_and_are_fixed_on_an_accelerator()
 
 
 def test_in_text_shapes_pads_each_width_to_fixed_rows_with_the_pad_id_and_keeps_input_order():
-    from capeval.core.runtime import in_text_shapes
+    from capeval.core.shapes import in_text_shapes
 
     calls = []
 

@@ -6,7 +6,7 @@ import pytest
 
 from capeval import InputError
 from capeval.core.errors import ModelNotAvailableError, TruncationWarning
-from capeval.core.runtime import text_key
+from capeval.core.caches import text_key
 from capeval.hice_s.phrases import (FACTUAL_PROMPT, PhraseExtractor, SceneGraph, SpacyParser, load_phrase_extractor,
                              parse_scene_graph, phrases_from_graph)
 

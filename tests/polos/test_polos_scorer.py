@@ -114,7 +114,7 @@ def test_official_batch_statistics_equal_hand_computation(tiny_hub):
     cand, ref = scorer.official_batch_embeddings(preds, refs)
     np.testing.assert_allclose(cand.numpy(), np.array(cand_se), atol=1e-5)
     np.testing.assert_allclose(ref.numpy(), np.array([v for vs in ref_se for v in vs]), atol=1e-5)
-    per_sentence = load_scorer("polos", device="cpu").sentence_embeddings(preds)
+    per_sentence = load_scorer("polos", device="cpu").encoder.encode_texts(preds)
     assert (cand - per_sentence).abs().max() > 1e-3  # the official batch dependence is real
 
 
@@ -196,11 +196,11 @@ def test_official_precision_equals_polos_0_1_3_numerics(tiny_hub):
     def text(t):
         return clip.encode_text(open_clip.tokenize(["A photo depicts " + t]))[0]
 
-    cand_se, expected = scorer.sentence_embeddings(preds), []  # SimCSE vectors: a component output
+    cand_se, expected = scorer.encoder.encode_texts(preds), []  # SimCSE vectors: a component output
     for i, (pred, image, rs) in enumerate(zip(preds, images, refs)):
         img = clip.encode_image(_pixels(image)[None])[0]
         c_clip, per_ref = text(pred), []
-        for r_se, r in zip(scorer.sentence_embeddings(rs), rs):
+        for r_se, r in zip(scorer.encoder.encode_texts(rs), rs):
             r_clip, c_se = text(r), cand_se[i]
             x = torch.cat((r_se, c_se, (c_se - r_se).abs(), c_se * r_se, img, c_clip, (img - c_clip).abs(),
                            img * c_clip, (r_clip - c_clip).abs(), r_clip * c_clip))

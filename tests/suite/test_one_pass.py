@@ -53,13 +53,13 @@ def spies(monkeypatch):
     forwards (each calls the original)."""
     import capeval.core.inputs as inputs
     from capeval.backbones.clip import ClipBackbone
-    from capeval.polos.scorer import PolosScorer, SimcseEncoder
+    from capeval.polos.scorer import SimcseEncoder
 
     seen = {"decoded": [], "clip_loads": [], "simcse_loads": 0, "clip_texts": [], "clip_images": [],
             "simcse_texts": []}
     load_image, clip_init, simcse_init = inputs.load_image, ClipBackbone.__init__, SimcseEncoder.__init__
     encode_texts, encode_images = ClipBackbone._encode_text_batch, ClipBackbone._encode_image_batch
-    simcse_batch = PolosScorer._per_sentence_batch
+    simcse_batch = SimcseEncoder._encode_text_batch
 
     def counting_load_image(image, **kwargs):
         if not isinstance(image, Image.Image):
@@ -91,7 +91,7 @@ def spies(monkeypatch):
     monkeypatch.setattr(SimcseEncoder, "__init__", counting_simcse_init)
     monkeypatch.setattr(ClipBackbone, "_encode_text_batch", counting_texts)
     monkeypatch.setattr(ClipBackbone, "_encode_image_batch", counting_images)
-    monkeypatch.setattr(PolosScorer, "_per_sentence_batch", counting_simcse)
+    monkeypatch.setattr(SimcseEncoder, "_encode_text_batch", counting_simcse)
     return seen
 
 

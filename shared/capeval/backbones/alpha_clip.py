@@ -20,7 +20,8 @@ from PIL import Image
 
 from capeval.backbones.clip import ClipBackbone, build_clip, load_open_clip
 from capeval.backbones.clip_pooled import encode_image_pooled
-from capeval.core.runtime import encode_cached, image_key, in_fixed_rows
+from capeval.core.caches import encode_cached, image_key
+from capeval.core.shapes import in_fixed_rows
 
 ALPHA_KEY = "visual.conv1_alpha.weight"
 MASK_MEAN, MASK_STD = 0.5, 0.26

@@ -32,29 +32,17 @@ from capeval.backbones.clip_pooled import (
     prompt_states,
     text_prunable,
 )
+from capeval.backbones.text_encoder import TextEncoder
+from capeval.core import shapes
+from capeval.core.cache_keys import cache_namespace
+from capeval.core.caches import DEFAULT_CACHE_BYTES, CacheNamespace, EmbeddingCache, encode_cached, image_keys
 from capeval.core.constants import CLIP_CONFIG_FILE as CONFIG_FILE
 from capeval.core.constants import CLIP_WEIGHTS_FILE as WEIGHTS_FILE
-from capeval.core.cache_keys import cache_namespace
 from capeval.core.constants import CLIPSCORE_PREFIX, OPENAI_MEAN, OPENAI_STD
+from capeval.core.device import resolve_device, resolve_dtype
 from capeval.core.errors import InputError, ModelNotAvailableError
 from capeval.core.hub import hub_snapshot_of, load_safetensors, registered_spec_of, resolve
-from capeval.core import runtime
-from capeval.core.runtime import (
-    DEFAULT_CACHE_BYTES,
-    CacheNamespace,
-    EmbeddingCache,
-    TruncationCounter,
-    encode_cached,
-    image_keys,
-    image_rows,
-    in_fixed_rows,
-    in_text_shapes,
-    resolve_device,
-    resolve_dtype,
-    text_batch_size,
-    text_key,
-    text_width,
-)
+from capeval.core.shapes import image_rows, in_fixed_rows, in_text_shapes, text_width
 
 
 def build_clip(model_cfg: Dict) -> torch.nn.Module:
@@ -311,8 +299,9 @@ def _preprocess_in_worker(images: List[Image.Image]) -> torch.Tensor:
     return torch.stack([torch.from_numpy(np.array(_worker_transform(image))) for image in images])
 
 
-class ClipBackbone:
-    """A CLIP model with the official CLIPScore preprocessing, 77-token tokenisation and cached encoders.
+class ClipBackbone(TextEncoder):
+    """A CLIP model with the official CLIPScore preprocessing, 77-token tokenisation and cached encoders (texts: a
+    :class:`~capeval.backbones.text_encoder.TextEncoder`).
 
     Preprocessing follows the official code order: Resize(shorter side, bicubic) → CenterCrop →
     convert to RGB → ToTensor → Normalize. Features are returned *unnormalised* (Polos needs them raw).
@@ -324,6 +313,8 @@ class ClipBackbone:
     the same official preprocessing runs in that many worker processes (not capped by the GIL), a few batches ahead
     of the model; on CUDA each batch is pinned and copied on a side stream while the previous batch is encoded.
     """
+
+    encoder_name, keep_padding = "CLIP", False  # texts are trimmed after their end-of-text token
 
     def __init__(self, weights: str, *, device: str = "auto", dtype=None, precision: str = "uniform",
                  batch_size: int = 64, cache_dir=None, persist_dir=None, cache_bytes: int = DEFAULT_CACHE_BYTES,
@@ -356,7 +347,7 @@ class ClipBackbone:
         self.image_rows = image_rows(self.device, None if grid is None else int(np.prod(grid)) + 1)
         self.mean = tuple(preprocess_cfg.get("mean", OPENAI_MEAN))
         self.std = tuple(preprocess_cfg.get("std", OPENAI_STD))
-        self.context_length = int(self.model.context_length)
+        self.context_length = self.token_limit = int(self.model.context_length)
         self.tokenizer = SimpleTokenizer()
         self._transform = self._build_transform()
         self.directory = directory.resolve()
@@ -377,8 +368,6 @@ class ClipBackbone:
         self._prompt_ids = (tuple(self.text_ids(CLIPSCORE_PREFIX)[:-1])  # SOT and the prompt's words
                             if precision == "uniform" and text_prunable(self.model) and pooled_at_eot else None)
         self._prompt_states: Optional[List[torch.Tensor]] = None
-        # the same ids tokenize() feeds the model (SOT and EOT included), so counted lengths agree with what is encoded
-        self.truncation = TruncationCounter(lambda text: len(self.text_ids(text)), self.context_length, "CLIP")
 
     def reset_caches(self) -> None:
         """Start from empty in-memory embedding caches (persisted entries stay on disk)."""
@@ -401,7 +390,7 @@ class ClipBackbone:
         :func:`~capeval.backbones.clip_pooled.forwards_tag`), looked up now: a replaced function counts."""
         module = sys.modules[__name__]
         return (*(getattr(module, name) for name in FORWARD_FUNCTIONS),
-                *(getattr(runtime, name) for name in runtime.FIXED_SHAPE_CODE),
+                *(getattr(shapes, name) for name in shapes.FIXED_SHAPE_CODE),
                 *(getattr(type(self), name) for name in FORWARD_METHODS))
 
     def provenance_extras(self) -> Dict[str, Dict[str, str]]:
@@ -442,14 +431,18 @@ class ClipBackbone:
         return self._transform(image)
 
     def text_ids(self, text: str) -> List[int]:
-        """A text's official CLIP ids before truncation (SOT and EOT included): see :func:`clip_text_ids`."""
+        """A text's official CLIP ids before truncation (SOT and EOT included): see :func:`clip_text_ids`. The same ids
+        :meth:`tokenize` feeds the model, so counted lengths agree with what is encoded."""
         return clip_text_ids(self.tokenizer, text)
+
+    def token_ids(self, texts: Sequence[str]) -> List[List[int]]:
+        return [self._token_ids(text) for text in texts]
 
     def tokenize(self, texts: Sequence[str]) -> torch.Tensor:
         """Official CLIP tokenisation (``<|startoftext|>`` / ``<|endoftext|>`` in a text are SOT / EOT, as in OpenAI's
         ``clip.tokenize``), 77 tokens wide; texts over the context length are truncated (EOT kept). Scorers count them
         per call with :attr:`truncation` and warn once."""
-        return self._token_tensor([self._token_ids(text) for text in texts], self.context_length)
+        return self._token_tensor(self.token_ids(texts), self.context_length)
 
     def _token_ids(self, text: str) -> List[int]:
         """The ids the text encoder runs on for ``text``: :meth:`text_ids`, truncated to the context length."""
@@ -466,10 +459,6 @@ class ClipBackbone:
         for i, row in enumerate(ids):
             tokens[i, : len(row)] = torch.tensor(row)
         return tokens
-
-    def text_length(self, text: str) -> int:
-        """Tokens the text encoder runs on for ``text`` (the length-bucketing key)."""
-        return len(self._token_ids(text))
 
     def prompted(self, ids: Sequence[int]) -> bool:
         """Whether token ``ids`` begin with the shared prompt's (and go on): such a text runs after the prompt's states.
@@ -488,7 +477,7 @@ class ClipBackbone:
         return prompted, self.forward_width(length)
 
     def forward_width(self, length: int) -> int:
-        """The width a text of ``length`` tokens is encoded at: trimmed (:func:`~capeval.core.runtime.text_width`, at
+        """The width a text of ``length`` tokens is encoded at: trimmed (:func:`~capeval.core.shapes.text_width`, at
         most the context length), or the context length in OpenAI's fp16 mode, whose model always runs 77 wide."""
         return text_width(length, self.context_length) if self.precision == "uniform" else self.context_length
 
@@ -544,19 +533,18 @@ class ClipBackbone:
 
     @torch.inference_mode()
     def _encode_text_batch(self, texts: List[str]) -> torch.Tensor:
-        """Texts encoded in forwards of one width (:meth:`forward_width`) and a fixed number of rows
-        (:func:`~capeval.core.runtime.in_text_shapes`): a text's feature is bitwise the same in any batch, batch size or
-        order."""
-        ids = [self._token_ids(text) for text in texts]
+        """:meth:`TextEncoder._encode_text_batch <capeval.backbones.text_encoder.TextEncoder._encode_text_batch>`,
+        with the texts that begin with the prompt run after its states, in forwards of their own."""
+        ids = self.token_ids(texts)
         prompted = [self.prompted(row) for row in ids]
         features = None
-        for kind in (False, True):  # prompted texts run after the prompt's states, in forwards of their own
+        for kind in (False, True):
             members = [i for i, flag in enumerate(prompted) if flag is kind]
             if not members:
                 continue
             prompt = self._prompt() if kind else None
-            encoded = in_text_shapes(lambda tokens, _: self._encode_tokens(tokens, prompt), [ids[i] for i in members],
-                                     width_of=self.forward_width, device=self.device)
+            encoded = in_text_shapes(lambda tokens, mask: self._encode_tokens(tokens, mask, prompt),
+                                     [ids[i] for i in members], width_of=self.forward_width, device=self.device)
             if features is None:
                 features = encoded.new_empty(len(ids), encoded.shape[1])
             features[members] = encoded
@@ -567,7 +555,10 @@ class ClipBackbone:
             self._prompt_states = prompt_states(self.model, self._prompt_ids)
         return self._prompt_states
 
-    def _encode_tokens(self, tokens: torch.Tensor, prompt: Optional[List[torch.Tensor]] = None) -> torch.Tensor:
+    def _encode_tokens(self, tokens: torch.Tensor, attention_mask: torch.Tensor,
+                       prompt: Optional[List[torch.Tensor]] = None) -> torch.Tensor:
+        """Features of zero-padded ``tokens`` (the mask is implied: padding follows the end-of-text token, which the
+        causal mask keeps from every feature), after the ``prompt``'s states when given."""
         if self.device.type == "cuda":
             tokens = tokens.pin_memory()
         return encode_text_trimmed(self.model, tokens.to(self.device, non_blocking=True), prompt).float()
@@ -580,17 +571,10 @@ class ClipBackbone:
                              batch_size=self.batch_size, desc="CLIP images", show_progress=show_progress,
                              prepare=self._preprocessed_batches if workers else None)
 
-    def encode_texts(self, texts: Sequence[str], *, show_progress: Optional[bool] = None) -> torch.Tensor:
-        """Raw text features (float32, CPU), one row per input; each distinct text is encoded once."""
-        keys = [text_key(text) for text in texts]
-        return encode_cached(texts, keys, self._encode_text_batch, self.text_cache,
-                             batch_size=text_batch_size(self.batch_size, self.device), desc="CLIP texts",
-                             show_progress=show_progress, sort_key=self._text_order, group_key=self._text_group)
-
 
 # clip.py's functions and ClipBackbone's methods whose code determines a feature (tokens, widths, rows, precision)
 FORWARD_FUNCTIONS = ("clip_text_ids", "encode_text_trimmed", "to_openai_fp16", "_OFFICIAL_PATTERN")
-FORWARD_METHODS = ("text_ids", "_token_ids", "prompted", "forward_width", "normalise", "_encode_pixels",
+FORWARD_METHODS = ("text_ids", "token_ids", "_token_ids", "prompted", "forward_width", "normalise", "_encode_pixels",
                    "_encode_image_batch", "_encode_text_batch", "_encode_tokens")
 
 

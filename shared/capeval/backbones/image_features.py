@@ -17,15 +17,9 @@ import torch
 from PIL import Image
 
 from capeval.core.cache_keys import cache_namespace
+from capeval.core.caches import DEFAULT_CACHE_BYTES, EmbeddingCache, encode_cached, image_keys
+from capeval.core.device import resolve_device, resolve_dtype
 from capeval.core.hub import resolve
-from capeval.core.runtime import (
-    DEFAULT_CACHE_BYTES,
-    EmbeddingCache,
-    encode_cached,
-    image_keys,
-    resolve_device,
-    resolve_dtype,
-)
 
 DINOV2_FILES = ("config.json", "model.safetensors", "preprocessor_config.json")
 _PIL_RESAMPLE = {0: "NEAREST", 1: "LANCZOS", 2: "BILINEAR", 3: "BICUBIC", 4: "BOX", 5: "HAMMING"}

@@ -22,8 +22,9 @@ import numpy as np
 from PIL import Image
 
 from capeval.core.cache_keys import cache_namespace
+from capeval.core.caches import LruCache, image_key
+from capeval.core.device import resolve_device
 from capeval.core.hub import load_safetensors, resolve
-from capeval.core.runtime import LruCache, image_key, resolve_device
 
 SAM_CONFIG_FILE = "sam_config.json"
 SAM_WEIGHTS_FILE = "sam_model.safetensors"

@@ -12,28 +12,18 @@ from typing import List, Optional, Sequence
 
 import torch
 
+from capeval.backbones.text_encoder import TokenizerTextEncoder
 from capeval.blip2.lavis_precision import lavis_image_embeds
 from capeval.blip2.registration import BLIP2_FILES
 from capeval.core.cache_keys import cache_namespace
+from capeval.core.caches import DEFAULT_CACHE_BYTES, EmbeddingCache, encode_cached, image_keys
 from capeval.core.constants import OPENAI_MEAN, OPENAI_STD
+from capeval.core.device import resolve_device, resolve_dtype
 from capeval.core.errors import InputError
 from capeval.core.hub import resolve
 from capeval.core.inputs import ValidInputs
-from capeval.core.runtime import (
-    DEFAULT_CACHE_BYTES,
-    EmbeddingCache,
-    TruncationCounter,
-    encode_cached,
-    image_keys,
-    in_text_shapes,
-    resolve_device,
-    resolve_dtype,
-    text_batch_size,
-    text_key,
-    text_width,
-    warn_truncated,
-)
 from capeval.core.scoring import Scorer, summarize
+from capeval.core.truncation import warn_truncated
 from capeval.functional.blip2 import blip2_itc_score
 
 MAX_TEXT_TOKENS = 32  # LAVIS Blip2ITM max_txt_len
@@ -50,12 +40,15 @@ def lavis_clean_caption(caption: str, max_words: int = MAX_CAPTION_WORDS) -> str
     return " ".join(words[:max_words]) if len(words) > max_words else caption
 
 
-class Blip2Backbone:
-    """BLIP-2 ITC encoders with LAVIS preprocessing; each distinct image/text is encoded once (cached).
+class Blip2Backbone(TokenizerTextEncoder):
+    """BLIP-2 ITC encoders with LAVIS preprocessing; each distinct image/text is encoded once (cached; texts: a
+    :class:`~capeval.backbones.text_encoder.TextEncoder` reading :func:`lavis_clean_caption` ed captions).
 
     ``encode_images`` returns ``vision_proj`` of the 32 Q-Former query outputs ``(n, 32, d)``;
     ``encode_texts`` returns ``text_proj`` of the [CLS] output ``(n, d)`` (both unnormalised, float32, CPU).
     """
+
+    encoder_name, token_limit = "BLIP-2", MAX_TEXT_TOKENS
 
     def __init__(self, weights: str = "blip2-itm-vit-g", *, device: str = "auto", dtype=None,
                  precision: Optional[str] = None, batch_size: int = 32, cache_dir=None, persist_dir=None,
@@ -73,6 +66,7 @@ class Blip2Backbone:
         directory = resolve(weights, list(BLIP2_FILES), cache_dir=cache_dir)
         self.model = Blip2ForImageTextRetrieval.from_pretrained(str(directory), dtype=self.dtype).to(self.device).eval()
         self.tokenizer = AutoTokenizer.from_pretrained(str(directory))
+        self.pad_id = self.tokenizer.pad_token_id
         size = self.model.config.vision_config.image_size
         self.image_size = (size, size) if isinstance(size, int) else tuple(size)
         self._transform = self._build_transform()
@@ -82,9 +76,6 @@ class Blip2Backbone:
                                           max_bytes=cache_bytes)
         self.text_cache = EmbeddingCache(cache_namespace("blip2-itc-text", directory, **numerics), persist_dir,
                                          max_bytes=cache_bytes)
-        self.truncation = TruncationCounter(
-            lambda text: len(self.tokenizer(lavis_clean_caption(text), truncation=False)["input_ids"]),
-            MAX_TEXT_TOKENS, "BLIP-2")
 
     def _build_transform(self):
         from torchvision import transforms as T
@@ -96,9 +87,8 @@ class Blip2Backbone:
             T.Normalize(OPENAI_MEAN, OPENAI_STD)  # LAVIS's BLIP processor uses OpenAI's,
         ])
 
-    def text_length(self, text: str) -> int:
-        """Tokens the Q-Former runs on for ``text`` (the length-bucketing key; padding is masked out)."""
-        return min(len(self.tokenizer(lavis_clean_caption(text))["input_ids"]), MAX_TEXT_TOKENS)
+    def clean(self, text: str) -> str:
+        return lavis_clean_caption(text)
 
     @torch.inference_mode()
     def _encode_image_batch(self, images: List) -> torch.Tensor:
@@ -113,36 +103,18 @@ class Blip2Backbone:
                                 encoder_hidden_states=image_embeds, encoder_attention_mask=attention)[0]
         return model.vision_projection(queries.to(model.vision_projection.weight.dtype)).float()
 
-    @torch.inference_mode()
-    def _encode_text_batch(self, texts: List[str]) -> torch.Tensor:
-        """``text_proj`` of the Q-Former's [CLS] output; each text at its own width in fixed-row forwards
-        (:func:`~capeval.core.runtime.in_text_shapes`): bitwise the same in any batch."""
-        ids = self.tokenizer([lavis_clean_caption(t) for t in texts], truncation=True,
-                             max_length=MAX_TEXT_TOKENS)["input_ids"]
-        return in_text_shapes(self._encode_tokens, ids, width_of=self.forward_width, device=self.device,
-                              pad_id=self.tokenizer.pad_token_id)
-
     def _encode_tokens(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """``text_proj`` of the Q-Former's [CLS] output."""
         model = self.model
         embeddings = model.embeddings(input_ids=input_ids.to(self.device))
         hidden = model.qformer(query_embeds=embeddings, query_length=0,
                                attention_mask=attention_mask.to(self.device))[0]
         return model.text_projection(hidden[:, 0, :].to(model.text_projection.weight.dtype)).float().cpu()
 
-    @staticmethod
-    def forward_width(length: int) -> int:
-        """The width a text of ``length`` tokens runs at (:func:`~capeval.core.runtime.text_width`)."""
-        return text_width(length, MAX_TEXT_TOKENS, keep_padding=True)
-
     def encode_images(self, images: Sequence, *, show_progress: Optional[bool] = None) -> torch.Tensor:
         return encode_cached(images, image_keys(images), self._encode_image_batch,
                              self.image_cache, batch_size=self.batch_size, desc="BLIP-2 images",
                              show_progress=show_progress)
-
-    def encode_texts(self, texts: Sequence[str], *, show_progress: Optional[bool] = None) -> torch.Tensor:
-        return encode_cached(texts, [text_key(text) for text in texts], self._encode_text_batch, self.text_cache,
-                             batch_size=text_batch_size(self.batch_size, self.device), desc="BLIP-2 texts",
-                             show_progress=show_progress, sort_key=self.text_length, group_key=self.forward_width)
 
 
 class Blip2Scorer(Scorer):

@@ -8,7 +8,7 @@ import argparse
 import os
 import re
 
-DTYPES = ("float32", "float16", "bfloat16", "fp32", "fp16", "bf16")  # the names core.runtime.resolve_dtype reads
+DTYPES = ("float32", "float16", "bfloat16", "fp32", "fp16", "bf16")  # the names core.device.resolve_dtype reads
 CUDA = re.compile(r"cuda(?::(\d+))?")
 
 

@@ -157,8 +157,8 @@ def scored_fields(args, scorer) -> Dict[str, Optional[str]]:
 
 def scored_digests(inputs) -> List[str]:
     """Per record, 16 hex of a sha256 over what was scored: the caption, the references as validated and the
-    decoded image's content key (:func:`capeval.core.runtime.image_keys`: mode, size and pixels)."""
-    from capeval.core.runtime import image_keys
+    decoded image's content key (:func:`capeval.core.caches.image_keys`: mode, size and pixels)."""
+    from capeval.core.caches import image_keys
 
     n = len(inputs)
     images = image_keys(inputs.images) if inputs.images is not None else [None] * n

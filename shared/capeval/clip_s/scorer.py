@@ -9,11 +9,12 @@ import numpy as np
 
 from capeval import functional as F
 from capeval.backbones.clip import OPENAI_FP16, ClipBackbone, check_shared_backbone
+from capeval.core.caches import DEFAULT_CACHE_BYTES
 from capeval.core.constants import CLIPSCORE_PREFIX
 from capeval.core.errors import InputError
 from capeval.core.inputs import ValidInputs
-from capeval.core.runtime import DEFAULT_CACHE_BYTES, warn_truncated
 from capeval.core.scoring import Scorer, summarize
+from capeval.core.truncation import warn_truncated
 
 
 class TorchmetricsAggregateWarning(UserWarning):

@@ -1,6 +1,6 @@
 """The one key of every feature cache (embeddings, masks, detections, scene graphs, generated images).
 
-A cache's :class:`~capeval.core.runtime.CacheNamespace` names what its values are a function of: the content
+A cache's :class:`~capeval.core.caches.CacheNamespace` names what its values are a function of: the content
 identity of the weights that computed them (as the provenance describes them: a hub snapshot's ``repo@commit``, the
 upstream source and sha256 of converted weights, or the sha256 of a local folder's files, so a folder rewritten in
 place gets another key), the forward's numerics (dtype, precision mode, forward tags), the preprocessing, and the
@@ -16,7 +16,7 @@ import os
 from typing import Sequence, Union
 
 from capeval.core.provenance import describe_weights
-from capeval.core.runtime import CacheNamespace
+from capeval.core.caches import CacheNamespace
 from capeval.core.version import __version__
 
 Weights = Union[str, os.PathLike]

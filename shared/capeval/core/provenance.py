@@ -21,7 +21,7 @@ from typing import Dict, Iterable, List, Mapping, Tuple
 from capeval.core.constants import PROVENANCE_FILE, TINY_MARKER_FILE
 from capeval.core.hashing import file_sha256
 from capeval.core.hub import hub_snapshot_of, registered_spec_of
-from capeval.core.runtime import LruCache
+from capeval.core.caches import LruCache
 from capeval.core.version import __version__
 
 # options that do not change a single value: how fast, where cached (the device enters as its type)

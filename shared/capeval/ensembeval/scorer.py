@@ -18,12 +18,13 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from capeval.backbones.sharing import SharedBackbones
+from capeval.core.caches import DEFAULT_CACHE_BYTES
 from capeval.core.constants import ENSEMBEVAL_WEIGHTS_FILE as WEIGHTS_FILE
 from capeval.core.errors import InputError, TruncationWarning
 from capeval.core.hub import resolve
 from capeval.core.inputs import ValidInputs
-from capeval.core.runtime import DEFAULT_CACHE_BYTES, warn_truncated
 from capeval.core.scoring import Scorer, scorers, summarize
+from capeval.core.truncation import warn_truncated
 from capeval.ensembeval.components import COMPONENTS, OFFICIAL_WEIGHTS
 from capeval.functional.ensemble import weighted_sum
 

@@ -18,8 +18,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Protocol, Sequence, Tuple, runtime_checkable
 
+from capeval.core.caches import DEFAULT_CACHE_BYTES, ENTRY_OVERHEAD, text_key
 from capeval.core.inputs import check_captions
-from capeval.core.runtime import DEFAULT_CACHE_BYTES, ENTRY_OVERHEAD, text_key
 
 Triplet = Tuple[str, str, str]
 FACTUAL_PROMPT = "Generate Scene Graph: "
@@ -132,7 +132,7 @@ class FactualParser:
     graphs cached by text: the ``max_cached_captions`` most recently used stay in memory (``graph_cache``), an
     evicted caption is generated again when asked for. Inputs over ``max_input_length`` tokens (prompt and end token
     included) are truncated as officially; they are counted per call and per occurrence, whatever the graph cache
-    holds (``truncation``, a :class:`~capeval.core.runtime.TruncationCounter` measuring each distinct caption once;
+    holds (``truncation``, a :class:`~capeval.core.truncation.TruncationCounter` measuring each distinct caption once;
     ``count_truncated(captions)``; ``truncated_inputs``: the count of the latest ``graphs``/``extract`` call), with
     one :class:`~capeval.core.errors.TruncationWarning` per call unless ``warn=False`` (the HICE-S scorer warns
     once for its whole call instead). Skipped output pieces are counted in ``malformed_pieces`` (running total of
@@ -146,7 +146,9 @@ class FactualParser:
 
         from capeval.core.cache_keys import cache_namespace
         from capeval.core.hub import resolve
-        from capeval.core.runtime import LruCache, TruncationCounter, resolve_device, resolve_dtype
+        from capeval.core.caches import LruCache
+        from capeval.core.device import resolve_device, resolve_dtype
+        from capeval.core.truncation import TruncationCounter
         from capeval.hice_s.registration import FACTUAL_FILES
 
         directory = str(resolve(weights, list(FACTUAL_FILES), cache_dir=cache_dir))
@@ -189,7 +191,7 @@ class FactualParser:
         """One parsed scene graph per caption; ``warn``: one TruncationWarning when some input was truncated."""
         from tqdm.auto import tqdm
 
-        from capeval.core.runtime import warn_truncated
+        from capeval.core.truncation import warn_truncated
 
         texts = _stripped_captions(captions)
         self.truncated_inputs = truncated = self.truncation.count(texts)

@@ -11,10 +11,11 @@ import torch
 
 from capeval.backbones.alpha_clip import AlphaClip
 from capeval.backbones.sam import MAX_CACHED_IMAGES, MAX_CACHED_MASKS_BYTES, RegionSettings, SegmentEverything
+from capeval.core.caches import DEFAULT_CACHE_BYTES
 from capeval.core.constants import CLIPSCORE_PREFIX
 from capeval.core.inputs import ValidInputs, load_images, parse_references
-from capeval.core.runtime import DEFAULT_CACHE_BYTES, warn_truncated
 from capeval.core.scoring import Scorer, summarize
+from capeval.core.truncation import warn_truncated
 from capeval.functional import hice as H
 
 EMPTY_PHRASE_POLICIES = ("global", "zero")

@@ -25,7 +25,7 @@ from tqdm.auto import tqdm
 
 from capeval.core.cache_keys import cache_namespace
 from capeval.core.hub import default_cache_dir, resolve
-from capeval.core.runtime import resolve_device
+from capeval.core.device import resolve_device
 
 DIFFUSERS_FILES = (
     "model_index.json",
@@ -64,7 +64,7 @@ def caption_seed(caption: str, seed: int = 0, index: int = 0) -> int:
 def _default_generation_dtype(device, dtype):
     import torch
 
-    from capeval.core.runtime import resolve_dtype
+    from capeval.core.device import resolve_dtype
 
     if dtype in (None, "auto"):
         return torch.float16 if device.type == "cuda" else torch.float32

@@ -7,9 +7,10 @@ import logging
 from typing import Optional, Sequence, Union
 
 from capeval.backbones.image_features import ImageFeatureExtractor, load_image_features
+from capeval.core.caches import DEFAULT_CACHE_BYTES
 from capeval.core.inputs import ValidInputs, check_captions
-from capeval.core.runtime import DEFAULT_CACHE_BYTES, warn_truncated
 from capeval.core.scoring import Scorer, summarize
+from capeval.core.truncation import warn_truncated
 from capeval.functional.roundtrip import SIMILARITIES, roundtrip_score
 from capeval.image_roundtrip.pipeline import DiffusersGenerator, GeneratedImageCache, TextToImageGenerator, render
 

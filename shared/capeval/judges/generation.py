@@ -16,7 +16,7 @@ from PIL import Image
 from capeval.core.constants import TINY_MARKER_FILE
 from capeval.core.errors import ModelNotAvailableError
 from capeval.core.hub import hub_snapshot_of, resolve
-from capeval.core.runtime import resolve_device, resolve_dtype
+from capeval.core.device import resolve_device, resolve_dtype
 from capeval.judges.registration import JUDGE_FILES
 
 INDEX_FILE = "model.safetensors.index.json"

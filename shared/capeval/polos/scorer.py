@@ -11,26 +11,17 @@ import torch
 from tqdm.auto import tqdm
 
 from capeval.backbones.clip import OPENAI_FP16, ClipBackbone, check_shared_backbone
+from capeval.backbones.text_encoder import TokenizerTextEncoder
 from capeval.core.cache_keys import cache_namespace
+from capeval.core.caches import DEFAULT_CACHE_BYTES, EmbeddingCache
 from capeval.core.constants import CLIPSCORE_PREFIX
+from capeval.core.device import resolve_device, resolve_dtype
 from capeval.core.errors import InputError
 from capeval.core.hub import load_safetensors, registered_weights, resolve
 from capeval.core.inputs import ValidInputs, load_images
-from capeval.core.runtime import (
-    DEFAULT_CACHE_BYTES,
-    EmbeddingCache,
-    TruncationCounter,
-    encode_cached,
-    in_fixed_rows,
-    in_text_shapes,
-    resolve_device,
-    resolve_dtype,
-    text_batch_size,
-    text_key,
-    text_width,
-    warn_truncated,
-)
 from capeval.core.scoring import Scorer, summarize
+from capeval.core.shapes import in_fixed_rows
+from capeval.core.truncation import warn_truncated
 from capeval.functional.polos import polos_features, scalar_mix
 from capeval.polos.checkpoint import CONFIG_FILE, HEAD_FILE, SIMCSE_FILES, head_config, read_official_head
 
@@ -96,42 +87,55 @@ def encoder_dir(name: str, cache_dir=None) -> Path:
     return resolve(name, None if Path(name).is_dir() else list(SIMCSE_FILES), cache_dir=cache_dir)
 
 
-class SimcseEncoder:
-    """SimCSE-RoBERTa returning all hidden states (embeddings + every layer) and the non-pad mask.
+class SimcseEncoder(TokenizerTextEncoder):
+    """SimCSE-RoBERTa sentence vectors: position 0 of the Polos ``head``'s layer-normalised scalar mix of all hidden
+    states (embeddings + every layer). :meth:`encode_texts`: per-sentence statistics, each distinct text once, cached
+    by encoder, scalar mix and dtype; :meth:`official_batch`: the official batch-wide statistics.
 
     Texts are not truncated below 512 tokens (the encoder's limit); longer ones are truncated, counted and warned.
     """
 
-    def __init__(self, name: str, *, device, dtype, cache_dir=None):
+    encoder_name = "SimCSE"
+
+    def __init__(self, name: str, head: PolosHead, *, device, dtype, batch_size: int = 64, cache_dir=None,
+                 persist_dir=None, cache_bytes: int = DEFAULT_CACHE_BYTES):
         from transformers import AutoModel, AutoTokenizer
 
         self.directory = encoder_dir(name, cache_dir)
-        self.device, self.dtype = device, dtype
+        self.head, self.device, self.dtype, self.batch_size = head, device, dtype, batch_size
         self.tokenizer = AutoTokenizer.from_pretrained(str(self.directory))
+        self.pad_id = self.tokenizer.pad_token_id
         self.model = AutoModel.from_pretrained(str(self.directory)).to(device, dtype).eval()
         self.hidden_size = int(self.model.config.hidden_size)
         self.num_states = int(self.model.config.num_hidden_layers) + 1
-        limit = min(MAX_TEXT_TOKENS, self.tokenizer.model_max_length)
-        self.truncation = TruncationCounter(lambda text: len(self.tokenizer(text)["input_ids"]), limit, "SimCSE")
+        self.token_limit = min(MAX_TEXT_TOKENS, self.tokenizer.model_max_length)
+        self._persist_dir, self._cache_bytes = persist_dir, cache_bytes
+        self.reset_caches()
 
-    def text_length(self, text: str) -> int:
-        """Tokens the encoder runs on for ``text`` (the length-bucketing key; padding is masked out)."""
-        return min(len(self.tokenizer(text)["input_ids"]), self.truncation.limit)
+    def reset_caches(self) -> None:
+        """An empty in-memory cache of sentence vectors (persisted entries stay on disk)."""
+        namespace = cache_namespace("polos-simcse", self.directory, scalar_mix=self.head.digest(), dtype=self.dtype,
+                                    max_tokens=self.token_limit)
+        self.text_cache = EmbeddingCache(namespace, self._persist_dir, max_bytes=self._cache_bytes)
 
-    def forward_width(self, length: int) -> int:
-        """The width a text of ``length`` tokens runs at in per-sentence mode
-        (:func:`~capeval.core.runtime.text_width`)."""
-        return text_width(length, self.truncation.limit, keep_padding=True)
+    def _encode_tokens(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return self.sentence_vectors(*self.states(input_ids, attention_mask), per_sentence=True)
 
-    def token_ids(self, texts: List[str]) -> List[List[int]]:
-        return self.tokenizer(texts, truncation=True, max_length=self.truncation.limit)["input_ids"]
+    def official_batch(self, texts: List[str]) -> torch.Tensor:
+        """Sentence vectors of ``texts`` as one official batch (padded to its longest text, batch-wide statistics)."""
+        return self.sentence_vectors(*self.hidden_states(texts), per_sentence=False)
+
+    def sentence_vectors(self, states: List[torch.Tensor], mask: torch.Tensor, *, per_sentence: bool) -> torch.Tensor:
+        """Position 0 of the layer-normalised scalar mix of all hidden states (CPU, float32)."""
+        with torch.inference_mode():
+            mixed = scalar_mix(states, mask, self.head.scalar_parameters, self.head.gamma, per_sentence=per_sentence)
+        return mixed[:, 0].cpu()
 
     @torch.inference_mode()
     def hidden_states(self, texts: List[str]) -> Tuple[List[torch.Tensor], torch.Tensor]:
         """float32 hidden states, each (B, T, D), and the (B, T) attention mask, on the encoder's device; the batch
         padded to its longest text (the official batches)."""
-        batch = self.tokenizer(texts, padding=True, truncation=True, max_length=self.truncation.limit,
-                               return_tensors="pt")
+        batch = self.tokenizer(texts, padding=True, truncation=True, max_length=self.token_limit, return_tensors="pt")
         return self.states(batch["input_ids"], batch["attention_mask"])
 
     @torch.inference_mode()
@@ -187,10 +191,10 @@ class PolosScorer(Scorer):
             self.clip = ClipBackbone(config["clip_weights"], device=device, dtype=dtype, precision=clip_precision,
                                      batch_size=batch_size, cache_dir=cache_dir, persist_dir=persist_dir,
                                      cache_bytes=cache_bytes, preprocess_workers=preprocess_workers)
-        self.encoder = SimcseEncoder(config["text_encoder"], device=self.device, dtype=self.dtype, cache_dir=cache_dir)
+        self.encoder = SimcseEncoder(config["text_encoder"], self.head, device=self.device, dtype=self.dtype,
+                                     batch_size=batch_size, cache_dir=cache_dir, persist_dir=persist_dir,
+                                     cache_bytes=cache_bytes)
         self._check_dimensions()
-        self._persist_dir, self._cache_bytes = persist_dir, cache_bytes
-        self.reset_caches()
 
     def _check_dimensions(self) -> None:
         clip_dim = int(self.clip.model.text_projection.shape[1])
@@ -201,36 +205,10 @@ class PolosScorer(Scorer):
                              f"encoders give {found}")
 
     def reset_caches(self) -> None:
-        """Empty in-memory caches of sentence vectors (keyed by encoder, scalar mix and dtype) and, unless the CLIP
-        backbone is borrowed, CLIP features."""
+        """Empty in-memory caches of sentence vectors and, unless the CLIP backbone is borrowed, CLIP features."""
         if self._owns_clip:
             self.clip.reset_caches()
-        namespace = cache_namespace("polos-simcse", self.encoder.directory, scalar_mix=self.head.digest(),
-                                    dtype=self.dtype, max_tokens=self.encoder.truncation.limit)
-        self.text_cache = EmbeddingCache(namespace, self._persist_dir, max_bytes=self._cache_bytes)
-
-    def _sentence_vectors(self, states: List[torch.Tensor], mask: torch.Tensor, *, per_sentence: bool) -> torch.Tensor:
-        """Position 0 of the layer-normalised scalar mix of all hidden states (CPU, float32)."""
-        with torch.inference_mode():
-            mixed = scalar_mix(states, mask, self.head.scalar_parameters, self.head.gamma, per_sentence=per_sentence)
-        return mixed[:, 0].cpu()
-
-    def _per_sentence_batch(self, texts: List[str]) -> torch.Tensor:
-        """Each text at its own width in fixed-row forwards (:func:`~capeval.core.runtime.in_text_shapes`): a text's
-        vector is bitwise the same in any batch."""
-        ids = self.encoder.token_ids(texts)
-        return in_text_shapes(lambda tokens, mask: self._sentence_vectors(*self.encoder.states(tokens, mask),
-                                                                          per_sentence=True),
-                              ids, width_of=self.encoder.forward_width, device=self.encoder.device,
-                              pad_id=self.encoder.tokenizer.pad_token_id)
-
-    def sentence_embeddings(self, texts: Sequence[str]) -> torch.Tensor:
-        """Per-sentence statistics: each distinct text encoded once, in length-bucketed batches of one width each,
-        independent of its neighbours (the official batch mode keeps its own batches:
-        :meth:`official_batch_embeddings`)."""
-        return encode_cached(texts, [text_key(t) for t in texts], self._per_sentence_batch, self.text_cache,
-                             batch_size=text_batch_size(self.batch_size, self.encoder.device), desc="SimCSE texts",
-                             sort_key=self.encoder.text_length, group_key=self.encoder.forward_width)
+        self.encoder.reset_caches()
 
     def official_batch_embeddings(self, predictions: List[str], refs: List[List[str]]):
         """Batch-wide statistics as in the official code: consecutive chunks of ``batch_size`` samples; a chunk's
@@ -244,15 +222,12 @@ class PolosScorer(Scorer):
         chunks = range(0, len(predictions), self.batch_size)
         for start in tqdm(chunks, desc="SimCSE batches", disable=len(chunks) < 2):
             members = range(start, min(start + self.batch_size, len(predictions)))
-            cand[start:members.stop] = self._official_batch([predictions[i] for i in members])
+            cand[start:members.stop] = self.encoder.official_batch([predictions[i] for i in members])
             for j in range(max(len(refs[i]) for i in members)):
                 having = [i for i in members if len(refs[i]) > j]
-                vectors = self._official_batch([refs[i][j] for i in having])
+                vectors = self.encoder.official_batch([refs[i][j] for i in having])
                 ref[[offsets[i] + j for i in having]] = vectors
         return cand, ref
-
-    def _official_batch(self, texts: List[str]) -> torch.Tensor:
-        return self._sentence_vectors(*self.encoder.hidden_states(texts), per_sentence=False)
 
     def clip_images(self, images: Sequence) -> torch.Tensor:
         """Unnormalised CLIP image features; images are converted to RGB first, as the official data loading does."""
@@ -275,7 +250,7 @@ class PolosScorer(Scorer):
         if self.statistics == "batch":
             cand_se, ref_se = self.official_batch_embeddings(predictions, refs)
         else:
-            texts_se = self.sentence_embeddings([*predictions, *flat])  # one call: one length bucketing
+            texts_se = self.encoder.encode_texts([*predictions, *flat])  # one call: one length sorting
             cand_se, ref_se = texts_se[:n], texts_se[n:]
         if self.official:  # officially the fp16 CLIP features' |a−b| and a⊙b are fp16; torch.cat promotes to fp32
             image, cand_clip, ref_clip = image.half(), cand_clip.half(), ref_clip.half()

@@ -33,22 +33,13 @@ from PIL import Image
 
 from capeval.backbones.clip import ClipBackbone
 from capeval.core.cache_keys import cache_namespace
+from capeval.core.caches import DEFAULT_CACHE_BYTES, ENTRY_OVERHEAD, EmbeddingCache, LruCache, image_keys, text_key
+from capeval.core.device import resolve_device, resolve_dtype
 from capeval.core.errors import ModelNotAvailableError
 from capeval.core.hub import registered_weights, resolve
 from capeval.core.inputs import ValidInputs
-from capeval.core.runtime import (
-    DEFAULT_CACHE_BYTES,
-    ENTRY_OVERHEAD,
-    EmbeddingCache,
-    LruCache,
-    TruncationCounter,
-    image_keys,
-    resolve_device,
-    resolve_dtype,
-    text_key,
-    warn_truncated,
-)
 from capeval.core.scoring import Scorer, summarize
+from capeval.core.truncation import TruncationCounter, warn_truncated
 from capeval.functional.vcrscore import limit_references, mcip_refclip_s, word_pool, word_precision
 from capeval.vcrscore.constants import COCO_TO_DARKNET, DETECTOR_FILES, VILT_FILES
 

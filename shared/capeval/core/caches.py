@@ -1,10 +1,10 @@
-"""Device/dtype resolution, content-keyed embedding cache and batched encoding with progress."""
+"""Content keys and bounded caches: an LRU map, the byte-bounded (optionally persisted) embedding cache, and
+``encode_cached``, which encodes each distinct item once in batches."""
 
 from __future__ import annotations
 
 import hashlib
 import itertools
-import math
 import os
 import sys
 import threading
@@ -19,32 +19,8 @@ import torch
 from PIL import Image
 from tqdm.auto import tqdm
 
-from capeval.core.errors import InputError, ModelNotAvailableError, TruncationWarning
+from capeval.core.errors import InputError, ModelNotAvailableError
 from capeval.core.hub import load_safetensors
-
-_DTYPES = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.float16, "fp16": torch.float16,
-           "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
-
-
-def resolve_device(device: Optional[str] = "auto") -> torch.device:
-    """``"auto"`` (or None) picks CUDA when available (this process's ``LOCAL_RANK`` GPU), else CPU."""
-    if device in (None, "auto"):
-        if torch.cuda.is_available():
-            return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-        return torch.device("cpu")
-    return torch.device(device)
-
-
-def resolve_dtype(dtype) -> torch.dtype:
-    """float32 unless asked otherwise: the official implementations score in fp32 on CPU."""
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    if dtype in (None, "auto"):
-        return torch.float32
-    if dtype not in _DTYPES:
-        raise ValueError(f"unsupported dtype {dtype!r}; use one of {sorted(_DTYPES)}")
-    return _DTYPES[dtype]
-
 
 V = TypeVar("V")
 
@@ -102,140 +78,11 @@ class LruCache(Generic[V]):
         return len(self._items)
 
 
-class TruncationCounter:
-    """Counts the texts of a call over an encoder's token limit, per occurrence and whatever the embedding caches
-    hold; each distinct text's length is measured once (LRU-bounded memo keyed by the text's sha256: an entry's size
-    does not grow with its text's length)."""
-
-    def __init__(self, length: Callable[[str], int], limit: int, encoder: str, max_entries: int = 200_000):
-        self.length, self.limit, self.encoder = length, limit, encoder
-        self._over: LruCache[bool] = LruCache(max_entries)
-
-    def over_limit(self, text: str) -> bool:
-        key = text_key(text)
-        over = self._over.get(key)
-        if over is None:
-            over = self.length(text) > self.limit
-            self._over.put(key, over)
-        return over
-
-    def count(self, texts: Sequence[str]) -> int:
-        return sum(self.over_limit(text) for text in texts)
-
-    def describe(self, count: int, total: int, what: str = "texts") -> str:
-        return f"{count} of {total} {what} exceed {self.limit} {self.encoder} tokens"
-
-
-def warn_truncated(parts: Sequence[str]) -> None:
-    """One :class:`TruncationWarning` for a call, naming every encoder that truncated (``parts`` may be empty)."""
-    parts = [part for part in parts if part]
-    if parts:
-        warnings.warn("; ".join(parts) + " and were truncated (as officially)", TruncationWarning, stacklevel=3)
-
-
 def image_key(image: Image.Image) -> str:
     """Content hash of a decoded image (mode, size and pixels)."""
     digest = hashlib.sha256(f"{image.mode}{image.size}".encode())
     digest.update(image.tobytes())
     return digest.hexdigest()
-
-
-# images per image-model forward (padded): on CPU the most of IMAGE_ROWS_CPU within IMAGE_TOKENS_CPU tokens
-IMAGE_ROWS_CPU = (8, 4)
-IMAGE_TOKENS_CPU = 512
-IMAGE_ROWS_ACCELERATOR = 32
-
-
-def image_rows(device: torch.device, tokens: Optional[int] = None) -> int:
-    """Rows of every image-model forward on ``device`` (see :func:`in_fixed_rows`), for images of ``tokens`` tokens
-    each (None: unknown): on CPU the most of :data:`IMAGE_ROWS_CPU` within :data:`IMAGE_TOKENS_CPU` tokens (8 ViT-B/32
-    images, 4 of anything larger), on an accelerator :data:`IMAGE_ROWS_ACCELERATOR`."""
-    if device.type != "cpu":
-        return IMAGE_ROWS_ACCELERATOR
-    return next((rows for rows in IMAGE_ROWS_CPU if tokens is not None and rows * tokens <= IMAGE_TOKENS_CPU),
-                IMAGE_ROWS_CPU[-1])
-
-
-def in_fixed_rows(forward: Callable[..., torch.Tensor], *tensors: torch.Tensor, rows: int) -> torch.Tensor:
-    """``forward`` on ``tensors`` (aligned on dim 0) in chunks of exactly ``rows`` rows, the last chunk padded with
-    zeros and the padding's outputs dropped. Matrix kernels are chosen by shape, and the shape is then fixed: a row's
-    output is bitwise the same in any batch, batch size or order (a CPU ViT forward of 1, 2, 3 or 5 images differs in
-    the last bits from the same images among 16)."""
-    outputs = []
-    for start in range(0, len(tensors[0]), rows):
-        chunk = [tensor[start:start + rows] for tensor in tensors]
-        used = len(chunk[0])
-        if used < rows:
-            chunk = [torch.cat([c, c.new_zeros((rows - used, *c.shape[1:]))]) for c in chunk]
-        outputs.append(forward(*chunk)[:used])
-    return torch.cat(outputs)
-
-
-TEXT_WIDTH_STEP = 4  # a text runs at its token count rounded up to a multiple of this (see text_width)
-# rows of text forwards on CPU, the most that hold at most TEXT_TOKENS_CPU tokens: with widths a multiple of 4, 24
-# rows make the matrix kernels' row count a multiple of 96, i.e. of every common register-tile height
-TEXT_ROWS_CPU = (24, 16, 8, 4)
-TEXT_TOKENS_CPU = 1536
-TEXT_ROWS_ACCELERATOR = 256  # at most; fewer for wide texts (about TEXT_TOKENS_ACCELERATOR tokens per forward)
-TEXT_TOKENS_ACCELERATOR = 16384
-
-
-def text_width(length: int, limit: int, *, keep_padding: bool = False) -> int:
-    """The width a text of ``length`` tokens runs at: a function of the text alone, so its feature does not depend on
-    the other texts of its batch. ``length`` rounded up to a multiple of :data:`TEXT_WIDTH_STEP`, at most ``limit``;
-    with ``keep_padding`` (transformers encoders) at least one padding position after the text, ``limit`` or not:
-    transformers drops an attention mask that is all ones and may run another kernel (flash attention on CUDA; the
-    same bits on CPU, measured), so a text's bits could otherwise depend on whether its forward held padding."""
-    if keep_padding:
-        return -(-(length + 1) // TEXT_WIDTH_STEP) * TEXT_WIDTH_STEP
-    return min(-(-length // TEXT_WIDTH_STEP) * TEXT_WIDTH_STEP, limit)
-
-
-def text_rows(device: torch.device, width: int) -> int:
-    """Rows of every text forward ``width`` tokens wide on ``device`` (a function of nothing else): on CPU the most of
-    :data:`TEXT_ROWS_CPU` within :data:`TEXT_TOKENS_CPU` tokens (at least 4); on an accelerator the largest power of two
-    up to :data:`TEXT_ROWS_ACCELERATOR` within :data:`TEXT_TOKENS_ACCELERATOR` tokens (at least 8)."""
-    if device.type == "cpu":
-        return next((rows for rows in TEXT_ROWS_CPU if rows * width <= TEXT_TOKENS_CPU), TEXT_ROWS_CPU[-1])
-    fits = max(TEXT_TOKENS_ACCELERATOR // width, 8)
-    return min(TEXT_ROWS_ACCELERATOR, 1 << (fits.bit_length() - 1))
-
-
-def text_batch_size(batch_size: int, device: torch.device) -> int:
-    """``batch_size`` rounded up to a multiple of every :func:`text_rows` on ``device`` (48 on CPU, 256 on an
-    accelerator): with batches of one width (``encode_cached(group_key=...)``), only a width's last forward is partly
-    padding."""
-    rows = math.lcm(*TEXT_ROWS_CPU) if device.type == "cpu" else TEXT_ROWS_ACCELERATOR
-    return -(-batch_size // rows) * rows
-
-
-def in_text_shapes(forward: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], ids: Sequence[Sequence[int]], *,
-                   width_of: Callable[[int], int], device: torch.device, pad_id: int = 0) -> torch.Tensor:
-    """``forward(input_ids, attention_mask)`` (CPU tensors, one output row per input row) on token ``ids``: each text
-    ``width_of(its length)`` wide, padded with ``pad_id`` (mask 0), in forwards of exactly :func:`text_rows` rows
-    (missing rows all padding, their outputs dropped). The shapes depend on nothing but the text and the device, so a
-    text's output is bitwise the same in any batch, batch size or order."""
-    widths = [width_of(len(row)) for row in ids]
-    outputs: List[Optional[torch.Tensor]] = [None] * len(ids)
-    for width in sorted(set(widths)):
-        group = [i for i, w in enumerate(widths) if w == width]
-        rows = text_rows(device, width)
-        for start in range(0, len(group), rows):
-            members = group[start:start + rows]
-            tokens = torch.full((rows, width), pad_id, dtype=torch.long)
-            mask = torch.zeros(rows, width, dtype=torch.long)
-            for row, i in enumerate(members):
-                tokens[row, :len(ids[i])] = torch.as_tensor(ids[i])
-                mask[row, :len(ids[i])] = 1
-            for i, output in zip(members, forward(tokens, mask)):
-                outputs[i] = output
-    return torch.stack(outputs)
-
-
-# the fixed-shape code above, by name: what a cached feature's forwards tag fingerprints (clip_pooled.forwards_tag)
-FIXED_SHAPE_CODE = ("IMAGE_ROWS_CPU", "IMAGE_TOKENS_CPU", "IMAGE_ROWS_ACCELERATOR", "image_rows", "in_fixed_rows",
-                    "TEXT_WIDTH_STEP", "TEXT_ROWS_CPU", "TEXT_TOKENS_CPU", "TEXT_ROWS_ACCELERATOR",
-                    "TEXT_TOKENS_ACCELERATOR", "text_width", "text_rows", "text_batch_size", "in_text_shapes")
 
 
 def image_keys(images: Sequence[Image.Image], map_fn: Callable = map) -> List[str]:
@@ -251,6 +98,8 @@ def text_key(text: str) -> str:
 
 
 @dataclass(frozen=True)
+
+
 class CacheNamespace:
     """What the features of one cache are a function of: made by :func:`capeval.core.cache_keys.cache_namespace`
     (the one key function) and nowhere else. ``kind``: what is cached; ``digest``: sha256 of ``description``, the
@@ -262,7 +111,6 @@ class CacheNamespace:
 
     def __str__(self) -> str:
         return f"{self.kind}-{self.digest[:32]}"
-
 
 DEFAULT_CACHE_BYTES = 256 * 2**20  # the in-memory bound of each embedding cache (option ``cache_bytes``)
 # bytes an entry costs besides its row and its key string (map node, slot, table and allocator slack under
