@@ -27,10 +27,7 @@ Args:
     images (`list`): one image per caption: PIL image, file path, numpy array, or `datasets.Image` dict.
     references (`list` of `list` of `str`, optional): references per caption (any number, at least one);
         when given, RefCLIP-S is returned too.
-Init kwargs (`evaluate.load("capeval/clip_s", ...)`):
-    weights (`str`): registry name, hub id or local directory (default "openai-clip-vit-b-32").
-    device (`str`): "auto" (CUDA when available), "cpu", "cuda", ...
-    batch_size (`int`): images/texts per forward pass (default 64). dtype (`str`): "float32" (default) or "float16".
+""" + evaluate_module.init_options_description("clip_s") + """
 Returns:
     clip_s (`float`): corpus mean; clip_s_per_sample (`list` of `float`);
     refclip_s, refclip_s_per_sample: when references are given;

@@ -28,14 +28,7 @@ Args:
     images (`list`): one image per caption: PIL image, file path, numpy array, or `datasets.Image` dict.
     references (`list` of `list` of `str`): references per caption (at least one each; the official
         weights include reference-based components).
-Init kwargs (`evaluate.load("capeval/ensembeval", ...)`):
-    weights (`str`): "official" (default), a weights JSON file written by `capeval train ensembeval`,
-        its folder, or a hub repo id holding `ensembeval_weights.json`.
-    device (`str`): "auto" (CUDA when available), "cpu", "cuda", ...
-    batch_size (`int`): images/texts per forward pass of the model components (default 64).
-    dtype (`str`): "float32" (default) or "float16" for the model components.
-    scorer_options (`dict`): `component_options` ({scorer name: options}), `extra_components`
-        ({name: callable or scorer}), `cider_idf` (fixed CIDEr IDF file from `capeval train cider-idf`).
+""" + evaluate_module.init_options_description("ensembeval") + """
 Returns:
     ensembeval (`float`): corpus mean; ensembeval_per_sample (`list` of `float`);
     for every component k (blip2_score, polos, pac_s, refclip_s, exact_noun_overlap, rouge_l, bleu_1, cider,

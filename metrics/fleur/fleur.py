@@ -29,16 +29,7 @@ _KWARGS_DESCRIPTION = """
 Args:
     predictions (`list` of `str`): candidate captions.
     images (`list`): one image per caption: PIL image, file path, numpy array, or `datasets.Image` dict.
-Init kwargs (`evaluate.load("capeval/fleur", ...)`):
-    judge_model (`str`): registry name, hub id or local folder of a transformers image-text-to-text model
-        (default "llava-1.5-13b-hf": llava-hf/llava-1.5-13b-hf at a pinned commit).
-    device (`str`): "auto" (CUDA when available), "cpu", "cuda", ...; device_map (e.g. "auto": across GPUs).
-    dtype (`str`): default float16 on GPU or with a device_map (as official), float32 on CPU.
-    batch_size (`int`): prompts per generation batch (default 16; left-padded, scores independent of it).
-    explanation (`bool`): also generate the judge's reasons (default False).
-    judge_cache (`str`): a JSONL file recording every judge call; replay (`str`): score from such a file with
-        no model loaded.
-    prompt_format ("auto"), pad_to_square (True), max_new_tokens (512): the official settings by default.
+""" + evaluate_module.init_options_description("fleur") + """
 Returns:
     fleur (`float`): mean of the defined scores; fleur_per_sample (`list` of `float`, NaN where the answer holds
         no readable number in [0, 1]); fleur_raw, fleur_raw_per_sample: the numbers the judge wrote;

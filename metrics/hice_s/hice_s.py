@@ -30,17 +30,7 @@ Args:
     references (`list` of `list` of `str`, optional): references per caption; given → RefHICE-S too.
     return_report (`bool`, compute kwarg): add `reports` (per phrase: precision, correct; per region: area,
         bbox, recall, mentioned, best phrase).
-Init kwargs (`evaluate.load("capeval/hice_s", ...)`):
-    weights (`str`): Alpha-CLIP weights (default "alpha-clip-vit-l-14", the paper's; also
-        "alpha-clip-vit-b-16", "alpha-clip-vit-l-14-336", a hub id or a directory).
-    scorer_options (`dict`): sam ("sam-vit-b" default, "sam-vit-l", "sam-vit-h", "mobile-sam" = MobileSAM's
-        TinyViT encoder; or the segmenter names "vit_b", "vit_l", "vit_h", "mobile_sam"), phrase_parser ("factual"
-        default, "spacy"), w (2.5), text_w (1.0), threshold (0.5), caption_prefix ("A photo depicts "),
-        phrase_prefix (""), empty_phrases ("global" or "zero"), region_settings (dict: points_per_side,
-        pred_iou_thresh, stability_score_thresh, box_nms_thresh, min_area, max_regions),
-        mask_alignment ("official" or "crop"), max_cached_images (1024) and max_cached_masks_bytes (256 MiB):
-        bounds of the in-memory SAM mask cache; phrase_options ({"max_cached_captions": 50000} for "factual").
-    device, batch_size, dtype: as for every capeval module.
+""" + evaluate_module.init_options_description("hice_s") + """
 Returns:
     hice_s, global_itc, local_itc (`float`) and their `*_per_sample` lists; with references also refhice_s,
     global_ttc, local_ttc; no_phrase_captions, no_region_images (`int`); truncated_texts (`int`: captions,

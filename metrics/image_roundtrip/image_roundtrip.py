@@ -27,14 +27,7 @@ Args:
     predictions (`list` of `str`): candidate captions.
     images (`list`): one image per caption: PIL image, file path, numpy array, or `datasets.Image` dict.
     return_images (`bool`, optional): also return the generated images (`generated_images`, one list per caption).
-Init kwargs (`evaluate.load("capeval/image_roundtrip", ...)`):
-    weights (`str`): text-to-image pipeline: registry name, hub id or diffusers directory (default "sd-turbo").
-    device (`str`): "auto" (CUDA when available), "cpu", "cuda", ...
-    batch_size (`int`): images per image-encoder pass (default 64). dtype (`str`): image-encoder dtype (float32).
-    scorer_options (`dict`): `features` ("clip" or "dinov2"), `feature_weights`, `similarity` ("cosine" or
-        "negative_l2"), `steps` (1), `guidance_scale` (0.0), `height`/`width` (512), `images_per_caption` (1),
-        `seed` (0), `generation_dtype` ("auto": float16 on CUDA, float32 on CPU), `generation_batch_size` (4),
-        `image_cache_dir`, `use_image_cache` (True; False keeps no generated image: each call generates again).
+""" + evaluate_module.init_options_description("image_roundtrip") + """
 Returns:
     image_roundtrip (`float`): corpus mean; image_roundtrip_per_sample (`list` of `float`);
     truncated_texts (`int`): captions over the generator's text-encoder limit (77 CLIP tokens for Stable

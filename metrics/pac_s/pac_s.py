@@ -26,12 +26,7 @@ Args:
     images (`list`): one image per caption: PIL image, file path, numpy array, or `datasets.Image` dict.
     references (`list` of `list` of `str`, optional): references per caption (any number, at least one);
         when given, RefPAC-S is returned too.
-Init kwargs (`evaluate.load("capeval/pac_s", ...)`):
-    weights (`str`): registry name, hub id or local directory (default "pacs-clip-vit-b-32";
-        "pacs-openclip-vit-l-14" for the ViT-L/14 variant).
-    device (`str`): "auto" (CUDA when available), "cpu", "cuda", ...
-    batch_size (`int`): images/texts per forward pass (default 64).
-    dtype (`str`): "float32" (default, as the official PAC-S) or "float16".
+""" + evaluate_module.init_options_description("pac_s") + """
 Returns:
     pac_s (`float`): corpus mean; pac_s_per_sample (`list` of `float`);
     refpac_s, refpac_s_per_sample: when references are given;

@@ -26,12 +26,7 @@ Args:
     predictions (`list` of `str`): candidate captions.
     images (`list`): one image per caption (PIL image, path, numpy array or `datasets.Image` dict).
     references (`list` of `list` of `str`): at least one reference per caption; all are used.
-Init kwargs (`evaluate.load("capeval/polos", ...)`):
-    weights (`str`): Polos head (default "polos", converted from the official reprod.ckpt).
-    weights may also be the official `reprod.ckpt` file (read with `torch.load(weights_only=True)`).
-    scorer_options (`dict`): {"statistics": "per_sentence" (default) or "batch" (official batch-wide
-        scalar-mix statistics over consecutive chunks of `batch_size` samples; the paper's evaluation used 32)}.
-    device, batch_size, dtype: as for every capeval module.
+""" + evaluate_module.init_options_description("polos") + """
 Returns:
     polos (`float`): corpus mean; polos_per_sample (`list` of `float`, each in [0, 1]);
     truncated_texts (`int`): texts over 512 SimCSE tokens (truncated, with a warning);

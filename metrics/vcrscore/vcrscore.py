@@ -31,13 +31,7 @@ Args:
         `max_references` is set (the official code uses three).
     return_features (`bool`, compute kwarg): also return `features` (one [f1, f2, f3] row per caption, the
         input of `capeval train vcrscore` / `capeval score vcrscore --from-features`) and `detected_objects`.
-Init kwargs (`evaluate.load("capeval/vcrscore", ...)`):
-    weights (`str`): the regressor (default "vcrscore-gbr": the official model converted with
-        `capeval convert vcrscore-gbr`; or a directory of a retrained one).
-    scorer_options (`dict`): {"max_references": None | int (3 = official), "detr_threshold": 0.9,
-        "yolo": "yolos-small" | other detector | None, "yolo_threshold": 0.6, "yolo_label_names": "darknet" | "coco",
-        "detr": "detr-resnet-50" | None, "vilt": ..., "mcip": ...}.
-    device, batch_size, dtype: as for every capeval module.
+""" + evaluate_module.init_options_description("vcrscore") + """
 Returns:
     vcrscore (`float`): corpus mean; vcrscore_per_sample (`list` of `float`);
     word_precision, vilt_logit, mcip_refclip_s (`float`): feature means, with their `*_per_sample` lists;

@@ -18,7 +18,7 @@ from PIL import Image
 
 from capeval.core.errors import InputError
 from capeval.core.inputs import as_list
-from capeval.core.scoring import (EmptyCaption, empty_caption_policy, get_scorer_spec, load_scorer,
+from capeval.core.scoring import (REQUIRED, EmptyCaption, empty_caption_policy, get_scorer_spec, load_scorer,
                                   validate_allowing_empty)
 
 # a lossless format for each 8-bit mode that one stores exactly (mode, pixels and palette); PA, RGBX and HSV go as
@@ -28,8 +28,15 @@ LOSSLESS_FORMATS = {**dict.fromkeys(("1", "L", "LA", "P", "RGB", "RGBA"), "PNG")
 # evaluate's own init options (``evaluate.load`` passes them, with the caller's other keywords, to the module)
 EVALUATE_OPTIONS = tuple(name for name, parameter in inspect.signature(evaluate.EvaluationModule.__init__).parameters
                          .items() if name != "self" and parameter.kind is parameter.POSITIONAL_OR_KEYWORD)
-# the scorer options a module sets unless told otherwise
-DEFAULT_SCORER_OPTIONS = {"device": "auto", "batch_size": 64, "dtype": None}
+
+
+def init_options_description(scorer_name: str) -> str:
+    """The init options of the module of ``scorer_name`` for its ``_KWARGS_DESCRIPTION``: the scorer's options, their
+    defaults and help (:meth:`capeval.core.scoring.ScorerSpec.option_list`), and ``empty_caption``."""
+    lines = [f"    {o.name} ({'required' if o.default is REQUIRED else f'default {o.default!r}'}): {o.help}"
+             for o in get_scorer_spec(scorer_name).option_list()]
+    return "\n".join(["Init kwargs (`evaluate.load(..., **options)` or `scorer_options={...}`):", *lines,
+                      "    empty_caption (default 'error'): 'error', 'skip' or a finite score for empty captions"])
 
 
 def caption_features(*, images: bool = True, references: bool = True) -> List[datasets.Features]:
@@ -98,7 +105,7 @@ class CaptionMetric(evaluate.Metric):
         both = sorted(set(kwargs) & set(scorer_options or {}))
         if both:
             raise InputError(f"{self.scorer_name}: option(s) {both} given both directly and in scorer_options")
-        self.scorer_options = {**DEFAULT_SCORER_OPTIONS, **kwargs, **(scorer_options or {})}
+        self.scorer_options = {**kwargs, **(scorer_options or {})}  # the others: the factory's defaults
         spec = get_scorer_spec(self.scorer_name)
         unknown = sorted(set(self.scorer_options) - set(spec.options))
         if unknown:

@@ -168,9 +168,8 @@ def test_a_scorer_fed_many_batches_of_new_captions_stays_under_its_byte_cap(tiny
 
 
 def test_every_caching_scorer_takes_cache_bytes():
-    from capeval.core.scoring import CACHE_OPTIONS, scorers
+    from capeval.core.scoring import scorers
 
-    assert "cache_bytes" in CACHE_OPTIONS
     persisted = ("persist_dir", "judge_cache")  # a judge's call cache is its persisted cache
     caching = {name for name, spec in scorers().items() if any(option in spec.options for option in persisted)}
     assert caching == {name for name, spec in scorers().items() if "cache_bytes" in spec.options}

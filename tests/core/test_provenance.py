@@ -84,7 +84,7 @@ def test_every_number_changing_option_of_every_scorer_enters_the_hashcode():
     """For every registered scorer and each option that is not a runtime/cache/shared one: two values, two hashcodes
     (dtype included); device, batch size and caches leave it unchanged (built with the production function, no model needed)."""
     for name, spec in scorers().items():
-        shared = [option for option, _ in spec.shares]
+        shared = spec.shares
         base = hashcode(build_provenance(name, {}, [], None, shared=shared))
         for option in spec.options:
             changed = hashcode(build_provenance(name, {option: "another value"}, [], None, shared=shared))

@@ -25,8 +25,8 @@ def test_a_directly_built_corpus_level_scorer_refuses_a_fixed_score_in_a_fresh_p
     code = textwrap.dedent("""
         from capeval import InputError
         from capeval.distributed import is_corpus_level
-        from capeval.text.coco import bleu
-        scorer = bleu()
+        from capeval.text.coco import BleuScorer
+        scorer = BleuScorer()
         try:
             scorer.score(["a dog", "", "a cat"], references=[["a dog"], ["x"], ["a cat sat"]], empty_caption=0.0)
         except InputError as error:

@@ -42,6 +42,7 @@ from capeval.core.constants import CLIPSCORE_PREFIX, OPENAI_MEAN, OPENAI_STD
 from capeval.core.device import resolve_device, resolve_dtype
 from capeval.core.errors import InputError, ModelNotAvailableError
 from capeval.core.hub import hub_snapshot_of, load_safetensors, registered_spec_of, resolve
+from capeval.core.scoring import check_precision
 from capeval.core.shapes import image_rows, in_fixed_rows, in_text_shapes, text_width
 
 
@@ -321,10 +322,7 @@ class ClipBackbone(TextEncoder):
                  num_workers: Optional[int] = None, preprocess_workers: int = 0, loader=load_open_clip):
         from open_clip.tokenizer import SimpleTokenizer
 
-        if precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {PRECISIONS}, not {precision!r}")
-        if precision == OPENAI_FP16 and dtype is not None:
-            raise ValueError(f"precision={OPENAI_FP16!r} sets the dtypes itself: leave dtype unset")
+        check_precision(precision, dtype, metric="ClipBackbone", choices=PRECISIONS)
         self.weights = weights
         self.precision = precision
         self.device = resolve_device(device)

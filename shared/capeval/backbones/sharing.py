@@ -9,7 +9,7 @@ from typing import Any, Dict, Mapping, Optional
 
 from capeval.core.constants import CLIP_FILES
 from capeval.core.hub import resolve
-from capeval.core.scoring import Scorer, import_attr, load_scorer, scorers
+from capeval.core.scoring import Scorer, load_scorer, scorers
 
 # the options a shared CLIP backbone is built with (a scorer's own value, else the defaults')
 CLIP_SETTINGS = ("device", "dtype", "batch_size", "cache_dir", "persist_dir", "cache_bytes", "preprocess_workers")
@@ -28,9 +28,8 @@ class SharedBackbones:
         borrows (none for a scorer given a ``precision``: its precision is its family's to map to a backbone)."""
         spec = scorers()[name]
         built = {**{k: v for k, v in self.defaults.items() if k in spec.options}, **options}
-        for option, weights_of in spec.shares:
-            if option == "clip_backbone" and option not in options and built.get("precision") is None:
-                built[option] = self.clip_backbone(import_attr(weights_of)(built), built)
+        if "clip_backbone" in spec.shares and "clip_backbone" not in options and built.get("precision") is None:
+            built["clip_backbone"] = self.clip_backbone(spec.shared_weights(built), built)
         return built
 
     def load(self, name: str, options: Optional[Mapping[str, Any]] = None) -> Scorer:

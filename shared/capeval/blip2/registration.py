@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from capeval.core.hub import WeightSpec, register
-from capeval.core.scoring import CACHE_OPTIONS, RUNTIME_OPTIONS, register_scorer
+from capeval.core.scoring import register_scorer
 
 BLIP2_FILES = ("config.json", "model.safetensors", "tokenizer_config.json", "vocab.txt")
 
@@ -18,5 +18,5 @@ register(WeightSpec(
 
 
 register_scorer("blip2_score", factory="capeval.blip2.scorer:Blip2Scorer", images="required", references="unused",
-                options=("weights", *RUNTIME_OPTIONS, "precision", *CACHE_OPTIONS, "backbone"),
+                option_help={"backbone": "a loaded Blip2Backbone to share (EnsembEval lends one)"},
                 help="BLIP2Score: max over Q-Former queries of the BLIP-2 ITC cosine (EnsembEval component)")

@@ -22,13 +22,12 @@ from capeval.core.device import resolve_device, resolve_dtype
 from capeval.core.errors import InputError
 from capeval.core.hub import resolve
 from capeval.core.inputs import ValidInputs
-from capeval.core.scoring import Scorer, summarize
+from capeval.core.scoring import Scorer, check_precision, summarize
 from capeval.core.truncation import warn_truncated
 from capeval.functional.blip2 import blip2_itc_score
 
 MAX_TEXT_TOKENS = 32  # LAVIS Blip2ITM max_txt_len
 MAX_CAPTION_WORDS = 50  # LAVIS blip_caption max_words
-PRECISIONS = (None, "official")
 
 
 def lavis_clean_caption(caption: str, max_words: int = MAX_CAPTION_WORDS) -> str:
@@ -55,10 +54,7 @@ class Blip2Backbone(TokenizerTextEncoder):
                  cache_bytes: int = DEFAULT_CACHE_BYTES):
         from transformers import AutoTokenizer, Blip2ForImageTextRetrieval
 
-        if precision not in PRECISIONS:
-            raise InputError(f"precision must be one of {PRECISIONS}, not {precision!r}")
-        if precision is not None and dtype is not None:
-            raise InputError("precision='official' sets the dtypes itself: leave dtype unset")
+        check_precision(precision, dtype, metric="blip2_score")
         self.precision = precision  # "official": LAVIS's fp16-autocast EVA ViT (lavis_image_embeds), fp32 Q-Former
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(dtype)

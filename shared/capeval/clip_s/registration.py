@@ -9,7 +9,7 @@ from capeval.backbones.registration import convert_clip_checkpoint, register_cli
 from capeval.core.constants import HALF_PREPROCESS, OPENAI_PREPROCESS
 from capeval.core.convert import register_converter
 from capeval.core.hub import Upstream
-from capeval.core.scoring import CACHE_OPTIONS, RUNTIME_OPTIONS, register_scorer
+from capeval.core.scoring import register_scorer
 
 # The official README links its checkpoints folder and, per file, one Google Drive id (given for both files; it is
 # the ViT-B/32 link). No sha256 is published: the provenance JSON records the hash of the file converted.
@@ -58,10 +58,9 @@ def convert_pacs_vit_l_14(official: Path, out_dir: Path) -> None:
                             title="PAC-S OpenCLIP ViT-L/14 (capeval layout)")
 
 
-_OPTIONS = ("weights", *RUNTIME_OPTIONS, "precision", *CACHE_OPTIONS, "preprocess_workers", "clip_backbone")
 register_scorer("clip_s", factory="capeval.clip_s.scorer:clip_s", images="required", references="optional",
-                options=(*_OPTIONS, "definition"), shares=(("clip_backbone", "capeval.clip_s.scorer:clip_s_weights"),),
+                option_help={"definition": "'paper' (Hessel et al. 2021) or 'torchmetrics' (100*max(cos, 0), no prompt, "
+                                           "no reference-based score)"},
                 help="CLIP-S (w=2.5) and, with references, RefCLIP-S (Hessel et al. 2021)")
 register_scorer("pac_s", factory="capeval.clip_s.scorer:pac_s", images="required", references="optional",
-                options=_OPTIONS, shares=(("clip_backbone", "capeval.clip_s.scorer:pac_s_weights"),),
                 help="PAC-S (w=2.0) and, with references, RefPAC-S (Sarto et al. 2023)")

@@ -13,7 +13,7 @@ from capeval.core.caches import DEFAULT_CACHE_BYTES
 from capeval.core.constants import CLIPSCORE_PREFIX
 from capeval.core.errors import InputError
 from capeval.core.inputs import ValidInputs
-from capeval.core.scoring import Scorer, summarize
+from capeval.core.scoring import Scorer, check_precision, summarize
 from capeval.core.truncation import warn_truncated
 
 
@@ -45,15 +45,12 @@ class ClipScorer(Scorer):
         if definition != "paper" and precision is not None:
             raise InputError(f"precision={precision!r} reproduces the paper's numerics: it needs definition='paper'")
         w, prefix = DEFINITIONS[definition] or (w, prefix)
-        if precision not in PRECISIONS:
-            raise InputError(f"precision must be one of {PRECISIONS}, not {precision!r}")
-        if precision is not None and dtype is not None:
-            raise InputError("precision='official' sets the dtypes itself: leave dtype unset")
+        official = check_precision(precision, dtype, metric=name)
         self.w = w
         self.name = name
         self.prefix = prefix
         self.definition = definition
-        self.official_dtype = None if precision is None else np.float16 if official_fp16 else np.float32
+        self.official_dtype = (np.float16 if official_fp16 else np.float32) if official else None
         backbone_precision = OPENAI_FP16 if self.official_dtype is np.float16 else "uniform"
         if clip_backbone is not None:  # weights=None: score with whatever weights the given backbone holds
             self.backbone = check_shared_backbone(clip_backbone, weights, cache_dir=cache_dir,
@@ -112,19 +109,8 @@ def warn_torchmetrics_aggregate(image_emb, cand_emb, scores) -> None:
 
 
 CLIP_S_WEIGHTS, PAC_S_WEIGHTS = "openai-clip-vit-b-32", "pacs-clip-vit-b-32"
-PRECISIONS = (None, "official")
 # definition → (w, prompt) replacing the scorer's own; "paper": the scorer's (CLIP-S 2.5 and "A photo depicts ")
 DEFINITIONS = {"paper": None, "torchmetrics": (100.0, "")}
-
-
-def clip_s_weights(options: dict) -> str:
-    """The CLIP weights ``clip_s(**options)`` loads (for sharing a backbone)."""
-    return options.get("weights") or CLIP_S_WEIGHTS
-
-
-def pac_s_weights(options: dict) -> str:
-    """The CLIP weights ``pac_s(**options)`` loads (for sharing a backbone)."""
-    return options.get("weights") or PAC_S_WEIGHTS
 
 
 def clip_s(weights: str = CLIP_S_WEIGHTS, *, device: str = "auto", dtype=None, precision: Optional[str] = None,

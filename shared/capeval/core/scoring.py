@@ -1,7 +1,8 @@
 """The scorer contract: registry entries, the base class every scorer derives from, and ``load_scorer``.
 
-A registry entry (:class:`ScorerSpec`) declares what a scorer needs (images, references), the options its factory
-accepts, the backbones it can share and whether its values are corpus-level. Every entry point (evaluate modules,
+A registry entry (:class:`ScorerSpec`) declares what a scorer needs (images, references) and names its factory, whose
+signature states its options and their defaults (stated nowhere else); its scorer class says whether its values are
+corpus-level and which backbones it can share. Every entry point (evaluate modules,
 ``load_scorer``, the CLI, the Trainer hook, the demos) goes through :meth:`Scorer.score`, which validates the input
 with one shared step (:func:`capeval.core.inputs.validate_inputs`) before any model runs. A scorer returns, for each
 of its scores ``k``, the corpus mean under ``k`` and the per-sample list under ``f"{k}_per_sample"``.
@@ -29,7 +30,8 @@ import inspect
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+import typing
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -37,36 +39,40 @@ from capeval.core.discovery import load_registrations
 from capeval.core.errors import InputError
 from capeval.core.hub import recording_resolutions
 from capeval.core.inputs import NEEDS, ValidInputs, as_list, validate_inputs
+from capeval.core.option_help import OPTION_HELP
 from capeval.core.provenance import build_provenance, effective_options, hashcode
 
-# options every scorer factory accepts (CPU-only text metrics accept and do not need device/dtype)
-RUNTIME_OPTIONS = ("device", "dtype", "batch_size")
-# options of scorers that cache embeddings (in memory within ``cache_bytes`` per cache, optionally persisted)
-CACHE_OPTIONS = ("cache_dir", "persist_dir", "cache_bytes")
+REQUIRED = inspect.Parameter.empty  # the default of an option that has none
+PRECISIONS = (None, "official")
+
+
+@dataclass(frozen=True)
+class ScorerOption:
+    """One keyword option of a scorer's factory: its name, its default (:data:`REQUIRED` when it has none), its help."""
+
+    name: str
+    default: Any
+    help: str
 
 
 @dataclass(frozen=True)
 class ScorerSpec:
-    """What a registered scorer needs and offers. ``factory`` is a ``"module:attr"`` string, imported on use."""
+    """What a registered scorer needs; what it offers is read on use from its factory (``"module:attr"``, imported
+    then): its options and their defaults are the factory's keyword parameters, their help :data:`OPTION_HELP` or
+    ``own_option_help``; corpus level and backbone sharing are attributes of its scorer class
+    (:meth:`scorer_class`)."""
 
     name: str
     factory: Union[str, Callable]  # "module:attr" (every registered family); a callable for ad-hoc scorers
     images: str  # "required" | "optional" | "unused"
     references: str  # "required" | "optional" | "unused"
-    options: Tuple[str, ...]  # keyword options the factory accepts; anything else is an error
     help: str
-    # backbones it can take from a caller instead of loading them: (option name, "module:attr" of
-    # ``fn(options) -> weights`` naming the weights it would load under those options)
-    shares: Tuple[Tuple[str, str], ...] = ()
-    corpus_level: Union[bool, str] = False  # or "module:attr" of ``fn(options) -> bool``
+    own_option_help: Tuple[Tuple[str, str], ...] = ()  # (option, help) of the options OPTION_HELP does not explain
 
     def __post_init__(self):
         for field_name in ("images", "references"):
             if getattr(self, field_name) not in NEEDS:
                 raise ValueError(f"{self.name}: {field_name} must be one of {NEEDS}")
-        unknown = [option for option, _ in self.shares if option not in self.options]
-        if unknown:
-            raise ValueError(f"{self.name}: shared backbones {unknown} are not among its options")
 
     @property
     def needs_images(self) -> bool:
@@ -79,16 +85,100 @@ class ScorerSpec:
     def load_factory(self) -> Callable:
         return import_attr(self.factory) if isinstance(self.factory, str) else self.factory
 
+    def scorer_class(self) -> type:
+        """The class of the scorers the factory builds: the factory itself, or the class its return annotation names."""
+        return _scorer_class(self.load_factory())
+
+    @property
+    def options(self) -> Tuple[str, ...]:
+        """The keyword options the factory accepts (anything else is an error)."""
+        return tuple(_parameters(self.load_factory()))
+
+    @property
+    def defaults(self) -> Dict[str, Any]:
+        return {option.name: option.default for option in self.option_list()}
+
+    def option_list(self) -> Tuple[ScorerOption, ...]:
+        """Every option with its default and help, in the factory's order."""
+        return tuple(ScorerOption(name, parameter.default, self.option_help(name))
+                     for name, parameter in _parameters(self.load_factory()).items())
+
+    def option_help(self, option: str) -> str:
+        own = dict(self.own_option_help)
+        if option in own:
+            return own[option]
+        if option in OPTION_HELP:
+            return OPTION_HELP[option]
+        raise KeyError(f"{self.name}: no help for option {option!r}: add it to its registration's option_help")
+
+    @property
+    def shares(self) -> Tuple[str, ...]:
+        """The options through which a caller can lend it a backbone (a CLIP backbone: ``clip_backbone``)."""
+        return tuple(option for option in self.options if option in SHAREABLE)
+
+    def shared_weights(self, options: Mapping) -> str:
+        """The CLIP weights the scorer loads under ``options`` (for lending it a backbone): its scorer class's
+        ``clip_weights_of(options)`` where it has one, else the ``weights`` option, given or default."""
+        scorer_class = self.scorer_class()
+        if hasattr(scorer_class, "clip_weights_of"):
+            return scorer_class.clip_weights_of(dict(options))
+        return options.get("weights") or self.defaults["weights"]
+
     def is_corpus_level(self, options: Optional[Mapping] = None) -> bool:
-        """Whether per-sample values depend on the whole scored corpus (e.g. CIDEr's IDF) under ``options``."""
-        if isinstance(self.corpus_level, str):
-            return bool(import_attr(self.corpus_level)(dict(options or {})))
-        return bool(self.corpus_level)
+        """Whether per-sample values depend on the whole scored corpus (e.g. CIDEr's IDF) under ``options``: its
+        scorer class's ``corpus_level_of(options)`` where the answer depends on them, else its ``corpus_level``."""
+        scorer_class = self.scorer_class()
+        if hasattr(scorer_class, "corpus_level_of"):
+            return bool(scorer_class.corpus_level_of(dict(options or {})))
+        return bool(scorer_class.corpus_level)
 
     def check_options(self, options: Mapping) -> None:
         unknown = sorted(set(options) - set(self.options))
         if unknown:
             raise InputError(f"{self.name}: unknown option(s) {unknown}; it accepts {sorted(self.options)}")
+
+
+# the options through which scorers can borrow a backbone (capeval.backbones.sharing lends them)
+SHAREABLE = ("clip_backbone",)
+
+
+@functools.lru_cache(maxsize=256)
+def _parameters(factory: Callable) -> Dict[str, inspect.Parameter]:
+    parameters = inspect.signature(factory).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+        raise TypeError(f"{factory.__qualname__} takes **options: a scorer factory names each option it accepts")
+    return dict(parameters)
+
+
+@functools.lru_cache(maxsize=256)
+def _scorer_class(factory: Callable) -> type:
+    if isinstance(factory, type):
+        return factory
+    returned = typing.get_type_hints(factory).get("return")
+    if not (isinstance(returned, type) and issubclass(returned, Scorer)):
+        raise TypeError(f"{factory.__qualname__}: a scorer factory function's return annotation names its Scorer class")
+    return returned
+
+
+def options_markdown(name: str) -> str:
+    """The options table of scorer ``name`` for its card, from its signature and help (a test keeps the cards equal
+    to it: paste ``print(options_markdown(name))`` into the card)."""
+    spec = get_scorer_spec(name)
+    rows = [f"| `{o.name}` | {'required' if o.default is REQUIRED else f'`{o.default!r}`'} | "
+            f"{o.help.replace('|', '/')} |" for o in spec.option_list()]
+    return "\n".join([f"<!-- options of {spec.name}: generated by capeval.core.scoring.options_markdown -->",
+                      "| option | default | meaning |", "|---|---|---|", *rows, "<!-- end of options -->"])
+
+
+def check_precision(precision, dtype, *, metric: str, choices: Tuple = PRECISIONS) -> bool:
+    """``precision`` checked, the same way for every scorer and backbone that has one: whether it is other than the
+    default, ``choices[0]`` (a scorer's ``"official"``: the official numerics). Such a precision sets the dtypes
+    itself, so it refuses a ``dtype``."""
+    if precision not in choices:
+        raise InputError(f"{metric}: precision must be one of {choices}, not {precision!r}")
+    if precision != choices[0] and dtype is not None:
+        raise InputError(f"{metric}: precision={precision!r} sets the dtypes itself: leave dtype unset")
+    return precision != choices[0]
 
 
 def import_attr(target: str):
@@ -102,11 +192,12 @@ def import_attr(target: str):
 _SCORERS: Dict[str, ScorerSpec] = {}
 
 
-def register_scorer(name: str, *, factory: str, images: str, references: str, options: Sequence[str], help: str,
-                    shares: Sequence[Tuple[str, str]] = (), corpus_level: Union[bool, str] = False) -> ScorerSpec:
-    """Add a scorer to the registry (called from a family's ``registration.py``)."""
-    spec = ScorerSpec(name, factory, images, references, tuple(options), help,
-                      tuple(tuple(s) for s in shares), corpus_level)
+def register_scorer(name: str, *, factory: str, images: str, references: str, help: str,
+                    option_help: Optional[Mapping[str, str]] = None) -> ScorerSpec:
+    """Add a scorer to the registry (called from a family's ``registration.py``): ``factory`` (``"module:attr"``, a
+    class or a function whose return annotation names the class) states its options; ``option_help`` explains
+    those that :data:`OPTION_HELP` does not."""
+    spec = ScorerSpec(name, factory, images, references, help, tuple((option_help or {}).items()))
     existing = _SCORERS.get(name)
     if existing is not None and existing != spec:
         raise ValueError(f"scorer {name!r} is already registered with a different spec")
@@ -157,9 +248,7 @@ def load_scorer(name: str, **options) -> "Scorer":
         scorer = factory(**options)
     if isinstance(scorer, Scorer):
         scorer.provenance = build_provenance(spec.name, effective_options(factory, options), loaded, scorer,
-                                             shared=[option for option, _ in spec.shares])
-        if not hasattr(scorer, "corpus_level"):  # its registry entry's answer (a scorer may share another's name)
-            scorer.corpus_level = spec.is_corpus_level(options)
+                                             shared=spec.shares)
     return scorer
 
 
@@ -173,6 +262,7 @@ class Scorer(ABC):
     name: str = ""
     images: str = "required"
     references: str = "optional"
+    corpus_level: bool = False  # per-sample values depend on the whole scored corpus (e.g. CIDEr's IDF)
     provenance: Optional[dict] = None  # set by load_scorer: the weights loaded, the options that change values
 
     @property
@@ -202,8 +292,8 @@ class Scorer(ABC):
                             empty_caption=policy)
 
     def is_corpus_level(self) -> bool:
-        """Whether per-sample values depend on the whole scored corpus (:func:`is_corpus_level`)."""
-        return is_corpus_level(self)
+        """Whether per-sample values depend on the whole scored corpus (its ``corpus_level``)."""
+        return bool(self.corpus_level)
 
     def score_keys(self, inputs: ValidInputs) -> Tuple[str, ...]:
         """The names of the per-sample scores :meth:`_score` returns for ``inputs`` (``k`` for ``k_per_sample``),
@@ -241,13 +331,9 @@ class Scorer(ABC):
 
 
 def is_corpus_level(scorer) -> bool:
-    """Whether a scorer's per-sample values depend on the whole scored corpus: its ``corpus_level`` (EnsembEval's own,
-    which depends on its weights; :func:`load_scorer` sets the registry entry's), else the registry entry of its
-    name (a scorer built directly)."""
-    if hasattr(scorer, "corpus_level"):
-        return bool(scorer.corpus_level)
-    spec = scorers().get(getattr(scorer, "name", ""))
-    return bool(spec and spec.is_corpus_level())
+    """Whether a scorer's per-sample values depend on the whole scored corpus (a callable that is not a
+    :class:`Scorer`: no)."""
+    return bool(getattr(scorer, "corpus_level", False))
 
 
 @functools.lru_cache(maxsize=256)

@@ -23,7 +23,7 @@ from capeval.core.constants import ENSEMBEVAL_WEIGHTS_FILE as WEIGHTS_FILE
 from capeval.core.errors import InputError, TruncationWarning
 from capeval.core.hub import resolve
 from capeval.core.inputs import ValidInputs
-from capeval.core.scoring import Scorer, scorers, summarize
+from capeval.core.scoring import Scorer, check_precision, scorers, summarize
 from capeval.core.truncation import warn_truncated
 from capeval.ensembeval.components import COMPONENTS, OFFICIAL_WEIGHTS
 from capeval.functional.ensemble import weighted_sum
@@ -67,12 +67,18 @@ class EnsembleScorer(Scorer):
 
     name = "ensembeval"
 
+    @staticmethod
+    def corpus_level_of(options: Mapping) -> bool:
+        """Whether ``EnsembleScorer(**options)`` is corpus-level (:func:`is_corpus_level`), known before it loads."""
+        return is_corpus_level(dict(options))
+
     def __init__(self, weights: Union[str, os.PathLike, Mapping] = "official", *, device: str = "auto", dtype=None,
                  precision: Optional[str] = None, batch_size: int = 64, cache_dir=None, persist_dir=None,
                  cache_bytes: int = DEFAULT_CACHE_BYTES, preprocess_workers: int = 0,
                  component_options: Optional[Mapping[str, Mapping]] = None,
                  extra_components: Optional[Mapping[str, ExtraComponent]] = None,
                  cider_idf=None):
+        check_precision(precision, dtype, metric=self.name)
         self.spec = load_weights(weights)
         self.weights: Dict[str, float] = self.spec["weights"]
         self.extra_components = dict(extra_components or {})

@@ -4,7 +4,7 @@ scorers."""
 from __future__ import annotations
 
 from capeval.core.hub import WeightSpec, register
-from capeval.core.scoring import RUNTIME_OPTIONS, register_scorer
+from capeval.core.scoring import register_scorer
 
 # the files of a judge besides its weight shards (those are read from model.safetensors.index.json)
 JUDGE_FILES = ("config.json", "generation_config.json", "model.safetensors.index.json", "preprocessor_config.json",
@@ -18,12 +18,22 @@ register(WeightSpec(
                 "FLEUR's judge",
 ))
 
-JUDGE_OPTIONS = ("judge_model", *RUNTIME_OPTIONS, "device_map", "cache_dir", "prompt_format", "pad_to_square",
-                 "max_new_tokens", "explanation", "judge_cache", "replay", "cache_bytes")
+JUDGE_OPTION_HELP = {
+    "judge_model": "the judge's weights: a registry name, hub id or local directory",
+    "dtype": "default: float16 on GPU or with a device_map (as official), float32 on CPU",
+    "batch_size": "prompts per generation batch (left-padded: scores do not depend on it)",
+    "device_map": "transformers' device_map for a judge split over several devices",
+    "prompt_format": "'auto' (from the model type), 'llava_v1' or 'chat_template'",
+    "pad_to_square": "pad images to a square before the judge's preprocessing, as the official code",
+    "max_new_tokens": "tokens the judge may generate per answer",
+    "explanation": "also ask the judge for its reasons (fleur_explanations)",
+    "judge_cache": "file recording every judge answer (writes it; see replay)",
+    "replay": "judge cache file to score from, with no model loaded",
+}
 
 register_scorer("fleur", factory="capeval.judges.scorer:FleurScorer", images="required", references="unused",
-                options=JUDGE_OPTIONS,
+                option_help=JUDGE_OPTION_HELP,
                 help="FLEUR: LLaVA-1.5-13B rates the caption from 0.0 to 1.0, smoothed over its digit probabilities")
 register_scorer("ref_fleur", factory="capeval.judges.scorer:RefFleurScorer", images="required",
-                references="required", options=JUDGE_OPTIONS,
+                references="required", option_help=JUDGE_OPTION_HELP,
                 help="RefFLEUR: FLEUR with the reference captions in the prompt")

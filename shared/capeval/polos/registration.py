@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from capeval.core.convert import register_converter
 from capeval.core.hub import Upstream, WeightSpec, register
-from capeval.core.scoring import CACHE_OPTIONS, RUNTIME_OPTIONS, register_scorer
+from capeval.core.scoring import register_scorer
 from capeval.core.training import register_trainer
 from capeval.polos.checkpoint import HEAD_FILES, HEAD_LICENSE, OFFICIAL_TEXT_ENCODER, SIMCSE_FILES, convert_polos
 
@@ -28,9 +28,13 @@ register(WeightSpec(
 register_converter("polos", help="Polos reprod.ckpt (PyTorch-Lightning; hparams.yaml beside it is checked) -> "
                                  "polos_head.safetensors + polos_config.json")(convert_polos)
 register_scorer("polos", factory="capeval.polos.scorer:PolosScorer", images="required", references="required",
-                options=("weights", "statistics", *RUNTIME_OPTIONS, "precision", *CACHE_OPTIONS,
-                         "preprocess_workers", "head", "config", "clip_backbone"),
-                shares=(("clip_backbone", "capeval.polos.scorer:clip_weights_of"),),
+                option_help={
+                    "weights": "the head: capeval's converted artifact (registry name, hub id, directory) or the "
+                               "official reprod.ckpt",
+                    "statistics": "'per_sentence' or 'batch' (the official scalar-mix statistics over consecutive chunks "
+                                  "of batch_size samples, for exact paper reproduction; the paper's used 32)",
+                    "head": "an in-memory PolosHead (with config) instead of weights",
+                    "config": "the config of an in-memory head"},
                 help="Polos (Wada et al. 2024): CLIP + SimCSE features -> MLP, max over references")
 register_trainer("polos", configure="capeval.polos.training:configure_training", run="capeval.polos.training:train_polos",
                  help="M2LHF: train the Polos head on human judgments with frozen CLIP/SimCSE encoders")

@@ -19,7 +19,7 @@ from capeval.core.device import resolve_device, resolve_dtype
 from capeval.core.errors import InputError
 from capeval.core.hub import load_safetensors, registered_weights, resolve
 from capeval.core.inputs import ValidInputs, load_images
-from capeval.core.scoring import Scorer, summarize
+from capeval.core.scoring import Scorer, check_precision, summarize
 from capeval.core.shapes import in_fixed_rows
 from capeval.core.truncation import warn_truncated
 from capeval.functional.polos import polos_features, scalar_mix
@@ -27,7 +27,6 @@ from capeval.polos.checkpoint import CONFIG_FILE, HEAD_FILE, SIMCSE_FILES, head_
 
 MAX_TEXT_TOKENS = 512
 STATISTICS = ("per_sentence", "batch")
-PRECISIONS = (None, "official")
 
 
 class PolosHead(torch.nn.Module):
@@ -162,6 +161,7 @@ class PolosScorer(Scorer):
     """
 
     name, images, references = "polos", "required", "required"
+    clip_weights_of = staticmethod(clip_weights_of)  # the CLIP weights it loads, for lending it a backbone
 
     def __init__(self, weights: Optional[str] = "polos", *, statistics: str = "per_sentence", device: str = "auto",
                  dtype=None, precision: Optional[str] = None, batch_size: int = 64, cache_dir=None,
@@ -170,14 +170,11 @@ class PolosScorer(Scorer):
                  clip_backbone: Optional[ClipBackbone] = None):
         if statistics not in STATISTICS:
             raise ValueError(f"statistics must be one of {STATISTICS}, not {statistics!r}")
-        if precision not in PRECISIONS:
-            raise InputError(f"precision must be one of {PRECISIONS}, not {precision!r}")
-        if precision is not None and dtype is not None:
-            raise InputError("precision='official' sets the dtypes itself: leave dtype unset")
+        official = check_precision(precision, dtype, metric="polos")
         self.statistics = statistics
         # precision="official" (polos 0.1.3 on CUDA): OpenAI's mixed fp16 CLIP, its features combined in fp16;
         # SimCSE and the head in fp32
-        self.official = precision == "official"
+        self.official = official
         clip_precision = OPENAI_FP16 if self.official else "uniform"
         self.device, self.dtype, self.batch_size = resolve_device(device), resolve_dtype(dtype), batch_size
         if head is None:

@@ -43,15 +43,15 @@ OVERLAP_KEYS = ("exact_noun_overlap", "fuzzy_noun_overlap", "exact_verb_overlap"
 
 
 class CocoCaptionScorer(Scorer):
-    """One pycocoevalcap metric. Corpus values are pycocoevalcap's own (BLEU's and METEOR's corpus values are
-    not the means of their per-sample values); per-sample values come from the same corpus-level call."""
+    """One pycocoevalcap metric (``metric``, a subclass's). Corpus values are pycocoevalcap's own (BLEU's and
+    METEOR's corpus values are not the means of their per-sample values); per-sample values come from the same
+    corpus-level call. pycocoevalcap runs on the CPU in one corpus-level call: the runtime options change nothing."""
 
     images, references = "unused", "required"
+    metric = ""
 
-    def __init__(self, metric: str):
-        if metric not in ("bleu", "meteor", "rouge_l", "cider", "spice"):
-            raise ValueError(f"unknown pycocoevalcap metric {metric!r}")
-        self.metric = self.name = metric
+    def __init__(self, *, device=None, dtype=None, batch_size=None):
+        self.name = self.metric
 
     def score_keys(self, inputs: ValidInputs) -> Tuple[str, ...]:
         return BLEU_KEYS if self.metric == "bleu" else (self.metric,)
@@ -153,16 +153,34 @@ class NounVerbOverlapScorer(Scorer):
         return summarize(out)
 
 
-def _coco_factory(metric: str):
-    def factory(*, device=None, dtype=None, batch_size=None) -> CocoCaptionScorer:
-        """pycocoevalcap runs on the CPU in one corpus-level call: the runtime options change nothing."""
-        return CocoCaptionScorer(metric)
+class BleuScorer(CocoCaptionScorer):
+    """BLEU-1..4; corpus-level: its corpus values pool the n-gram counts of every sample."""
 
-    factory.__name__ = metric
-    return factory
+    metric, corpus_level = "bleu", True
 
 
-bleu, meteor, rouge_l, cider, spice = (_coco_factory(m) for m in ("bleu", "meteor", "rouge_l", "cider", "spice"))
+class MeteorScorer(CocoCaptionScorer):
+    """METEOR 1.5; corpus-level: its corpus value pools the alignments of every sample."""
+
+    metric, corpus_level = "meteor", True
+
+
+class RougeLScorer(CocoCaptionScorer):
+    """ROUGE-L (per sample; the corpus value is their mean)."""
+
+    metric = "rouge_l"
+
+
+class CiderScorer(CocoCaptionScorer):
+    """CIDEr-D; corpus-level: its document frequencies are those of the scored references."""
+
+    metric, corpus_level = "cider", True
+
+
+class SpiceScorer(CocoCaptionScorer):
+    """SPICE (needs the Stanford CoreNLP jars)."""
+
+    metric = "spice"
 
 
 def noun_verb_overlap(*, spacy_model: Optional[str] = None, device=None, dtype=None,

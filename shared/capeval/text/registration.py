@@ -4,23 +4,25 @@ overlap, and MPNetScore with its weights."""
 from __future__ import annotations
 
 from capeval.core.hub import WeightSpec, register
-from capeval.core.scoring import CACHE_OPTIONS, RUNTIME_OPTIONS, register_scorer
+from capeval.core.scoring import register_scorer
 
 MPNET_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "vocab.txt")
 
-for _metric, _help, _corpus_level in (
-        ("bleu", "BLEU-1..4 (pycocoevalcap, PTB-tokenised; corpus values are pycocoevalcap's)", True),
-        ("meteor", "METEOR 1.5 (pycocoevalcap; Java)", True),
-        ("rouge_l", "ROUGE-L (pycocoevalcap)", False),
-        ("cider", "CIDEr-D (pycocoevalcap; IDF over the scored corpus)", True),
-        ("spice", "SPICE (pycocoevalcap; needs Stanford CoreNLP jars)", False)):
-    register_scorer(_metric, factory=f"capeval.text.coco:{_metric}", images="unused", references="required",
-                    options=RUNTIME_OPTIONS, help=_help, corpus_level=_corpus_level)
+for _metric, _factory, _help in (
+        ("bleu", "BleuScorer", "BLEU-1..4 (pycocoevalcap, PTB-tokenised; corpus values are pycocoevalcap's)"),
+        ("meteor", "MeteorScorer", "METEOR 1.5 (pycocoevalcap; Java)"),
+        ("rouge_l", "RougeLScorer", "ROUGE-L (pycocoevalcap)"),
+        ("cider", "CiderScorer", "CIDEr-D (pycocoevalcap; IDF over the scored corpus)"),
+        ("spice", "SpiceScorer", "SPICE (pycocoevalcap; needs Stanford CoreNLP jars)")):
+    register_scorer(_metric, factory=f"capeval.text.coco:{_factory}", images="unused", references="required",
+                    help=_help)
 register_scorer("cider_fixed_idf", factory="capeval.text.fixed_idf_cider:FixedIdfCiderScorer", images="unused",
-                references="required", options=("idf", *RUNTIME_OPTIONS),
+                references="required", option_help={"idf": "fixed document frequencies: a folder of `capeval train "
+                                                            "cider-idf`, or build_document_frequencies(references)"},
                 help="CIDEr-D with document frequencies fixed from a reference corpus (key: cider)")
 register_scorer("noun_verb_overlap", factory="capeval.text.coco:noun_verb_overlap", images="unused",
-                references="required", options=("spacy_model", *RUNTIME_OPTIONS),
+                references="required", option_help={"spacy_model": "spaCy pipeline (default: en_core_web_lg when "
+                                                                    "installed, else en_core_web_sm)"},
                 help="exact/fuzzy noun and verb overlap with the joined references (spaCy)")
 
 register(WeightSpec(
@@ -30,5 +32,4 @@ register(WeightSpec(
     description="Sentence embeddings for MPNetScore",
 ))
 register_scorer("mpnet_score", factory="capeval.text.mpnet:MPNetScorer", images="unused", references="required",
-                options=("weights", *RUNTIME_OPTIONS, *CACHE_OPTIONS),
                 help="MPNetScore: all-mpnet-base-v2 cosine, mean over references")

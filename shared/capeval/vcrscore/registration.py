@@ -9,7 +9,7 @@ from capeval.backbones.registration import convert_clip_checkpoint, register_cli
 from capeval.core.constants import OPENAI_PREPROCESS
 from capeval.core.convert import register_converter
 from capeval.core.hub import Upstream, WeightSpec, register
-from capeval.core.scoring import CACHE_OPTIONS, RUNTIME_OPTIONS, register_scorer
+from capeval.core.scoring import register_scorer
 from capeval.core.training import register_trainer
 from capeval.vcrscore.constants import DETECTOR_FILES, VILT_FILES
 from capeval.vcrscore.regressor import GBR_FILE, convert_vcrscore_gbr
@@ -121,8 +121,16 @@ def convert_mcip(official: Path, out_dir: Path) -> None:
 register_converter("vcrscore-gbr", help="VCRScore model_GBR_VCR.pickle (read with a restricted unpickler) -> "
                                         "JSON")(convert_vcrscore_gbr)
 register_scorer("vcrscore", factory="capeval.vcrscore.scorer:VcrScorer", images="required", references="required",
-                options=("weights", "vilt", "detr", "yolo", "mcip", "detr_threshold", "yolo_threshold",
-                         "yolo_label_names", "max_references", *RUNTIME_OPTIONS, *CACHE_OPTIONS, "regressor"),
+                option_help={
+                    "weights": "the regressor: registry name, hub id or directory of a vcrscore_gbr.json",
+                    "vilt": "ViLT retrieval weights", "mcip": "MCIP CLIP weights",
+                    "detr": "DETR detector weights (None: left out of the word pool)",
+                    "yolo": "YOLO detector weights (YOLOS-S, capeval's stand-in for the unpublished Keras YOLOv3; "
+                            "None: left out)",
+                    "detr_threshold": "DETR detection score threshold", "yolo_threshold": "YOLO detection threshold",
+                    "yolo_label_names": "'darknet' (the official names) or 'coco' (the model's own)",
+                    "max_references": "use only the first k references (3 = official; None: all)",
+                    "regressor": "an in-memory regressor (JSON tree ensemble) instead of weights"},
                 help="VCRScore (Ruiz et al. 2024): word precision vs references + detected objects, ViLT retrieval "
                      "logit, MCIP RefCLIP-S -> official gradient-boosted regressor")
 register_trainer("vcrscore", configure="capeval.vcrscore.regressor:configure_training",
