@@ -218,7 +218,8 @@ def test_top_level_help_and_version_import_no_model_code():
 def test_every_subcommand_has_help():
     parser = build_parser("*")
     commands = parser._subparsers._group_actions[0].choices
-    assert {"score", "merge", "convert", "push", "publish-spaces", "train", "bench", "install-modules"} <= set(commands)
+    assert {"score", "merge", "convert", "push", "publish-spaces", "train", "throughput",
+            "install-modules"} <= set(commands)
     for name in commands:
         out = subprocess.run([sys.executable, "-m", "capeval.cli", name, "--help"], capture_output=True, text=True)
         assert out.returncode == 0 and "usage: capeval" in out.stdout, name

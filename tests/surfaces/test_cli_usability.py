@@ -237,8 +237,8 @@ def test_score_options_are_checked_before_any_model_loads(option, message, tmp_p
 
 
 @pytest.mark.parametrize("argv", [
-    ["bench", "--batch-size", "0"], ["bench", "--dtype", "float64"], ["bench", "--device", "cuda:64"],
-    ["bench", "--images", "0"], ["benchmark", "bleu", "thumb", "--batch-size", "0"],
+    ["throughput", "--batch-size", "0"], ["throughput", "--dtype", "float64"], ["throughput", "--device", "cuda:64"],
+    ["throughput", "--images", "0"], ["benchmark", "bleu", "thumb", "--batch-size", "0"],
     ["benchmark", "bleu", "thumb", "--resamples", "-1"], ["leaderboard", "--device", "gpu0"],
     ["leaderboard", "--resamples", "-1"],
     ["ray-score", "clip_s", "--input", "in.parquet", "--output", "out", "--batch-size", "0"],

@@ -19,7 +19,7 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 
 def _rows(capsys, *args):
     assert main(["weights", "--json", *args]) == 0
-    return {row["name"]: row for row in map(json.loads, capsys.readouterr().out.splitlines())}
+    return {row["name"]: row for row in json.loads(capsys.readouterr().out)}  # one JSON document: a list
 
 
 def test_weights_lists_every_registered_weight_with_its_source_pin_cache_and_fetch_command(tiny_hub, capsys):

@@ -17,7 +17,7 @@ from capeval.functional.correlation import STATISTICS
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("metric", help="bleu1..bleu4, rouge_l, meteor, cider, any registered scorer name, or "
                                        f"{ENSEMBLE_TEXT} (a text-only EnsembEval refit on --fit-on, evaluated here)")
-    parser.add_argument("dataset", choices=sorted(BENCHMARKS))
+    parser.add_argument("dataset", choices=sorted(BENCHMARKS), help="the benchmark of human judgments")
     parser.add_argument("--data-dir", help="folder holding the raw releases or converted folders (default "
                                            "$CAPEVAL_BENCHMARK_DIR; without one: the hub dataset capeval/<name>)")
     parser.add_argument("--revision", help="hub dataset revision (commit) when no data dir is given")
@@ -34,8 +34,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nan-policy", choices=["raise", "omit"], default="raise",
                         help="missing (NaN/null) human judgments or metric scores: an error naming the rows "
                              "(default), or drop those rows (pairs) and report how many")
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps (default: auto)")
+    parser.add_argument("--batch-size", type=int, default=64, help="inputs per model batch (default: 64)")
     parser.add_argument("--replay", metavar="CACHE", help="a judge metric's recorded outputs (a judge cache, e.g. "
                                                           "from `capeval judges import-fleur`) instead of its model: "
                                                           "rows joined by image file name and caption")

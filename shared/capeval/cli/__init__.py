@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
@@ -22,7 +23,7 @@ COMMANDS = {
     "merge": ("merge", "join `capeval score --shard` outputs (or `capeval train polos-features --shard` folders) "
                        "in input order"),
     "ray-score": ("ray_score", "score a dataset with Ray Data actors (local or a cluster) into parquet shards"),
-    "benchmark": ("benchmark", "correlate a metric with human judgments on a benchmark"),
+    "benchmark": ("benchmark", "correlate a metric with human judgments on a benchmark (Flickr8k, Pascal-50S, ...)"),
     "leaderboard": ("leaderboard", "metrics x benchmarks: literature statistic, CI, significance clusters, published"),
     "judges": ("judges", "judge caches: import FLEUR's published per-sample outputs (replayed by `benchmark "
                          "--replay`)"),
@@ -32,16 +33,27 @@ COMMANDS = {
     "verify": ("verify", "recompute the published anchors with the real weights and compare"),
     "push": ("push", "upload a converted/trained artifact folder to the Hugging Face Hub"),
     "train": ("train", "train a learned metric"),
-    "bench": ("bench", "throughput of CLIP-S on a full-size random CLIP vs a naive per-sample loop"),
+    "throughput": ("throughput", "speed: CLIP-S throughput on a full-size random CLIP vs a naive per-sample loop"),
     "publish-spaces": ("publish_spaces", "push every module folder as a Hugging Face Space"),
     "install-modules": ("install_modules",
                         'make evaluate.load("capeval/<name>") resolve offline from this installation'),
 }
+# old command name -> its command: still run, not listed
+OLD_NAMES = {"bench": "throughput"}
 
 
 def _command_named(argv: List[str]) -> Optional[str]:
     """The command word of ``argv`` (its first positional argument; the top level takes no valued options)."""
     return next((arg for arg in argv if not arg.startswith("-")), None)
+
+
+def _current_names(argv: List[str]) -> List[str]:
+    """``argv`` with an old command name replaced by the command's name."""
+    word = _command_named(argv)
+    if word not in OLD_NAMES:
+        return argv
+    at = argv.index(word)
+    return [*argv[:at], OLD_NAMES[word], *argv[at + 1:]]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -81,8 +93,13 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 def _run(argv: List[str]) -> int:
+    argv = _current_names(argv)
     args = build_parser(_command_named(argv)).parse_args(argv)
     try:
+        if getattr(args, "json", False):  # stdout holds the one JSON document: anything else printed goes to stderr
+            args.result_stream = sys.stdout
+            with contextlib.redirect_stdout(sys.stderr):
+                return args.func(args)
         return args.func(args)
     except (InputError, ModelNotAvailableError, ConversionError, FileNotFoundError, KeyError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc

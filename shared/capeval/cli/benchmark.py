@@ -1,20 +1,21 @@
-"""``capeval benchmark``: correlate a metric with human judgments on a benchmark."""
+"""``capeval benchmark``: correlate a metric with human judgments on a benchmark (not ``capeval throughput``, which
+times CLIP-S)."""
 
 from __future__ import annotations
 
-import json
+from capeval.cli.arguments import add_json, print_result
 
 
 def configure(parser) -> None:
     from capeval.benchmarks.command import configure as configure_benchmark
 
     configure_benchmark(parser)
-    parser.add_argument("--json", action="store_true", help="print the result as one JSON line")
+    add_json(parser)
 
 
 def run(args) -> int:
     from capeval.benchmarks.command import run as run_benchmark
-    from capeval.meta_eval.leaderboard import json_safe
 
-    print(json.dumps(json_safe(run_benchmark(args)), indent=None if args.json else 2, allow_nan=False))
+    result = run_benchmark(args)
+    print_result(args, result)
     return 0

@@ -3,6 +3,8 @@ caches, for machines without internet access: fetch once, then copy the Hugging 
 
 from __future__ import annotations
 
+from capeval.cli.arguments import add_json, print_result
+
 
 def configure(parser) -> None:
     parser.add_argument("names", nargs="+", metavar="NAME",
@@ -12,6 +14,7 @@ def configure(parser) -> None:
                                        "(its sha256 is checked when one is published)")
     parser.add_argument("--mirror", help="base URL serving the official files by name (default "
                                          "$CAPEVAL_UPSTREAM_MIRROR)")
+    add_json(parser, "name → the local folders fetched")
 
 
 def _fetch_metric(name: str):
@@ -42,18 +45,22 @@ def run(args) -> int:
     previous = os.environ.get(MIRROR_ENV)
     if args.mirror:
         os.environ[MIRROR_ENV] = args.mirror
+    fetched = {}  # name -> {weight: local folder}
     try:
-        for name in args.names:
+        for name in args.names:  # each printed when fetched (on stderr with --json)
             if args.file is not None:
-                print(f"{name}: {fetch_upstream(weights[name], file=args.file)}")
+                fetched[name] = {name: str(fetch_upstream(weights[name], file=args.file))}
             elif name in weights:
-                print(f"{name}: {resolve(name)}")
+                fetched[name] = {name: str(resolve(name))}
             else:
-                for ref, directory in _fetch_metric(name):
-                    print(f"{name}: {ref}: {directory}")
+                fetched[name] = {ref: str(directory) for ref, directory in _fetch_metric(name)}
+            for ref, folder in fetched[name].items():
+                print(f"{name}: {folder}" if ref == name else f"{name}: {ref}: {folder}")
     finally:
         if args.mirror and previous is None:
             del os.environ[MIRROR_ENV]
         elif args.mirror:
             os.environ[MIRROR_ENV] = previous
+    if args.json:
+        print_result(args, fetched)
     return 0

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-import json
+from capeval.cli.arguments import add_json, print_result
 
 
 def configure(parser) -> None:
@@ -14,10 +14,11 @@ def configure(parser) -> None:
     fleur.add_argument("directory", help="folder holding fleur_flickr8k_expert.txt, fleur_composite.txt, "
                                          "fleur_pascal_{HC,HI,HM,MM}.txt (those present are read)")
     fleur.add_argument("--output", required=True, metavar="CACHE", help="the judge cache to write (a new file)")
+    add_json(fleur, "what was imported")
 
 
 def run(args) -> int:
     from capeval.judges.published import import_fleur
 
-    print(json.dumps(import_fleur(args.directory, args.output), indent=2))
+    print_result(args, import_fleur(args.directory, args.output))
     return 0

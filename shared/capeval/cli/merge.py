@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Dict, Optional
 
+from capeval.cli.arguments import add_json, print_result
 from capeval.cli.score import SHARD_RUN_KEYS, RunningSummary
 from capeval.cli.sidecar import identity, read_sidecar, sidecar_path, write_sidecar
 from capeval.core.errors import InputError
@@ -15,7 +16,9 @@ from capeval.core.records import iter_records, parse_shard
 
 def configure(merge) -> None:
     merge.add_argument("shards", nargs="+", help="per-shard JSONL outputs, or Polos feature folders")
-    merge.add_argument("--output", required=True)
+    merge.add_argument("--output", required=True, help="the merged JSONL output (with its provenance sidecar), or "
+                                                        "the merged feature folder")
+    add_json(merge, "the summary (means, n, hashcode, provenance)")
 
 
 def _shard_run(path, row) -> Optional[Dict]:
@@ -114,7 +117,7 @@ def run(args) -> int:
         if not all(folders):
             raise InputError("merge either `capeval score` outputs or Polos feature folders, not both")
         out = merge_features(args.shards, args.output)
-        print(json.dumps({"merged": str(out), "shards": len(args.shards)}, indent=2))
+        print_result(args, {"merged": str(out), "shards": len(args.shards)})
         return 0
     rows: Dict[int, Dict] = {}
     shards_seen: Dict[int, set] = {}
@@ -155,13 +158,13 @@ def run(args) -> int:
     if len(hashcodes) > 1:
         raise InputError(f"the shards were scored with different weights or options (hashcodes {hashcodes}); "
                          "score them again with the same ones")
-    _write_merged(args.output, rows, files[0].sidecar, [file.path for file in files])
+    print_result(args, _write_merged(args.output, rows, files[0].sidecar, [file.path for file in files]))
     return 0
 
 
-def _write_merged(output, rows: Dict[int, Dict], sidecar: Dict, shards) -> None:
-    """The merged rows in input order (written under a temporary name, renamed once complete), their sidecar and
-    the summary."""
+def _write_merged(output, rows: Dict[int, Dict], sidecar: Dict, shards) -> Dict:
+    """Write the merged rows in input order (under a temporary name, renamed once complete) and their sidecar; the
+    summary."""
     summary = RunningSummary()
     partial = Path(f"{output}.partial")
     with open(partial, "w", encoding="utf-8") as out:
@@ -172,5 +175,4 @@ def _write_merged(output, rows: Dict[int, Dict], sidecar: Dict, shards) -> None:
                   **({"metric": sidecar["metric"]} if "metric" in sidecar else {}),
                   merged_from=[Path(path).name for path in shards])
     os.replace(partial, output)
-    print(json.dumps({"n": len(rows), **summary.result(), **identity(sidecar["hashcode"], sidecar["provenance"])},
-                     indent=2))
+    return {"n": len(rows), **summary.result(), **identity(sidecar["hashcode"], sidecar["provenance"])}

@@ -1,6 +1,7 @@
 """The argparse types of the options that several commands share. A bad value is a one-line usage error (exit 2)
 while the command line is parsed, before any model loads. :func:`check_shared_options` gives every command's
-``--device``, ``--dtype``, ``--batch-size`` and ``--resamples`` these types, wherever the option is declared."""
+``--device``, ``--dtype``, ``--batch-size`` and ``--resamples`` these types, wherever the option is declared (a
+command's own stricter type stays), and lists every ``--output`` under that one spelling."""
 
 from __future__ import annotations
 
@@ -76,15 +77,21 @@ def output_file(text: str) -> str:
     return text
 
 
-# option dest -> its type
+# option dest -> its type; `--resamples` takes 0 (no CI) where a command declares no stricter type (`evaluate` and
+# `leaderboard` need at least one resample: they declare positive_int)
 SHARED_TYPES = {"device": device, "dtype": dtype, "batch_size": positive_int, "resamples": non_negative_int}
+UNCHECKED = (None, int, str)  # declared types that a shared type replaces
 
 
 def check_shared_options(parser: argparse.ArgumentParser) -> None:
-    """Give the shared options of ``parser`` and of its sub-commands (``capeval train <name>``) their types."""
+    """Give the shared options of ``parser`` and of its sub-commands (``capeval train <name>``) their types, and
+    show each ``--output`` under that spelling only: older spellings declared with it (``--out``, ``--output-dir``)
+    still parse (the parser keeps them) but are left out of the help, the usage and the error messages."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for sub in action.choices.values():
                 check_shared_options(sub)
-        elif action.dest in SHARED_TYPES and action.option_strings:
+        elif action.dest in SHARED_TYPES and action.option_strings and action.type in UNCHECKED:
             action.type = SHARED_TYPES[action.dest]
+        if "--output" in action.option_strings:
+            action.option_strings = ["--output"]

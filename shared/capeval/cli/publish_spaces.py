@@ -1,5 +1,5 @@
 """``capeval publish-spaces``: build every module folder into a Gradio Space that installs and starts on its own,
-and push it (or, with ``--dry-run DIR``, only write the Space folders under ``DIR``).
+and push it (or, with ``--output DIR``, formerly ``--dry-run DIR``, only write the Space folders under ``DIR``).
 
 A Space folder holds the module's card (``README.md``, whose YAML pins the Gradio ``sdk_version``), script,
 ``app.py``, ``packages.txt`` (the Debian packages the Hub installs with apt: every module folder declares its own,
@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List
 
+from capeval.cli.arguments import add_json, print_result
 from capeval.core.errors import InputError
 
 WHEEL_URL = "https://huggingface.co/spaces/{repo_id}/resolve/main/{wheel}"
@@ -28,13 +29,16 @@ _YAML_FIELD = re.compile(r"^(sdk_version|python_version|app_file):\s*(\S+)\s*$",
 
 
 def configure(parser) -> None:
-    parser.add_argument("--org", default="capeval")
+    parser.add_argument("--org", default="capeval", help="the Hub organisation of the Spaces (default: capeval)")
     parser.add_argument("--modules", nargs="*", help="only these modules (default: all)")
-    parser.add_argument("--dry-run", metavar="DIR", help="write the Space folders under DIR/<name> and push nothing")
+    parser.add_argument("--output", "--dry-run", metavar="DIR",
+                        help="write the Space folders under DIR/<name> and push nothing (default: build them in a "
+                             "temporary folder and push each)")
     parser.add_argument("--wheel", help="a built capeval wheel to ship (default: build one from this checkout)")
     parser.add_argument("--wheel-url", default=WHEEL_URL,
                         help="where a Space's requirements.txt fetches the wheel; {repo_id}, {name} and {wheel} are "
                              f"filled in (default: the Space repository's own copy, {WHEEL_URL})")
+    add_json(parser, "module → the Space folder written, or the Space pushed and its revision")
 
 
 def card_fields(readme: Path) -> Dict[str, str]:
@@ -121,27 +125,35 @@ def run(args) -> int:
         wheel = Path(args.wheel) if args.wheel else build_wheel(Path(scratch) / "wheel")
         if not wheel.is_file() or not wheel.name.startswith("capeval-") or wheel.suffix != ".whl":
             raise InputError(f"not a capeval wheel: {wheel}")
-        out = Path(args.dry_run) if args.dry_run else Path(scratch) / "spaces"
+        out = Path(args.output) if args.output else Path(scratch) / "spaces"
         folders = {}
         for name in names:
             repo_id = f"{args.org}/{name}"
             url = args.wheel_url.format(repo_id=repo_id, name=name, wheel=wheel.name)
             folders[name] = write_space(name, modules[name], out / name, wheel, url)
-        if args.dry_run:
-            for name, folder in folders.items():
-                print(f"wrote {folder} (would push to spaces/{args.org}/{name})")
+        if args.output:
+            print_result(args, {name: {"folder": str(folder), "space": f"{args.org}/{name}"}
+                                for name, folder in folders.items()},
+                         "\n".join(f"wrote {folder} (would push to spaces/{args.org}/{name})"
+                                   for name, folder in folders.items()))
             return 0
-        _push(folders, args.org)
+        pushed = _push(folders, args.org)
+    if args.json:
+        print_result(args, pushed)
     return 0
 
 
-def _push(folders: Dict[str, Path], org: str) -> None:
+def _push(folders: Dict[str, Path], org: str) -> Dict[str, Dict[str, str]]:
+    """Push each Space folder (each printed when pushed); module → its Space and revision."""
     from huggingface_hub import HfApi
 
     api = HfApi(library_name="capeval")
+    pushed = {}
     for name, folder in folders.items():
         repo_id = f"{org}/{name}"
         api.create_repo(repo_id, repo_type="space", space_sdk="gradio", exist_ok=True)
         info = api.upload_folder(folder_path=str(folder), repo_id=repo_id, repo_type="space",
                                  commit_message=f"capeval: publish {name}")
         print(f"pushed spaces/{repo_id} at {info.oid}")
+        pushed[name] = {"space": repo_id, "revision": info.oid}
+    return pushed

@@ -11,6 +11,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Dict
 
+from capeval.cli.arguments import add_json, add_scoring_options, print_result, record_fields, scorer_options
+from capeval.cli.options import positive_int
 from capeval.cli.sidecar import identity, remove_sidecar, write_sidecar
 from capeval.core.errors import InputError
 
@@ -18,10 +20,9 @@ RAY_RETRY_HINT = "\nFailed to apply UDF transform"  # what Ray Data appends to a
 
 
 def configure(parser) -> None:
-    from capeval.cli.score import empty_caption
     from capeval.core.scoring import scorers
 
-    parser.add_argument("metric", help=f"one of {sorted(scorers())}")
+    parser.add_argument("metric", help=f"one of {sorted(scorers())} (any case, '-' for '_')")
     parser.add_argument("--input", required=True, nargs="+",
                         help="parquet, JSONL or CSV files or folders of them (any path Ray Data reads: local, s3://, "
                              "gs://...) with 'caption', 'image' (path, bytes or {bytes, path}), 'references' (a list, "
@@ -29,30 +30,18 @@ def configure(parser) -> None:
     parser.add_argument("--output", required=True, help="folder for the parquet shards (input columns + scores)")
     parser.add_argument("--format", choices=("parquet", "json", "csv"),
                         help="input format (default: from the first input's suffix; folders: parquet)")
-    parser.add_argument("--caption-field", default="caption", help="the rows' caption column (default: caption)")
-    parser.add_argument("--image-field", default="image", help="the rows' image column (default: image)")
-    parser.add_argument("--references-field", default="references",
-                        help="the rows' references column (default: references)")
-    parser.add_argument("--image-format", help="build each image path from the row's columns, e.g. "
-                                               "'COCO_val2014_{image_id:012d}.jpg' (as `capeval score`)")
-    parser.add_argument("--images", help="directory relative 'image' paths are under")
-    parser.add_argument("--weights", help="registry name, hub id or directory of the weights")
-    parser.add_argument("--cider-idf", help="ensembeval: CIDEr with fixed document frequencies (`capeval train "
-                                            "cider-idf`); without it, official corpus CIDEr runs as two passes")
     parser.add_argument("--index-column", default="index",
                         help="integer column naming rows in errors (default 'index'; when the input lacks it, rows "
                              "are numbered in input order, which materializes the input once)")
     parser.add_argument("--on-error", choices=("raise", "column"), default="raise",
                         help="invalid rows: fail the job (raise) or write the InputError text to an 'error' column")
-    parser.add_argument("--concurrency", type=int, default=1, help="scoring actors (each loads the model once)")
+    parser.add_argument("--concurrency", type=positive_int, default=1,
+                        help="scoring actors (each loads the model once)")
     parser.add_argument("--num-gpus", type=float, help="GPUs per actor (e.g. 1, or 0.5 to share one)")
     parser.add_argument("--num-cpus", type=float, default=1.0,
                         help="CPUs per actor (default 1); actors must leave CPUs free for reading and writing")
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--batch-size", type=int, default=64, help="rows per map_batches batch and model batch")
-    parser.add_argument("--empty-caption", type=empty_caption, default="error", metavar="error|skip|SCORE",
-                        help="an empty caption: an error (default), 'skip' (null scores) or a finite score, as in "
-                             "`capeval score`")
+    add_scoring_options(parser)  # every option of how `capeval score` scores, the batch size also Ray Data's
+    add_json(parser, "the summary (means, n, errors, hashcode, provenance)")
 
 
 def _read(args):
@@ -177,19 +166,14 @@ def _input_error(exc: BaseException):
 def run(args) -> int:
     import ray
 
+    from capeval.core.scoring import get_scorer_spec
     from capeval.integrations.ray import score_dataset
 
-    if args.concurrency < 1 or args.batch_size < 1:
-        raise InputError("--concurrency and --batch-size must be positive")
     output = Path(args.output)
     if output.exists() and any(output.iterdir()):
         raise InputError(f"--output {output} is not empty")
+    options = scorer_options(args, get_scorer_spec(args.metric), args.metric)
     remove_sidecar(output)
-    options = {"device": args.device, "batch_size": args.batch_size}
-    if args.weights:
-        options["weights"] = args.weights
-    if args.cider_idf:
-        options["cider_idf"] = args.cider_idf
     if not ray.is_initialized():
         ray.init()  # RAY_ADDRESS names a running cluster; without it a local one starts
     cpus = ray.cluster_resources().get("CPU", 0)
@@ -201,9 +185,7 @@ def run(args) -> int:
         score_dataset(ds, args.metric, options=options, on_error=args.on_error, index_column=args.index_column,
                       images_dir=args.images, concurrency=args.concurrency, batch_size=args.batch_size,
                       num_gpus=args.num_gpus, num_cpus=args.num_cpus, empty_caption=args.empty_caption,
-                      fields={"caption": args.caption_field, "image": args.image_field,
-                              "references": args.references_field},
-                      image_format=args.image_format).write_parquet(str(output))
+                      fields=record_fields(args), image_format=args.image_format).write_parquet(str(output))
     except Exception as exc:  # Ray wraps a worker's InputError: report its text as every command does
         cause = _input_error(exc)
         if cause is None:
@@ -214,5 +196,5 @@ def run(args) -> int:
         raise _no_records(args.input)
     write_sidecar(output, rows=summary["n"], hashcode=summary["hashcode"], provenance=summary["provenance"],
                   metric=args.metric)
-    print(json.dumps(summary, indent=2))
+    print_result(args, summary)
     return 0

@@ -8,7 +8,8 @@ import os
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional
 
-from capeval.cli.options import device, dtype, non_negative_int, output_file, positive_int
+from capeval.cli.arguments import add_json, add_scoring_options, print_result, record_fields, scorer_options
+from capeval.cli.options import output_file, positive_int
 from capeval.cli.sidecar import identity, write_sidecar
 from capeval.core.errors import InputError
 from capeval.core.records import DEFAULT_CHUNK_ROWS, RecordColumns, RecordFingerprint, iter_records, parse_shard
@@ -29,47 +30,13 @@ def configure(score) -> None:
     score.add_argument("--config", help="config (subset) name of a hub dataset")
     score.add_argument("--from-features", help='vcrscore: JSONL of {"features": [f1, f2, f3]} rows')
     score.add_argument("--model", help="vcrscore --from-features: converted or retrained regressor (dir or hub id)")
-    score.add_argument("--images", help="directory the 'image' paths are relative to")
-    score.add_argument("--output", type=output_file, help="JSONL file for per-sample scores")
-    score.add_argument("--weights", help="registry name, hub id or directory of the weights")
-    score.add_argument("--cider-idf", help="ensembeval: CIDEr with document frequencies fixed by this folder/file "
-                                           "(`capeval train cider-idf`); makes every score per-sample, so "
-                                           "--shard/--chunk-size are allowed")
-    score.add_argument("--caption-field", default="caption", help="the records' caption field (default: caption)")
-    score.add_argument("--image-field", default="image", help="the records' image field (default: image)")
-    score.add_argument("--references-field", default="references",
-                       help="the records' references field (default: references); text holding a list, as in a CSV "
-                            "cell, is read as that list")
-    score.add_argument("--image-format", help="build each image path from the record's fields, e.g. "
-                                              "'COCO_val2014_{image_id:012d}.jpg' for COCO-style results")
-    score.add_argument("--device", type=device, default="auto")
-    score.add_argument("--dtype", type=dtype, help="model dtype (float32, float16, bfloat16; default: the scorer's)")
-    score.add_argument("--precision", choices=["official"],
-                       help="clip_s, pac_s, polos, blip2_score, ensembeval: the official pipeline's numerics "
-                            "(e.g. OpenAI CLIP's fp16 GPU mix), to reproduce a paper's numbers; default fp32")
-    score.add_argument("--batch-size", type=positive_int, default=64)
-    score.add_argument("--preprocess-workers", type=non_negative_int, default=0,
-                       help="clip_s, pac_s, polos, ensembeval: run the official CLIP image preprocessing in N worker "
-                            "processes (same pixels; for many-core hosts feeding a GPU; default: threads)")
+    score.add_argument("--output", type=output_file, help="JSONL file for per-sample scores (with its provenance "
+                                                          "sidecar <output>.provenance.json)")
     score.add_argument("--shard", help="i/n: score only records with index %% n == i (then `capeval merge`)")
     score.add_argument("--chunk-size", type=positive_int,
                        help="stream the input in chunks of this many records (bounded memory)")
-    score.add_argument("--empty-caption", type=empty_caption, default="error", metavar="error|skip|SCORE",
-                       help="an empty caption: an error (default); 'skip' (no score, null in --output, the other "
-                            "captions scored as the corpus, counted in skipped_empty_captions); or a finite score "
-                            "counted in the means (refused by corpus-level metrics)")
-
-
-def empty_caption(text: str):
-    """argparse type of ``--empty-caption``: ``error``, ``skip`` or a finite score."""
-    import argparse
-
-    from capeval.core.scoring import empty_caption_policy
-
-    try:
-        return empty_caption_policy(text if text in ("error", "skip") else float(text))
-    except (ValueError, InputError):
-        raise argparse.ArgumentTypeError(f"use error, skip or a finite score, not {text!r}") from None
+    add_scoring_options(score)
+    add_json(score, "the summary (means, n, hashcode, provenance)")
 
 
 def _batches(records: Iterator[Dict], size: Optional[int]) -> Iterator[List[Dict]]:
@@ -137,8 +104,8 @@ def _score_features(args) -> int:
                 out.write(json.dumps({**row, "scores": {"vcrscore": score}, "hashcode": code}) + "\n")
         write_sidecar(args.output, rows=len(scores), hashcode=code, provenance=provenance, metric="vcrscore")
         os.replace(partial, args.output)
-    print(json.dumps({"metric": "vcrscore", "n": len(scores), "vcrscore": sum(scores) / len(scores),
-                      **identity(code, provenance)}, indent=2))
+    print_result(args, {"metric": "vcrscore", "n": len(scores), "vcrscore": sum(scores) / len(scores),
+                        **identity(code, provenance)})
     return 0
 
 
@@ -146,11 +113,12 @@ def scored_fields(args, scorer) -> Dict[str, Optional[str]]:
     """How records become what ``scorer`` scores: the caption and references fields, the empty-caption policy, the
     image field or ``--image-format``, and the resolved ``--images`` folder (roles the scorer does not use are left
     out)."""
-    fields = {"caption field": args.caption_field, "empty captions": str(args.empty_caption)}
+    mapped = record_fields(args)
+    fields = {"caption field": mapped["caption"], "empty captions": str(args.empty_caption)}
     if scorer.references != "unused":
-        fields["references field"] = args.references_field
+        fields["references field"] = mapped["references"]
     if scorer.images != "unused":
-        fields["image field"] = f"format {args.image_format}" if args.image_format else args.image_field
+        fields["image field"] = f"format {args.image_format}" if args.image_format else mapped["image"]
         fields["images folder"] = str(Path(args.images).resolve()) if args.images else None
     return fields
 
@@ -187,26 +155,12 @@ def run(args) -> int:
     if args.from_features:
         return _score_features(args)
     spec = get_scorer_spec(args.metric)
+    options = scorer_options(args, spec, args.metric)
     args.metric = spec.name  # capeval's spelling, in the output and the shard stamps
     if not args.input:
         raise InputError("--input is required (or --from-features for vcrscore)")
     shard, num_shards = parse_shard(args.shard)
     chunk_size = args.chunk_size
-    options = {"device": args.device, "batch_size": args.batch_size}
-    if args.weights:
-        options["weights"] = args.weights
-    if args.dtype:
-        options["dtype"] = args.dtype
-    if args.precision:
-        options["precision"] = args.precision
-    if args.preprocess_workers:
-        if "preprocess_workers" not in spec.options:
-            raise InputError(f"--preprocess-workers applies to clip_s, pac_s, polos and ensembeval, not {args.metric}")
-        options["preprocess_workers"] = args.preprocess_workers
-    if args.cider_idf:
-        if "cider_idf" not in spec.options:
-            raise InputError(f"--cider-idf applies to ensembeval, not {args.metric}")
-        options["cider_idf"] = args.cider_idf
     corpus_level = spec.is_corpus_level(options)
     empty_caption_policy(args.empty_caption, metric=args.metric, corpus_level=corpus_level)  # before any model loads
     if corpus_level and (num_shards > 1 or chunk_size):
@@ -215,8 +169,7 @@ def run(args) -> int:
         raise InputError(f"{args.metric} is corpus-level (its per-sample values depend on the whole corpus): "
                          f"score the whole input in one process, without --shard or --chunk-size{hint}")
     scorer = load_scorer(args.metric, **options)
-    fields = {"caption": args.caption_field, "image": args.image_field, "references": args.references_field}
-    columns = RecordColumns(scorer, fields=fields, images_dir=args.images, image_format=args.image_format)
+    columns = RecordColumns(scorer, fields=record_fields(args), images_dir=args.images, image_format=args.image_format)
     source = iter_records(args.input, chunk_size=chunk_size or DEFAULT_CHUNK_ROWS, split=args.split, name=args.config)
     fingerprint = RecordFingerprint()
     if num_shards > 1:  # every shard streams the whole input: each fingerprints all of it, so all shards agree
@@ -276,6 +229,6 @@ def run(args) -> int:
     means = summary.result()
     if corpus_level:
         means.update(corpus_values)  # e.g. BLEU's corpus value is not the mean of its per-sample values
-    print(json.dumps({"metric": args.metric, "n": n, **({"shard": args.shard} if num_shards > 1 else {}), **means,
-                      **identity(scorer.hashcode, scorer.provenance)}, indent=2))
+    print_result(args, {"metric": args.metric, "n": n, **({"shard": args.shard} if num_shards > 1 else {}), **means,
+                        **identity(scorer.hashcode, scorer.provenance)})
     return 0

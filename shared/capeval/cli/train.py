@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+from capeval.cli.arguments import add_json, print_result
+
 
 def configure(parser) -> None:
     from capeval.core.training import trainers
 
-    sub = parser.add_subparsers(dest="name", required=True)
+    sub = parser.add_subparsers(dest="name", required=True, metavar="NAME")
     for name, spec in sorted(trainers().items()):
-        spec.add_arguments(sub.add_parser(name, help=spec.help, description=spec.help))
+        trainer = sub.add_parser(name, help=spec.help, description=spec.help)
+        spec.add_arguments(trainer)
+        add_json(trainer, "the output written")
 
 
 def run(args) -> int:
     from capeval.core.training import trainers
 
     out = trainers()[args.name](args)
-    print(f"wrote {out}")
+    print_result(args, {"output": str(out)}, f"wrote {out}")
     return 0

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
+from capeval.cli.arguments import add_json, print_result
+
 # VCRScore README example: its inputs and the features it prints
 VCRSCORE_CAPTION = "a bluebery cake is on a plate and is topped with butter"
 VCRSCORE_REFERENCES = [
@@ -126,50 +128,60 @@ def configure(parser) -> None:
     parser.add_argument("--data-dir", help="folder with the official example images (clipscore/, pacscore/, "
                                            "vcrscore/); anchors that need it are skipped without it")
     parser.add_argument("--only", nargs="+", choices=GROUPS, help="check only these anchors")
-    parser.add_argument("--device", default="cpu", help="device for the models (published values: CPU fp32)")
+    parser.add_argument("--device", default="cpu", help="device for the models (default: cpu; the published values "
+                                                        "are CPU fp32)")
+    add_json(parser, "every anchor's values and the counts (the lines go to stderr)")
 
 
-def _check(anchor: Anchor, context: _Context) -> Tuple[Optional[int], List[str]]:
-    """(mismatches, printed lines) of one anchor; mismatches is None when its weights or data are absent (it could
-    not be checked: unavailable, not failed)."""
+def _check(anchor: Anchor, context: _Context) -> Tuple[Dict, List[str]]:
+    """(its record, printed lines) of one anchor: ``status`` ok, failed, or unavailable when its weights or data are
+    absent (it could not be checked: unavailable, not failed), and per key ours and published."""
     from capeval.core.errors import ModelNotAvailableError
 
+    record = {"group": anchor.group, "title": anchor.title, "source": anchor.source}
     try:
         result = anchor.compute(context)
     except (ModelNotAvailableError, FileNotFoundError) as exc:
-        return None, ["  UNAVAILABLE  " + str(exc).replace("\n", "\n  ")]
-    lines, mismatches = [], 0
+        return {**record, "status": "unavailable", "reason": str(exc)}, ["  UNAVAILABLE  " + str(exc).replace("\n",
+                                                                                                           "\n  ")]
+    lines, values, mismatches = [], {}, 0
     for key, published in anchor.expected.items():
         ours = float(result[key])
         ok = abs(ours - published) <= anchor.tolerance
         mismatches += not ok
+        values[key] = {"ours": ours, "published": published, "tolerance": anchor.tolerance, "ok": ok}
         lines.append(f"  {'ok      ' if ok else 'MISMATCH'}  {key:<15} ours {ours:.10g}  published {published:.10g}  "
                      f"(|diff| {abs(ours - published):.2g}, tolerance {anchor.tolerance:g})")
-    return mismatches, lines
+    return {**record, "status": "failed" if mismatches else "ok", "values": values}, lines
 
 
 def run(args) -> int:
     data_dir = Path(args.data_dir) if args.data_dir else None
     context = _Context(data_dir, args.device)
-    checked = failed = skipped = unavailable = 0
-    for anchor in ANCHORS:
+    records = []
+    for anchor in ANCHORS:  # each anchor's lines are printed as it is checked (on stderr with --json)
         if args.only and anchor.group not in args.only:
             continue
         print(f"{anchor.title} [{anchor.source}]")
         if anchor.data and (data_dir is None or not (data_dir / anchor.data).is_dir()):
-            skipped += 1
+            records.append({"group": anchor.group, "title": anchor.title, "source": anchor.source,
+                            "status": "skipped", "reason": f"needs --data-dir with {anchor.data}/"})
             print(f"  skipped: needs --data-dir with {anchor.data}/")
             continue
-        mismatches, lines = _check(anchor, context)
+        record, lines = _check(anchor, context)
+        records.append(record)
         print("\n".join(lines))
-        if mismatches is None:
-            unavailable += 1
-            continue
-        checked += 1
-        failed += bool(mismatches)
+    count = {status: sum(r["status"] == status for r in records) for status in ("ok", "failed", "skipped",
+                                                                                "unavailable")}
+    checked = count["ok"] + count["failed"]
     tiny = context.tiny()
     if tiny:
         print(f"TINY RANDOM TEST WEIGHTS were loaded ({', '.join(tiny)}): these are not the published models")
-    absent = f", {unavailable} unavailable (weights or data absent: fetch them and run again)" if unavailable else ""
-    print(f"{checked} anchors checked, {failed} failed, {skipped} skipped{absent}")
-    return 1 if failed or not checked else 0
+    absent = (f", {count['unavailable']} unavailable (weights or data absent: fetch them and run again)"
+              if count["unavailable"] else "")
+    print(f"{checked} anchors checked, {count['failed']} failed, {count['skipped']} skipped{absent}")
+    if args.json:
+        print_result(args, {"anchors": records, "checked": checked, "failed": count["failed"],
+                            "skipped": count["skipped"], "unavailable": count["unavailable"],
+                            "tiny_random_weights": tiny})
+    return 1 if count["failed"] or not checked else 0

@@ -4,8 +4,9 @@ non-zero while a hub weight follows a branch instead of a commit."""
 
 from __future__ import annotations
 
-import json
 from typing import Dict, List
+
+from capeval.cli.arguments import print_result
 
 UNPINNED = "unpinned"
 
@@ -62,7 +63,8 @@ def markdown_table() -> str:
 
 def configure(parser) -> None:
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--json", action="store_true", help="one JSON object per weight")
+    group.add_argument("--json", action="store_true", help="print the weights as one JSON document (a list: one object "
+                                                           "per weight) on stdout")
     group.add_argument("--markdown", action="store_true", help="the README's weights table (no cache column)")
     group.add_argument("--check", action="store_true", help="exit 1 while a hub weight is not pinned to a commit "
                                                             "(each is named)")
@@ -84,8 +86,7 @@ def run(args) -> int:
         return _check()
     rows = weight_rows()
     if args.json:
-        for row in rows:
-            print(json.dumps(row))
+        print_result(args, rows)
         return 0
     for row in rows:
         cached = f"cached here: {row['cached']}" if row["cached"] else f"not cached here; fetch: {row['fetch']}"

@@ -304,8 +304,10 @@ def configure_fit(parser: argparse.ArgumentParser) -> None:
                         help="add a candidate computed from the 'caption'/'image'/'references' columns: SPEC is a "
                              "registered scorer 'scorer[:key]' or a callable 'module:function' "
                              "(predictions, images, references) -> per-sample scores; repeatable")
-    parser.add_argument("--tol", type=float, default=1e-4)
-    parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--tol", type=float, default=1e-4,
+                        help="forward feature selection stops when a component adds less cross-validated R² than "
+                             "this (default: 1e-4)")
+    parser.add_argument("--folds", type=int, default=5, help="unshuffled cross-validation folds (default: 5)")
     parser.add_argument("--weights-name", default="refit", help="name recorded in the weights file")
     parser.add_argument("--output", required=True, help="folder for ensembeval_weights.json and README.md")
 

@@ -489,7 +489,8 @@ def configure_training(parser) -> None:
                                                        "(merged), read instead of running the encoders")
     parser.add_argument("--val", required=True, help="validation judgments or feature folder, same formats")
     parser.add_argument("--images", help="directory the image paths are relative to")
-    parser.add_argument("--out", required=True, help="output directory (hub-ready head artifact + model card)")
+    parser.add_argument("--output", "--out", required=True,
+                        help="output directory (hub-ready head artifact + model card)")
     parser.add_argument("--init", help="head to fine-tune (registry name, hub id, directory or reprod.ckpt); "
                                        "default: a new head, as the official recipe")
     parser.add_argument("--clip-weights", default="openai-clip-vit-b-32", help="CLIP of a new head")
@@ -498,9 +499,12 @@ def configure_training(parser) -> None:
     parser.add_argument("--statistics", choices=("per_sentence", "batch"), default="per_sentence",
                         help="scalar-mix statistics while training (batch: the official batch-wide ones)")
     parser.add_argument("--lr", type=float, default=Recipe.lr, help="Adam learning rate (official 3e-5)")
-    parser.add_argument("--max-epochs", type=int, default=Recipe.max_epochs)
-    parser.add_argument("--seed", type=int, default=Recipe.seed)
-    parser.add_argument("--device", default="auto")
+    parser.add_argument("--max-epochs", type=int, default=Recipe.max_epochs,
+                        help=f"epochs at most, with early stopping on the validation Pearson "
+                             f"(default: {Recipe.max_epochs})")
+    parser.add_argument("--seed", type=int, default=Recipe.seed,
+                        help=f"seed of the training run (default: {Recipe.seed})")
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps (default: auto)")
 
 
 def parse_hidden(text) -> Tuple[int, ...]:
@@ -518,7 +522,7 @@ def train_polos(args) -> Path:
     recipe = Recipe(lr=args.lr, max_epochs=args.max_epochs, seed=args.seed, statistics=args.statistics)
     hidden = parse_hidden(args.hidden)
     return train_and_save(load_training_data(args.train, args.images), load_training_data(args.val, args.images),
-                          Path(args.out), recipe=recipe, init=args.init, clip_weights=args.clip_weights,
+                          Path(args.output), recipe=recipe, init=args.init, clip_weights=args.clip_weights,
                           text_encoder=args.text_encoder, hidden=hidden, device=args.device,
                           data_description=f"train {args.train}, validation {args.val}")
 
@@ -532,8 +536,8 @@ def configure_features(parser) -> None:
     parser.add_argument("--init", help="take the encoders from this head (as `capeval train polos --init`)")
     parser.add_argument("--clip-weights", default="openai-clip-vit-b-32", help="CLIP of a new head")
     parser.add_argument("--text-encoder", default="simcse-roberta-base", help="SimCSE encoder of a new head")
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps (default: auto)")
+    parser.add_argument("--batch-size", type=int, default=64, help="judgments per encoder batch (default: 64)")
 
 
 def run_polos_features(args) -> Path:

@@ -104,10 +104,10 @@ def configure_training(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", nargs="+", required=True,
                         help='feature rows {"features": [f1, f2, f3], "score": human score} (JSONL/JSON, CSV or '
                              'parquet)')
-    parser.add_argument("--out", required=True, help="output directory for vcrscore_gbr.json + card")
+    parser.add_argument("--output", "--out", required=True, help="output directory for vcrscore_gbr.json + card")
     parser.add_argument("--drop-zero", action="store_true", help="drop rows whose human score is 0 (as the paper)")
     parser.add_argument("--held-out", type=float, default=0.2, help="fraction held out for Spearman")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the held-out split (default: 0)")
 
 
 def train_regressor(rows: Iterable[dict], *, drop_zero: bool = False, held_out: float = 0.2, seed: int = 0):
@@ -156,7 +156,7 @@ def train_vcrscore(args: argparse.Namespace) -> Path:
             row["score"] = _human_score(row, f"{path} row {i}")
             rows.append(row)
     model, spearman = train_regressor(rows, drop_zero=args.drop_zero, held_out=args.held_out, seed=args.seed)
-    out = Path(args.out)
+    out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
     save_json(model, out / GBR_FILE)
     (out / "training.json").write_text(json.dumps({"rows": len(rows), "held_out_spearman": spearman,
