@@ -15,9 +15,9 @@ def test_mpnet_score_equals_independent_computation(tiny_hub):
     result = scorer.score(preds, references=refs)
 
     def embed(text):  # one sentence at a time, no padding: mean over its tokens
-        ids = scorer.tokenizer(text, return_tensors="pt")
+        ids = scorer.encoder.tokenizer(text, return_tensors="pt")
         with torch.no_grad():
-            hidden = scorer.model(**ids).last_hidden_state[0].numpy().astype(np.float64)
+            hidden = scorer.encoder.model(**ids).last_hidden_state[0].numpy().astype(np.float64)
         v = hidden.mean(0)
         return v / np.linalg.norm(v)
 
