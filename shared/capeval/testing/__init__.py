@@ -23,6 +23,7 @@ from capeval.core.constants import HALF_PREPROCESS, TINY_MARKER_FILE
 from capeval.core.hub import WeightSpec, registered_weights
 from capeval.testing.tiny_blip2 import write_tiny_blip2
 from capeval.testing.tiny_clip import tiny_clip_factory
+from capeval.testing.tiny_expert import write_tiny_expert_adapter
 from capeval.testing.tiny_hice_s import (
     tiny_alpha_clip_factory,
     tiny_factual_factory,
@@ -77,6 +78,7 @@ TINY_BUILDERS: Dict[str, Callable[[Path], None]] = {
     "sd-turbo": write_tiny_sd_turbo,
     "dinov2-small": write_tiny_dinov2,
     "llava-1.5-13b-hf": write_tiny_llava,
+    "expert-llava-13b-lora": write_tiny_expert_adapter,
 }
 
 

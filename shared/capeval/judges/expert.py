@@ -1,0 +1,180 @@
+"""EXPERT (Kim et al., ACL Findings 2025) as the official ``hjkim811/EXPERT`` script (``expert.py`` at commit
+74bbef41209fce20551f2d707bc7642400d7eddf) computes it: LLaVA-1.5-13B with the authors' LoRA merged in
+(:mod:`capeval.judges.expert_weights`) is asked :data:`EXPERT_PROMPT` in the ``llava_v1`` conversation about the image
+padded to a square; greedy answer (at most 512 new tokens); the number it wrote, smoothed over the digit tokens'
+probabilities exactly as FLEUR's (:mod:`capeval.functional.fleur`: the official script has FLEUR's smoothing code).
+Optionally the second turn: the smoothed score as the answer, then :data:`EXPERT_EXPLANATION_PROMPT`, and the answer
+read into its three criteria (fluency, relevance, descriptiveness). Reference-free: EXPERT has no reference variant.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+from capeval.core.errors import InputError
+from capeval.core.hub import cached_location, registered_weights
+from capeval.core.inputs import ValidInputs
+from capeval.functional.fleur import DIGITS, fleur_answer_number, fleur_digit_positions, fleur_smoothed_score
+from capeval.judges.cache import DEFAULT_INDEX_BYTES, JudgeCache
+from capeval.judges.expert_weights import (ADAPTER_WEIGHT, BASE_WEIGHT, merged_judge, merged_model_id,
+                                           weight_id)
+from capeval.judges.generation import Generation, JudgeModel, judge_dtype, pad_to_square
+from capeval.judges.prompts import GENERATION, LLAVA_V1
+from capeval.judges.scorer import FleurScorer, score_as_official_text
+
+# expert.py, get_scoring_prompt / get_explanation_prompt (the braces of the output format are literal there too)
+EXPERT_PROMPT = ("Evaluate the caption and assign a score on a scale of 0.0 to 1.0.\n\nCaption: {caption}\n\n"
+                 "Score (0.0~1.0):")
+EXPERT_EXPLANATION_PROMPT = (
+    "Provide a brief explanation for the score based on three criteria: Fluency, Relevance, and Descriptiveness."
+    "\n\nCaption: {caption}\n\nEvaluation Criteria:\n"
+    "- Fluency: Whether the caption is fluent, natural, and grammatically correct.\n"
+    "- Relevance: Whether the sentence correctly describes the visual content and be closely relevant to the image.\n"
+    "- Descriptiveness: Whether the sentence is a precise, informative caption that describes important details of "
+    "the image.\n\nOutput Format:\nFluency: {{Provide explanation here.}}\nRelevance: {{Provide explanation here.}}\n"
+    "Descriptiveness: {{Provide explanation here.}}")
+CRITERIA = ("fluency", "relevance", "descriptiveness")
+_EXPLANATION = re.compile(r"Fluency:\s*(.*?)\nRelevance:\s*(.*?)\nDescriptiveness:\s*(.*)", re.DOTALL)
+
+
+def parse_explanation(text: str) -> Optional[dict]:
+    """The three criteria of an explanation (``expert.py``'s ``parse_explanation``), None when it has not the
+    official output format."""
+    match = _EXPLANATION.search(text)
+    return None if match is None else {c: match.group(i + 1).strip() for i, c in enumerate(CRITERIA)}
+
+
+def expert_outputs(generation: Generation, digit_tokens: Sequence[int]) -> dict:
+    """The cache outputs of one answer: the number read from the whole answer (the official script reads the decoded
+    text with special tokens skipped), FLEUR's smoothing of it and the digit probabilities used; ``score`` None when
+    there is none (the official script stops with an error or skips the sample there)."""
+    number = fleur_answer_number(generation.text)
+    positions = fleur_digit_positions(number, generation.token_ids, digit_tokens) if number is not None else None
+    outputs = {"text": generation.text, "raw_score": number, "score": None, "digit_probabilities": None,
+               "explanation": None}
+    if positions is None:
+        return outputs
+    first, second = (None if p is None else generation.digit_probabilities[p].tolist() for p in positions)
+    outputs["score"] = fleur_smoothed_score(number, first, second)
+    outputs["digit_probabilities"] = {"first": {str(d): first[d] for d in DIGITS},
+                                      "second": None if second is None else {str(d): second[d] for d in DIGITS}}
+    return outputs
+
+
+def expert_prompt_sha256(explanation: bool) -> str:
+    """sha256 of everything that makes EXPERT's prompt: its template, the ``llava_v1`` conversation and the
+    explanation turn when asked."""
+    material = {"template": EXPERT_PROMPT, "format": "llava_v1", "conversation": LLAVA_V1,
+                "explanation": EXPERT_EXPLANATION_PROMPT if explanation else None}
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+
+
+def _expected_model_id(base_model: str, adapter: str, judge_model: Optional[str]) -> str:
+    """The model id a replayed record must carry, without loading or merging: from the local files when present,
+    else the registered ``repo@revision``."""
+    if judge_model is not None:
+        return merged_model_id(Path(judge_model).expanduser()) or f"local:{judge_model}"
+    ids = []
+    for ref in (adapter, base_model):
+        local = Path(ref).expanduser()
+        spec = registered_weights().get(ref)
+        if local.is_dir():
+            ids.append(weight_id(local))
+        elif spec is not None:
+            found = cached_location(spec)
+            ids.append(weight_id(found) if found is not None else f"{spec.repo_id}@{spec.revision}")
+        else:
+            ids.append(ref)
+    return "+".join(ids)
+
+
+class ExpertScorer(FleurScorer):
+    """EXPERT: the smoothed score per sample (``expert``), the number the judge wrote (``expert_raw``), the answers
+    (``expert_texts``) and, with ``explanation=True``, the explanations (``expert_explanations``) and their three
+    criteria (``expert_criteria``: None where the answer has not the official format)."""
+
+    name, images, references = "expert", "required", "unused"
+
+    def __init__(self, base_model: str = BASE_WEIGHT, adapter: str = ADAPTER_WEIGHT, *,
+                 judge_model: Optional[str] = None, device: str = "auto", dtype=None, batch_size: int = 16,
+                 device_map=None, cache_dir=None, pad_to_square: bool = True,
+                 max_new_tokens: int = GENERATION["max_new_tokens"], explanation: bool = False,
+                 judge_cache: Optional[os.PathLike] = None, replay: Optional[os.PathLike] = None,
+                 cache_bytes: int = DEFAULT_INDEX_BYTES):
+        for option, value in (("max_new_tokens", max_new_tokens), ("batch_size", batch_size),
+                              ("cache_bytes", cache_bytes)):
+            if not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+                raise InputError(f"{option} must be a positive integer, not {value!r}")
+        if replay is not None and judge_cache is not None:
+            raise InputError("replay= reads a judge cache and judge_cache= writes one: give one of them")
+        if replay is not None and not os.path.isfile(replay):
+            raise InputError(f"replay: judge cache {replay} not found")
+        if judge_model is not None and not Path(judge_model).expanduser().is_dir():
+            raise InputError(f"judge_model: {judge_model} is not a folder (a merged EXPERT judge: `capeval convert "
+                             f"expert-llava-hf <adapter folder> <out>`)")
+        self.batch_size, self.pad_to_square, self.explanation = batch_size, pad_to_square, explanation
+        self.max_new_tokens, self.format = max_new_tokens, "llava_v1"
+        self.replay_path = os.fspath(replay) if replay is not None else None
+        self.cache = JudgeCache(replay if replay is not None else judge_cache, max_bytes=cache_bytes) \
+            if (replay or judge_cache) is not None else None
+        self.prompt_sha256 = expert_prompt_sha256(explanation)
+        if replay is not None:
+            self.judge, self.judge_folder = None, None
+            self.model_id = _expected_model_id(base_model, adapter, judge_model)
+            self.dtype = str(judge_dtype(dtype, device, device_map)).replace("torch.", "")
+            self.cache_sha256 = self.cache.sha256()
+            return
+        folder = Path(judge_model).expanduser() if judge_model is not None else \
+            merged_judge(base_model, adapter, cache_dir=cache_dir)
+        self.judge = JudgeModel(str(folder), device=device, dtype=dtype, device_map=device_map)
+        self.judge_folder = folder
+        self.model_id = merged_model_id(folder) or self.judge.model_id
+        self.dtype, self.device = str(self.judge.dtype).replace("torch.", ""), self.judge.device
+
+    def provenance_extras(self) -> dict:
+        extras = {"judge": {"model": self.model_id, "prompt_sha256": self.prompt_sha256, "prompt_format": self.format,
+                            "generation": self.generation_settings()}}
+        if self.judge is None:
+            extras["replayed"] = {"replayed": True, "cache": self.replay_path, "cache_sha256": self.cache_sha256}
+        return extras
+
+    def _first_turn(self, caption: str, references: Optional[List[str]]) -> str:
+        return EXPERT_PROMPT.format(caption=caption)
+
+    def _score(self, inputs: ValidInputs) -> dict:
+        result = super()._score(inputs)
+        if self.explanation:
+            result["expert_criteria"] = [None if text is None else parse_explanation(text)
+                                         for text in result["expert_explanations"]]
+        return result
+
+    def _judge_batch(self, calls: List[dict], images: Sequence) -> List[dict]:
+        pictures = [pad_to_square(image, self.judge.image_mean) if self.pad_to_square else image.convert("RGB")
+                    for image in images]
+        firsts = [self._first_turn(call["caption"], None) for call in calls]
+        answers = self.judge.generate([self._prompt([("user", f), ("assistant", None)]) for f in firsts], pictures,
+                                      max_new_tokens=self.max_new_tokens)
+        outputs = [expert_outputs(answer, self.judge.digit_ids) for answer in answers]
+        if self.explanation:
+            self._explain_criteria(outputs, firsts, [call["caption"] for call in calls], pictures)
+        return outputs
+
+    def _explain_criteria(self, outputs: List[dict], firsts: List[str], captions: List[str],
+                          pictures: Sequence) -> None:
+        """expert.py's second turn: the smoothed score (``str`` of its float16 value) + ``</s>`` as the answer (the
+        conversation adds its own ``</s>`` too), then the explanation prompt."""
+        scored = [n for n, o in enumerate(outputs) if o["score"] is not None]
+        if not scored:
+            return
+        end = LLAVA_V1["separators"][1]
+        prompts = [self._prompt([("user", firsts[n]), ("assistant", score_as_official_text(outputs[n]["score"]) + end),
+                                 ("user", EXPERT_EXPLANATION_PROMPT.format(caption=captions[n])),
+                                 ("assistant", None)]) for n in scored]
+        reasons = self.judge.generate(prompts, [pictures[n] for n in scored], max_new_tokens=self.max_new_tokens)
+        for n, reason in zip(scored, reasons):
+            outputs[n]["explanation"] = reason.text
