@@ -235,7 +235,8 @@ CASES = {
                                         str(EXAMPLE / "model_b.json")], r"records carry their captions"),
     "empty caption": (lambda t: _results(t, lambda r: r[:1] + [{**r[1], "caption": "  "}] + r[2:]),
                       r"model_a: the caption of image 4019"),
-    "no resamples": (lambda t: karpathy_args() + ["--resamples", "0"], r"resamples: need at least 1, got 0"),
+    "no resamples": (lambda t: karpathy_args() + ["--resamples", "0"],
+                     r"argument --resamples: must be a positive integer, not 0"),  # refused while parsing
     "option for no metric": (lambda t: karpathy_args() + ["--metrics", "coco", "--precision", "official"],
                              r"--precision applies to none of the metrics"),
 }

@@ -12,7 +12,7 @@ import argparse
 import json
 import re
 import sys
-from typing import Dict, Iterable, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Iterable, Optional, Sequence, Tuple
 
 from capeval.cli.options import device, dtype, non_negative_int, positive_int
 from capeval.core.errors import InputError
@@ -193,8 +193,3 @@ def suite_options(args: argparse.Namespace, names: Sequence[str]) -> Dict[str, D
         for name in takers:
             options.setdefault(name, {})[option] = value
     return options
-
-
-def json_lines(rows: Iterable[Mapping]) -> str:
-    """Rows as text, one JSON object a line."""
-    return "\n".join(json.dumps(row) for row in rows)
