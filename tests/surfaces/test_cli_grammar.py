@@ -153,3 +153,27 @@ def test_weights_grammar_is_metric_equals_source_or_a_bare_source(tiny_hub, tmp_
         capsys.readouterr()
     assert main(["score", "mpnet_score", "--input", str(records), "--weights", f"clip_s={folder}"]) == 2
     assert "--weights clip_s=" in capsys.readouterr().err
+
+
+def test_ray_score_passes_dtype_to_the_scorer_as_score_does(tiny_hub, tmp_path, capsys):
+    """The same options give `score` and `ray-score` the same scorer: equal hashcodes (which cover the dtype),
+    different from the default's."""
+    import os
+
+    ray = pytest.importorskip("ray")
+    records = tmp_path / "in.jsonl"
+    records.write_text("".join(json.dumps({"caption": f"a caption {i}", "references": ["a reference"]}) + "\n"
+                               for i in range(3)))
+    options = ["--device", "cpu", "--dtype", "bfloat16"]
+    default = _one_document(capsys, ["score", "mpnet_score", "--input", str(records), "--device", "cpu"])
+    scored = _one_document(capsys, ["score", "mpnet_score", "--input", str(records), *options])
+    assert scored["hashcode"] != default["hashcode"]
+    env = {k: v for k, v in os.environ.items() if k.startswith(("HF_", "TRANSFORMERS_", "CAPEVAL_"))}
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=256 * 2**20,
+             runtime_env={"env_vars": {**env, "OMP_NUM_THREADS": "1"}})
+    try:
+        summary = _one_document(capsys, ["ray-score", "mpnet_score", "--input", str(records), "--output",
+                                         str(tmp_path / "out"), "--num-cpus", "0.5", *options])
+    finally:
+        ray.shutdown()
+    assert summary["hashcode"] == scored["hashcode"] and summary["n"] == 3
