@@ -177,3 +177,16 @@ def test_ray_score_passes_dtype_to_the_scorer_as_score_does(tiny_hub, tmp_path, 
     finally:
         ray.shutdown()
     assert summary["hashcode"] == scored["hashcode"] and summary["n"] == 3
+
+
+def test_weights_grammar_in_evaluate_and_leaderboard(tmp_path, capsys):
+    """`leaderboard` keeps its several-pairs-per-flag spelling and takes the repeated flag; `evaluate` refuses weights
+    for a metric it does not score, and a bare source when it scores several, before any model loads."""
+    parsed = build_parser("leaderboard").parse_args(["leaderboard", "--weights", "mpnet_score=a", "clip_s=b",
+                                                     "--weights", "pac_s=c"])
+    assert parsed.weights == [("mpnet_score", "a"), ("clip_s", "b"), ("pac_s", "c")]
+    records = _records(tmp_path)
+    for weights, message in (("clip_s=DIR", "--weights clip_s=DIR: clip_s is not scored here"),
+                             ("DIR", "--weights DIR: several metrics are scored")):
+        assert main(["evaluate", "--records", str(records), "--metrics", "bleu", "rouge_l", "--weights", weights]) == 2
+        assert message in capsys.readouterr().err
