@@ -25,16 +25,17 @@ from capeval.cli import main
 from capeval.core import scoring
 
 REPO = Path(__file__).resolve().parents[1]
-MODULE_METRICS = ["clip_s", "ensembeval", "fleur", "hice_s", "image_roundtrip", "pac_s", "polos", "vcrscore"]
+MODULE_METRICS = ["clip_s", "ensembeval", "expert", "fleur", "hice_s", "image_roundtrip", "pac_s", "polos", "vcrscore"]
 TEXT_METRICS = ["bleu", "cider", "mpnet_score", "noun_verb_overlap", "rouge_l"]
 METRICS = MODULE_METRICS + TEXT_METRICS
-NO_TOKEN_LIMIT = ("bleu", "cider", "fleur", "noun_verb_overlap", "rouge_l")  # fleur: LLaVA reads 4,096 tokens, none cut
+NO_TOKEN_LIMIT = ("bleu", "cider", "expert", "fleur", "noun_verb_overlap", "rouge_l")  # LLaVA reads 4,096 tokens
 TOKEN_LIMITED = [m for m in METRICS if m not in NO_TOKEN_LIMIT]
 FAST = {  # fast settings of the slow tiny pipelines (options the scorers declare anyway)
     "hice_s": {"phrase_parser": "spacy", "region_settings": {"points_per_side": 4, "pred_iou_thresh": 0.0,
                                                              "stability_score_thresh": 0.0}},
     "image_roundtrip": {"steps": 1, "height": 32, "width": 32, "use_image_cache": False},
     "fleur": {"max_new_tokens": 8},
+    "expert": {"max_new_tokens": 8},
 }
 BATCH = 8  # > a CLI chunk's distinct texts (captions and references are encoded together): one batch, no progress bar
 CHUNK = 3
@@ -170,10 +171,11 @@ def _replace(values, index, value):
 DOORS = [pytest.param(metric, door, id=f"{metric}-{door}") for metric in METRICS
          for door in (("module", "scorer") if metric in MODULE_METRICS else ("scorer",))]
 IMAGE_DOORS = [p for p in DOORS if p.values[0] in MODULE_METRICS]
-# the tiny random judge answers no readable number (every FLEUR score is NaN), so no score of it can tell two images
-# apart: the pixel-equivalence checks run on the metrics whose tiny models give scores (FLEUR's pixels are checked
-# against the official preprocessing in tests/judges/test_judge_pixels.py)
-SCORING_IMAGE_DOORS = [p for p in IMAGE_DOORS if p.values[0] != "fleur"]
+# the tiny random judges answer few readable numbers (most FLEUR and EXPERT scores are NaN), so no score of theirs
+# can tell two images apart: the pixel-equivalence checks run on the metrics whose tiny models give scores (the
+# judges' pixels, one preprocessing for both, are checked against the official one in tests/judges/test_judge_pixels.py)
+JUDGES = ("expert", "fleur")
+SCORING_IMAGE_DOORS = [p for p in IMAGE_DOORS if p.values[0] not in JUDGES]
 
 
 def test_the_matrix_covers_every_evaluate_module():
@@ -554,7 +556,7 @@ def test_cli_refuses_bad_record_with_its_number_over_the_whole_input(metric, cas
     assert len(forwards) == (after_chunk[-1] if after_chunk else 0), "a model ran on the bad record's chunk"
 
 
-@pytest.mark.parametrize("metric", [m for m in MODULE_METRICS if m != "fleur"])  # see SCORING_IMAGE_DOORS
+@pytest.mark.parametrize("metric", [m for m in MODULE_METRICS if m not in JUDGES])  # see SCORING_IMAGE_DOORS
 def test_cli_sixteen_bit_png_scores_like_its_eight_bit_values(metric, cli, tmp_path):
     same = {"caption": "a dog on the grass", **({"references": ["a reference", "a picture"]}
                                                 if _uses(metric, "references") else {})}
