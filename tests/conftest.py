@@ -1,7 +1,8 @@
-"""Shared fixtures: an offline tiny hub cache, and the reference data beside the repository."""
+"""Shared fixtures: an offline tiny hub cache, and the reference data beside the repository; the fast loop's tests."""
 
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -11,6 +12,74 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
+
+# The fast loop, `python -m pytest -m "not slow" tests`, runs the tests named here (the one place they are named):
+# a module path keeps the whole module, a node id one test (all its parameters); every other test is marked slow.
+# The scorer contract leaves out the scorers that start Java per call (pycocoevalcap's PTB tokenizer, METEOR, SPICE).
+# tests/test_fast_subset.py checks that the loop keeps the architecture test, a contract of every family and a test
+# of every test folder; a new test folder needs an entry here.
+FAST_TESTS = (
+    "tests/test_architecture.py",
+    "tests/test_fast_subset.py",
+    "tests/backbones/test_clip_tokenize.py",
+    "tests/benchmarks/test_dataset_cards.py",
+    "tests/blip2/test_blip2_scorer.py",
+    "tests/clip_s/test_clip_s_scorer.py",
+    "tests/core/test_inputs.py",
+    "tests/core/test_scorer_contract.py",
+    "tests/ensembeval/test_ensembeval_fit.py::test_selection_matches_sklearn_default_cv_and_is_unshuffled",
+    "tests/functional/test_agreement.py",
+    "tests/functional/test_fleur.py",
+    "tests/functional/test_hice_functional.py",
+    "tests/functional/test_polos_functional.py",
+    "tests/functional/test_roundtrip_functional.py",
+    "tests/functional/test_similarity.py",
+    "tests/functional/test_vcrscore_functional.py",
+    "tests/hice_s/test_phrases.py::test_spacy_fallback_phrases",
+    "tests/image_roundtrip/test_roundtrip_pipeline.py",
+    "tests/judges/test_judge_options.py",
+    "tests/meta_eval/test_resampling.py",
+    "tests/polos/test_head_rows.py",
+    "tests/report/test_markdown_table.py",
+    "tests/suite/test_run_evaluate_captions.py",
+    "tests/surfaces/test_module_cards.py",
+    "tests/text/test_mpnet.py",
+    "tests/vcrscore/test_vcrscore_models.py",
+)
+SLOW_PARAMETERS = {
+    "tests/core/test_scorer_contract.py": ("bleu", "cider", "cider_fixed_idf", "meteor", "rouge_l", "spice"),
+}
+
+
+def _named(nodeid: str) -> bool:
+    return any(nodeid == fast or nodeid.startswith((fast + "::", fast + "[")) for fast in FAST_TESTS)
+
+
+def is_slow(nodeid: str) -> bool:
+    """Whether a node id (``tests/x.py::test_y[param]``) is left out of the fast loop."""
+    module, _, test = nodeid.partition("::")
+    parameter = test.partition("[")[2][:-1]
+    return not _named(nodeid) or parameter in SLOW_PARAMETERS.get(module, ())
+
+
+def pytest_ignore_collect(collection_path, config):
+    """With exactly ``-m "not slow"``, a module without a fast test is not even imported."""
+    if config.getoption("markexpr", "").strip() == "not slow" and collection_path.suffix == ".py":
+        module = collection_path.relative_to(config.rootpath).as_posix()
+        return not any(fast == module or fast.startswith(module + "::") for fast in FAST_TESTS) or None
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if is_slow(item.nodeid):
+            item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(scope="session")
+def fast_loop():
+    """``FAST_TESTS``, ``SLOW_PARAMETERS`` and ``is_slow``, for the test that checks what the fast loop keeps."""
+    return SimpleNamespace(fast_tests=FAST_TESTS, slow_parameters=SLOW_PARAMETERS, is_slow=is_slow)
 
 
 @pytest.fixture(scope="session")
