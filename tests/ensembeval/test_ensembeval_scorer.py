@@ -40,12 +40,17 @@ def stub_components(monkeypatch):
     calls = []
     scoring.scorers()  # register the real families first, so that the stubs replace them
     for name, keys in STUB_OUTPUTS.items():
-        def factory(keys=keys, **options):
-            return _StubScorer(keys, calls, **options)
         images = "required" if name in ("blip2_score", "clip_s", "pac_s", "polos") else "unused"
-        monkeypatch.setitem(scoring._SCORERS, name, ScorerSpec(name, factory, images, "optional",
-                                                               ("device", "dtype", "batch_size"), "stub"))
+        monkeypatch.setitem(scoring._SCORERS, name, ScorerSpec(name, _stub_factory(keys, calls), images, "optional",
+                                                               "stub"))
     return calls
+
+
+def _stub_factory(keys, calls):
+    """A component factory taking the runtime options (its signature states them, as every factory's)."""
+    def factory(*, device=None, dtype=None, batch_size=None):
+        return _StubScorer(keys, calls, device=device, dtype=dtype, batch_size=batch_size)
+    return factory
 
 
 def test_official_weights_on_known_component_values_equal_hand_computed_sum(stub_components):
