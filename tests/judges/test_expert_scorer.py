@@ -128,3 +128,25 @@ def test_options_are_checked_before_anything_loads(tmp_path):
         load_scorer("expert", max_new_tokens=0)
     with pytest.raises(InputError, match="unknown option"):
         load_scorer("expert", prompt_format="chat_template")  # EXPERT's adapter is LLaVA's: llava_v1 only
+
+
+def test_a_converted_folder_judges_as_the_merge_in_the_cache_and_is_named_by_its_adapter(tiny_hub, capeval_cache,
+                                                                                        tmp_path):
+    from capeval.core.convert import convert
+    from capeval.testing.tiny_expert import write_tiny_expert_adapter
+
+    ids = []
+    for seed in (None, 3):
+        adapter = tmp_path / f"adapter-{seed}"
+        write_tiny_expert_adapter(adapter, **({} if seed is None else {"seed": seed}))
+        out = convert("expert-llava-hf", adapter, tmp_path / f"judge-{seed}")
+        scorer = load_scorer("expert", judge_model=str(out), device="cpu", max_new_tokens=8)
+        ids.append(scorer.provenance["judge"]["model"])
+        if seed is None:
+            converted = scorer.score(CAPTIONS[:4], images=_images(4))
+    assert not (capeval_cache / "weights").exists()  # the folder is used as it is
+    assert ids[0] != ids[1] and all(i.startswith("local:") for i in ids)  # the adapter's content names it
+    assert all(i.endswith("+llava-hf/llava-1.5-13b-hf@5dda2880bda009266dda7c4baff660b95ca64540+tiny-random")
+               for i in ids)
+    cached = load_scorer("expert", device="cpu", max_new_tokens=8).score(CAPTIONS[:4], images=_images(4))
+    assert converted["expert_texts"] == cached["expert_texts"]  # the registered tiny adapter is the default seed's

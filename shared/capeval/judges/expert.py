@@ -21,8 +21,8 @@ from capeval.core.hub import cached_location, registered_weights
 from capeval.core.inputs import ValidInputs
 from capeval.functional.fleur import DIGITS, fleur_answer_number, fleur_digit_positions, fleur_smoothed_score
 from capeval.judges.cache import DEFAULT_INDEX_BYTES, JudgeCache
-from capeval.judges.expert_weights import (ADAPTER_WEIGHT, BASE_WEIGHT, merged_judge, merged_model_id,
-                                           weight_id)
+from capeval.judges.expert_weights import (ADAPTER_WEIGHT, BASE_WEIGHT, adapter_id, base_id, merged_judge,
+                                           merged_model_id)
 from capeval.judges.generation import Generation, JudgeModel, judge_dtype, pad_to_square
 from capeval.judges.prompts import GENERATION, LLAVA_V1
 from capeval.judges.scorer import FleurScorer, score_as_official_text
@@ -80,14 +80,14 @@ def _expected_model_id(base_model: str, adapter: str, judge_model: Optional[str]
     if judge_model is not None:
         return merged_model_id(Path(judge_model).expanduser()) or f"local:{judge_model}"
     ids = []
-    for ref in (adapter, base_model):
+    for ref, local_id in ((adapter, adapter_id), (base_model, base_id)):
         local = Path(ref).expanduser()
         spec = registered_weights().get(ref)
         if local.is_dir():
-            ids.append(weight_id(local))
+            ids.append(local_id(local))
         elif spec is not None:
             found = cached_location(spec)
-            ids.append(weight_id(found) if found is not None else f"{spec.repo_id}@{spec.revision}")
+            ids.append(local_id(found) if found is not None else f"{spec.repo_id}@{spec.revision}")
         else:
             ids.append(ref)
     return "+".join(ids)

@@ -7,7 +7,7 @@ holds the fully trained projector. Merging ``W + scale · B @ A`` (``scale = lor
 rsLoRA) commutes with renaming the keys, so the adapter is merged into the ``llava-hf`` conversion of the same base
 checkpoint, each of its keys mapped to the base's name (:func:`hf_key`). The merge runs in float32 and is stored in
 the base's dtype. The merged folder is cached under ``<capeval cache>/weights/expert-llava-1.5-13b-hf-<digest>``
-(the digest of the base shards' and the adapter files' sha256), with a provenance JSON naming both.
+(the digest of the base shards' and the adapter files' sha256), with a record (``expert_merge.json``) naming both.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from capeval.core.convert import load_torch_checkpoint, write_model_card
 from capeval.core.errors import ConversionError, ModelNotAvailableError
 from capeval.core.hashing import file_sha256
 from capeval.core.hub import default_cache_dir, hub_snapshot_of, resolve
+from capeval.core.version import __version__
 
 BASE_WEIGHT = "llava-1.5-13b-hf"  # the registered llava-hf conversion of liuhaotian/llava-v1.5-13b (FLEUR's judge)
 ADAPTER_WEIGHT = "expert-llava-13b-lora"
@@ -34,6 +35,7 @@ ADAPTER_FILES = ("adapter_config.json", "config.json", "non_lora_trainables.bin"
 ADAPTER_WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin")  # peft writes one of them
 INDEX_FILE = "model.safetensors.index.json"
 MERGED_NAME = "expert-llava-1.5-13b-hf"
+MERGE_RECORD = "expert_merge.json"  # written by the merge beside the weights: what they are made of
 
 # original LLaVA name prefix -> the llava-hf names it may have (transformers' conversion; transformers 5's layout;
 # a vision tower saved without its ``vision_model`` level), tried in order against the base's own keys
@@ -182,8 +184,14 @@ def merge_adapter(base_dir: os.PathLike, adapter_dir: os.PathLike, out_dir: os.P
                 tensors[name] = replacements[name].to(tensors[name].dtype).clone()
         save_file({k: v.contiguous() for k, v in tensors.items()}, str(out_dir / shard), metadata={"format": "pt"})
     for item in base_dir.iterdir():
-        if item.is_file() and item.name not in shards and item.name != PROVENANCE_FILE and item.name != "README.md":
+        if item.is_file() and item.name not in {*shards, PROVENANCE_FILE, MERGE_RECORD, "README.md"}:
             shutil.copyfile(item, out_dir / item.name)
+    if (adapter_dir / TINY_MARKER_FILE).exists():
+        (out_dir / TINY_MARKER_FILE).write_text("merged from a tiny random test adapter: scores mean nothing\n")
+    (out_dir / MERGE_RECORD).write_text(json.dumps({
+        "weight": MERGED_NAME, "base": base_id(base_dir), "adapter": adapter_id(adapter_dir),
+        "digest": merged_digest(base_dir, adapter_dir), "lora_scale": scale, "changed": len(deltas),
+        "replaced": len(replacements), "converter": "expert-llava-hf", "capeval_version": __version__}, indent=2))
     write_model_card(out_dir, title="EXPERT judge (LLaVA-1.5-13B + EXPERT LoRA, llava-hf layout)",
                      source=f"{adapter_dir} merged into {base_dir}", license="llama2",
                      body=f"LoRA scale {scale}: {len(deltas)} weights changed, {len(replacements)} replaced from "
@@ -199,11 +207,40 @@ def content_sha256(path: Path) -> str:
     return file_sha256(path)
 
 
-def weight_id(directory: Path) -> str:
-    """``repo@commit`` of a hub snapshot (else the folder's path), ``+tiny-random`` for capeval's test weights."""
+def _part_sha256s(directory: Path, names: Sequence[str]) -> Dict[str, str]:
+    return {name: content_sha256(directory / name) for name in names}
+
+
+def _base_parts(base_dir: Path) -> Dict[str, str]:
+    index = json.loads((base_dir / INDEX_FILE).read_text())
+    return _part_sha256s(base_dir, sorted(set(index["weight_map"].values())))
+
+
+def _adapter_parts(adapter_dir: Path) -> Dict[str, str]:
+    names = [n for n in (*ADAPTER_FILES, *ADAPTER_WEIGHT_FILES) if (adapter_dir / n).is_file()]
+    return _part_sha256s(adapter_dir, names)
+
+
+def _digest(parts: Mapping[str, str]) -> str:
+    return hashlib.sha256(json.dumps(dict(parts), sort_keys=True).encode()).hexdigest()
+
+
+def _weight_id(directory: Path, parts) -> str:
+    """``repo@commit`` of a hub snapshot, else ``local:`` and the digest of its files' sha256 (``parts()``),
+    ``+tiny-random`` for capeval's test weights."""
     snapshot = hub_snapshot_of(directory)
     tiny = "+tiny-random" if (directory / TINY_MARKER_FILE).exists() else ""
-    return (f"{snapshot[0]}@{snapshot[1]}" if snapshot else f"local:{directory}") + tiny
+    return (f"{snapshot[0]}@{snapshot[1]}" if snapshot else f"local:{_digest(parts())[:16]}") + tiny
+
+
+def base_id(base_dir: Path) -> str:
+    """The base's identity: ``repo@commit``, or the digest of a local folder's weight shards."""
+    return _weight_id(base_dir, lambda: _base_parts(base_dir))
+
+
+def adapter_id(adapter_dir: Path) -> str:
+    """The adapter's identity: ``repo@commit``, or the digest of a local folder's adapter files."""
+    return _weight_id(adapter_dir, lambda: _adapter_parts(adapter_dir))
 
 
 def _local(ref: str) -> Optional[Path]:
@@ -239,51 +276,39 @@ def resolve_adapter(ref: str = ADAPTER_WEIGHT, cache_dir=None) -> Path:
 
 def merged_digest(base_dir: Path, adapter_dir: Path) -> str:
     """What the merged weights are made of: the base shards' and the adapter files' sha256."""
-    index = json.loads((base_dir / INDEX_FILE).read_text())
-    parts = {f"base/{s}": content_sha256(base_dir / s) for s in sorted(set(index["weight_map"].values()))}
-    for name in (*ADAPTER_FILES, *ADAPTER_WEIGHT_FILES):
-        if (adapter_dir / name).is_file():
-            parts[f"adapter/{name}"] = content_sha256(adapter_dir / name)
-    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+    parts = {f"base/{k}": v for k, v in _base_parts(base_dir).items()}
+    parts.update({f"adapter/{k}": v for k, v in _adapter_parts(adapter_dir).items()})
+    return _digest(parts)
 
 
 def merged_judge(base: str = BASE_WEIGHT, adapter: str = ADAPTER_WEIGHT, cache_dir=None) -> Path:
-    """The folder of EXPERT's merged judge for ``base`` and ``adapter`` (registry names, hub ids or folders): from
-    capeval's cache, else merged there now (one process at a time)."""
+    """The folder of EXPERT's merged judge for ``base`` and ``adapter`` (registry names or folders): from capeval's
+    cache, else merged there now (one process at a time)."""
     from capeval.core.download import file_lock
-    from capeval.core.version import __version__
 
     base_dir, adapter_dir = resolve_base(base, cache_dir), resolve_adapter(adapter, cache_dir)
-    digest = merged_digest(base_dir, adapter_dir)
-    target = default_cache_dir() / "weights" / f"{MERGED_NAME}-{digest[:16]}"
-    if (target / PROVENANCE_FILE).is_file():
+    target = default_cache_dir() / "weights" / f"{MERGED_NAME}-{merged_digest(base_dir, adapter_dir)[:16]}"
+    if (target / MERGE_RECORD).is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with file_lock(default_cache_dir() / "locks" / f"{target.name}.lock"):
-        if (target / PROVENANCE_FILE).is_file():
+        if (target / MERGE_RECORD).is_file():
             return target
         with tempfile.TemporaryDirectory(prefix=f".{target.name}-", dir=target.parent) as tmp:
             out = merge_adapter(base_dir, adapter_dir, Path(tmp) / "out")
-            tiny = any((d / TINY_MARKER_FILE).exists() for d in (base_dir, adapter_dir))
-            if tiny:
-                (out / TINY_MARKER_FILE).write_text("merged from tiny random test weights: scores mean nothing\n")
-            (out / PROVENANCE_FILE).write_text(json.dumps({
-                "weight": MERGED_NAME, "base": weight_id(base_dir), "adapter": weight_id(adapter_dir),
-                "digest": digest, "converter": "expert-llava-hf", "capeval_version": __version__}, indent=2))
             shutil.rmtree(target, ignore_errors=True)
             os.replace(out, target)
     return target
 
 
 def merged_model_id(directory: Path) -> Optional[str]:
-    """``adapter+base`` (each ``repo@commit``) of a merged judge folder, from its provenance; None for others."""
-    record = directory / PROVENANCE_FILE
+    """``adapter+base`` (each :func:`adapter_id` / :func:`base_id`) of a merged judge folder, from the record the
+    merge wrote; None for other folders."""
+    record = directory / MERGE_RECORD
     if not record.is_file():
         return None
     info = json.loads(record.read_text())
-    if info.get("weight") != MERGED_NAME:
-        return None
-    return f"{info['adapter']}+{info['base']}"
+    return f"{info['adapter']}+{info['base']}" if info.get("weight") == MERGED_NAME else None
 
 
 def convert_expert_adapter(adapter_dir: Path, out_dir: Path) -> None:
