@@ -1,5 +1,6 @@
 """The headless browser the screenshot tests drive (Debian's chromium): required in CI, skipped elsewhere."""
 
+import base64
 import json
 import os
 import select
@@ -44,6 +45,9 @@ class DevToolsPage:
         self._next_id = 0
         target = self._page_target(url)
         self._session = self.command("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+        # the viewport is the window size asked for (the headless window keeps some of it for its own frame)
+        self.command("Emulation.setDeviceMetricsOverride", self._session, width=width, height=height,
+                     deviceScaleFactor=1, mobile=False)
 
     def command(self, method: str, session: str = None, **params):
         self._next_id += 1
@@ -95,6 +99,12 @@ class DevToolsPage:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"after {timeout_s} s the page still does not satisfy: {expression}")
             time.sleep(every_s)
+
+    def screenshot(self, path) -> None:
+        """The viewport as a PNG file."""
+        shot = self.command("Page.captureScreenshot", self._session, format="png")["data"]
+        with open(path, "wb") as file:
+            file.write(base64.b64decode(shot))
 
     def html(self) -> str:
         return self.evaluate("document.documentElement.outerHTML")

@@ -183,9 +183,12 @@ def test_headless_chromium_renders_the_first_example_scored(tiny_hub, quiet_grad
     try:
         url = serve(demo)
         shot = tmp_path / "demo.png"
-        run = chromium(url, tmp_path, f"--screenshot={shot}", width=width)
-        assert run.returncode == 0, run.stderr[-2000:]
-        dom = chromium(url, tmp_path, "--dump-dom", width=width).stdout
+        with DevToolsPage(url, tmp_path / "profile", width=width) as page:
+            # the labels exist only once the Svelte front end has rendered the Blocks: wait for them in real time
+            page.wait_for('document.body && document.body.innerText.includes("How the score is made")'
+                          ' && document.body.innerText.includes("Metric card")')
+            page.screenshot(shot)
+            dom = page.html()
     finally:
         demo.close()
     pixels = np.asarray(Image.open(shot).convert("L"), dtype=np.float32)
@@ -245,7 +248,7 @@ def test_a_score_clicked_at_once_after_an_example_echoes_that_example(tiny_hub, 
         with DevToolsPage(demo.local_url, tmp_path / "profile", width=1280) as page:
             # in real time, however loaded the machine: the marks are set once Score went through, and the result
             # line appears once the server has scored (a virtual-time budget could dump the page while it scored)
-            page.wait_for('document.body.dataset.scoresWhileScoring !== undefined'
+            page.wait_for('document.body && document.body.dataset.scoresWhileScoring !== undefined'
                           ' && document.body.innerText.includes("Scored:")')
             dom = page.html()
     finally:
