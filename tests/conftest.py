@@ -64,7 +64,8 @@ def is_slow(nodeid: str) -> bool:
 
 def pytest_ignore_collect(collection_path, config):
     """With exactly ``-m "not slow"``, a module without a fast test is not even imported."""
-    if config.getoption("markexpr", "").strip() == "not slow" and collection_path.suffix == ".py":
+    if (config.getoption("markexpr", "").strip() == "not slow" and collection_path.match("test_*.py")
+            and collection_path.is_relative_to(config.rootpath)):
         module = collection_path.relative_to(config.rootpath).as_posix()
         return not any(fast == module or fast.startswith(module + "::") for fast in FAST_TESTS) or None
     return None
