@@ -20,17 +20,14 @@ CAPTIONS = ["a dog.", "two cats on a sofa", "a child playing with a ball in a pa
 def _random_clip(tmp_path, context_length=None):
     import open_clip
 
-    from capeval.backbones.clip import save_open_clip
+    from capeval.backbones.clip import build_clip, save_open_clip
     from capeval.core.constants import OPENAI_PREPROCESS
 
     cfg = dict(open_clip.get_model_config("ViT-B-32"), quick_gelu=True)
-    extra = {}
-    if context_length:
+    if context_length:  # Long-CLIP: 248 text positions
         cfg["text_cfg"] = {**cfg["text_cfg"], "context_length": context_length}
-        extra = {"context_length": context_length}
     torch.manual_seed(0)
-    model = open_clip.create_model("ViT-B-32", pretrained=None, force_quick_gelu=True, **extra)
-    save_open_clip(tmp_path, model.state_dict(), cfg, OPENAI_PREPROCESS)
+    save_open_clip(tmp_path, build_clip(cfg).state_dict(), cfg, OPENAI_PREPROCESS)
     return str(tmp_path)
 
 
