@@ -150,3 +150,33 @@ def test_a_converted_folder_judges_as_the_merge_in_the_cache_and_is_named_by_its
                for i in ids)
     cached = load_scorer("expert", device="cpu", max_new_tokens=8).score(CAPTIONS[:4], images=_images(4))
     assert converted["expert_texts"] == cached["expert_texts"]  # the registered tiny adapter is the default seed's
+
+
+def test_in_float16_the_vision_tower_runs_in_float32_on_rounded_pixels_as_llavas_loader_leaves_it(tiny_hub,
+                                                                                                  capeval_cache):
+    from capeval.judges.generation import JudgeModel
+
+    scorer = load_scorer("expert", device="cpu", dtype="float16", max_new_tokens=4)
+    inner = scorer.judge.model.model
+    assert next(inner.vision_tower.parameters()).dtype == torch.float32
+    assert next(inner.language_model.parameters()).dtype == torch.float16
+    seen = []
+    inner.multi_modal_projector.register_forward_hook(lambda module, args, out: seen.append(args[0]))
+    image = _images(1)[0]
+    scorer.score(["a dog"], images=[image])
+    # independently: the merged weights rounded to float16 and run in float32 on the pixels rounded to float16, the
+    # CLIP tower's second-to-last hidden state without its CLS token, cast to float16 (LLaVA's CLIPVisionTower.forward)
+    reference = JudgeModel(str(scorer.judge_folder), device="cpu", dtype="float32")
+    prompt = render_llava_v1([("user", EXPERT_PROMPT.format(caption="a dog")), ("assistant", None)])
+    from capeval.judges.generation import pad_to_square
+
+    pixels = reference.processor(images=[pad_to_square(image, reference.image_mean)], text=[prompt],
+                                 return_tensors="pt")["pixel_values"].to(torch.float16).float()
+    with torch.no_grad():
+        for parameter in reference.model.model.vision_tower.parameters():  # the judge's weights are 16-bit copies
+            parameter.copy_(parameter.half().float())
+        hidden = reference.model.model.vision_tower(pixels, output_hidden_states=True).hidden_states[-2][:, 1:]
+    assert seen[0].dtype == torch.float16 and torch.equal(seen[0], hidden.to(torch.float16))
+    plain = load_scorer("expert", device="cpu", dtype="float16", max_new_tokens=4, float32_vision=False)
+    assert next(plain.judge.model.model.vision_tower.parameters()).dtype == torch.float16
+    assert plain.hashcode != scorer.hashcode

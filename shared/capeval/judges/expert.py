@@ -74,6 +74,23 @@ def expert_prompt_sha256(explanation: bool) -> str:
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
 
+def keep_vision_tower_in_float32(model) -> bool:
+    """LLaVA's loader leaves the CLIP vision tower in float32 (``device_map="auto"`` skips its float16 cast): the tower
+    runs in float32 on the pixels rounded to the judge's dtype and its features are cast to that dtype before the
+    projector. Does the same to a llava-hf judge running in 16 bits; False (nothing changed) for a float32 judge."""
+    import torch
+
+    inner = getattr(model, "model", model)
+    projector = inner.multi_modal_projector
+    dtype = next(projector.parameters()).dtype
+    if dtype == torch.float32:
+        return False
+    inner.vision_tower.float()
+    projector.register_forward_pre_hook(
+        lambda module, args: tuple(a.to(dtype) if torch.is_tensor(a) else a for a in args))
+    return True
+
+
 def _expected_model_id(base_model: str, adapter: str, judge_model: Optional[str]) -> str:
     """The model id a replayed record must carry, without loading or merging: from the local files when present,
     else the registered ``repo@revision``."""
@@ -104,8 +121,8 @@ class ExpertScorer(FleurScorer):
                  judge_model: Optional[str] = None, device: str = "auto", dtype=None, batch_size: int = 16,
                  device_map=None, cache_dir=None, pad_to_square: bool = True,
                  max_new_tokens: int = GENERATION["max_new_tokens"], explanation: bool = False,
-                 judge_cache: Optional[os.PathLike] = None, replay: Optional[os.PathLike] = None,
-                 cache_bytes: int = DEFAULT_INDEX_BYTES):
+                 float32_vision: bool = True, judge_cache: Optional[os.PathLike] = None,
+                 replay: Optional[os.PathLike] = None, cache_bytes: int = DEFAULT_INDEX_BYTES):
         for option, value in (("max_new_tokens", max_new_tokens), ("batch_size", batch_size),
                               ("cache_bytes", cache_bytes)):
             if not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
@@ -119,6 +136,7 @@ class ExpertScorer(FleurScorer):
                              f"expert-llava-hf <adapter folder> <out>`)")
         self.batch_size, self.pad_to_square, self.explanation = batch_size, pad_to_square, explanation
         self.max_new_tokens, self.format = max_new_tokens, "llava_v1"
+        self.float32_vision = bool(float32_vision)
         self.replay_path = os.fspath(replay) if replay is not None else None
         self.cache = JudgeCache(replay if replay is not None else judge_cache, max_bytes=cache_bytes) \
             if (replay or judge_cache) is not None else None
@@ -135,6 +153,13 @@ class ExpertScorer(FleurScorer):
         self.judge_folder = folder
         self.model_id = merged_model_id(folder) or self.judge.model_id
         self.dtype, self.device = str(self.judge.dtype).replace("torch.", ""), self.judge.device
+        if self.float32_vision:
+            keep_vision_tower_in_float32(self.judge.model)
+
+    def generation_settings(self) -> dict:
+        """FLEUR's settings and the vision tower's dtype (float32 as LLaVA's loader leaves it, or the judge's)."""
+        return {**super().generation_settings(),
+                "vision_dtype": "float32" if self.float32_vision else self.dtype}
 
     def provenance_extras(self) -> dict:
         extras = {"judge": {"model": self.model_id, "prompt_sha256": self.prompt_sha256, "prompt_format": self.format,

@@ -62,6 +62,8 @@ register_scorer("expert", factory="capeval.judges.expert:ExpertScorer", images="
                              "judge_model": "a folder of an already merged EXPERT judge (instead of merging "
                                             "base_model and adapter)",
                              "explanation": "also ask for the structured explanation (expert_explanations, "
-                                            "expert_criteria)"},
+                                            "expert_criteria)",
+                             "float32_vision": "run the CLIP vision tower in float32 as LLaVA's loader leaves it "
+                                               "(official); False: in the judge's dtype"},
                 help="EXPERT: LLaVA-1.5-13B with EXPERT's LoRA rates the caption from 0.0 to 1.0, smoothed over its "
                      "digit probabilities; optional structured explanation")
