@@ -97,7 +97,7 @@ def test_the_precision_check_is_written_once():
 @pytest.mark.parametrize("card", CARDS)
 def test_each_card_lists_its_scorer_options_as_the_signature_states_them(card):
     text = (METRICS / card / "README.md").read_text(encoding="utf-8")
-    assert options_markdown(card) in text, f"regenerate with python -m capeval.core.scoring {card}"
+    assert options_markdown(card) in text, f"paste print(capeval.core.scoring.options_markdown({card!r})) in the card"
 
 
 @pytest.mark.parametrize("card", CARDS)

@@ -23,11 +23,19 @@ FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 def _script_examples(name):
     """The text after ``Examples:`` in the module script's ``_KWARGS_DESCRIPTION`` (read without importing it)."""
     tree = ast.parse((MODULES[name] / f"{name}.py").read_text())
-    (docstring,) = [node.value.value for node in tree.body if isinstance(node, ast.Assign)
-                    and [t.id for t in node.targets if isinstance(t, ast.Name)] == ["_KWARGS_DESCRIPTION"]]
+    (value,) = [node.value for node in tree.body if isinstance(node, ast.Assign)
+                and [t.id for t in node.targets if isinstance(t, ast.Name)] == ["_KWARGS_DESCRIPTION"]]
+    docstring = "".join(_literal_parts(value))  # the init options between them are generated
     _, sep, examples = docstring.partition("Examples:\n")
     assert sep, f"{name}: no Examples: block"
     return examples
+
+
+def _literal_parts(node):
+    """The string literals of a ``"..." + f(...) + "..."`` expression, in order."""
+    if isinstance(node, ast.BinOp):
+        return _literal_parts(node.left) + _literal_parts(node.right)
+    return [node.value] if isinstance(node, ast.Constant) and isinstance(node.value, str) else []
 
 
 def _card_examples(name):

@@ -122,7 +122,7 @@ class ScorerSpec:
         scorer_class = self.scorer_class()
         if hasattr(scorer_class, "clip_weights_of"):
             return scorer_class.clip_weights_of(dict(options))
-        return options.get("weights") or self.defaults["weights"]
+        return options.get("weights") or _parameters(self.load_factory())["weights"].default
 
     def is_corpus_level(self, options: Optional[Mapping] = None) -> bool:
         """Whether per-sample values depend on the whole scored corpus (e.g. CIDEr's IDF) under ``options``: its
