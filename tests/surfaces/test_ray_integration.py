@@ -94,8 +94,8 @@ def test_ray_score_command_equals_capeval_score(local_ray, tmp_path, capsys):
     single_summary = json.loads(capsys.readouterr().out)
     single = [json.loads(line) for line in (tmp_path / "single.jsonl").read_text().splitlines()]
     assert main(["ray-score", "clip_s", "--input", str(tmp_path / "in.parquet"), "--output", str(tmp_path / "out"),
-                 "--device", "cpu", "--concurrency", "2", "--num-cpus", "0.5", "--batch-size", "3"]) == 0
-    summary = json.loads(capsys.readouterr().out)
+                 "--device", "cpu", "--concurrency", "2", "--num-cpus", "0.5", "--batch-size", "3", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)  # --json: Ray Data's own printing goes to stderr
     out = _by_index(pq.read_table(tmp_path / "out").to_pylist())  # the command numbered the rows in input order
     for key in ("clip_s", "refclip_s"):
         assert [r[key] for r in out] == pytest.approx([r["scores"][key] for r in single], abs=1e-6)
@@ -179,8 +179,8 @@ def test_ray_score_output_summary_and_sidecar_carry_hashcode_provenance_and_tiny
     scorer = load_scorer("clip_s", device="cpu")
     capsys.readouterr()
     assert main(["ray-score", "clip_s", "--input", str(tmp_path / "in.parquet"), "--output", str(tmp_path / "out"),
-                 "--device", "cpu", "--num-cpus", "0.5"]) == 0
-    summary = json.loads(capsys.readouterr().out)
+                 "--device", "cpu", "--num-cpus", "0.5", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)  # --json: Ray Data's own printing goes to stderr
     assert summary["n"] == 4 and summary["tiny_random_weights"] is True
     assert summary["hashcode"] == scorer.hashcode and summary["hashcode"].endswith("|TINY-RANDOM-WEIGHTS")
     assert summary["provenance"] == scorer.provenance

@@ -93,8 +93,8 @@ def test_field_options_and_list_text_cells_equal_capeval_score(local_ray, tmp_pa
     single_summary = json.loads(capsys.readouterr().out)
     single = [json.loads(line)["scores"]["rouge_l"] for line in (tmp_path / "single.jsonl").read_text().splitlines()]
     assert main(["ray-score", "rouge_l", "--input", str(tmp_path / "in.csv"), "--output", str(tmp_path / "out"),
-                 "--num-cpus", "0.5", "--batch-size", "4", *options]) == 0
-    summary = json.loads(capsys.readouterr().out)
+                 "--num-cpus", "0.5", "--batch-size", "4", "--json", *options]) == 0
+    summary = json.loads(capsys.readouterr().out)  # --json: Ray Data's own printing goes to stderr
     rows = sorted(pq.read_table(tmp_path / "out").to_pylist(), key=lambda r: r["index"])
     assert [r["rouge_l"] for r in rows] == single
     assert summary["rouge_l"] == pytest.approx(single_summary["rouge_l"], abs=1e-12)  # the same mean, summed in chunks
