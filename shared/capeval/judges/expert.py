@@ -25,7 +25,7 @@ from capeval.judges.expert_weights import (ADAPTER_WEIGHT, BASE_WEIGHT, adapter_
                                            merged_model_id)
 from capeval.judges.generation import Generation, JudgeModel, judge_dtype, pad_to_square
 from capeval.judges.prompts import GENERATION, LLAVA_V1
-from capeval.judges.scorer import FleurScorer, score_as_official_text
+from capeval.judges.scorer import FleurScorer
 
 # expert.py, get_scoring_prompt / get_explanation_prompt (the braces of the output format are literal there too)
 EXPERT_PROMPT = ("Evaluate the caption and assign a score on a scale of 0.0 to 1.0.\n\nCaption: {caption}\n\n"
@@ -64,6 +64,25 @@ def expert_outputs(generation: Generation, digit_tokens: Sequence[int]) -> dict:
     outputs["digit_probabilities"] = {"first": {str(d): first[d] for d in DIGITS},
                                       "second": None if second is None else {str(d): second[d] for d in DIGITS}}
     return outputs
+
+
+def expert_score_text(outputs: dict) -> str:
+    """The smoothed score as ``expert.py``'s explanation turn writes it, ``str(score.cpu().item())``: the sum taken
+    term by term in float32, as there (transformers 4.37.2, LLaVA's pin, gives float32 logits, so the softmax and
+    the sum are float32 tensors; each ``p * rate * 0.1`` rounded to float32 twice)."""
+    import numpy as np
+
+    f32 = np.float32
+    number, probabilities = outputs["raw_score"], outputs["digit_probabilities"]
+    first, second = ([f32(p[str(d)]) for d in DIGITS] if p is not None else None
+                     for p in (probabilities["first"], probabilities["second"]))
+    if number >= 1.0:
+        return str(float(f32(f32(0.9) * first[0]) + first[1]))
+    score = f32(0.0)
+    for weight, digits in ((f32(0.1), first), (f32(0.01), second or ())):
+        for d, p in enumerate(digits):
+            score = f32(score + f32(f32(p * f32(d)) * weight))
+    return str(float(score))
 
 
 def expert_prompt_sha256(explanation: bool) -> str:
@@ -191,13 +210,13 @@ class ExpertScorer(FleurScorer):
 
     def _explain_criteria(self, outputs: List[dict], firsts: List[str], captions: List[str],
                           pictures: Sequence) -> None:
-        """expert.py's second turn: the smoothed score (``str`` of its float16 value) + ``</s>`` as the answer (the
+        """expert.py's second turn: the smoothed score (:func:`expert_score_text`) + ``</s>`` as the answer (the
         conversation adds its own ``</s>`` too), then the explanation prompt."""
         scored = [n for n, o in enumerate(outputs) if o["score"] is not None]
         if not scored:
             return
         end = LLAVA_V1["separators"][1]
-        prompts = [self._prompt([("user", firsts[n]), ("assistant", score_as_official_text(outputs[n]["score"]) + end),
+        prompts = [self._prompt([("user", firsts[n]), ("assistant", expert_score_text(outputs[n]) + end),
                                  ("user", EXPERT_EXPLANATION_PROMPT.format(caption=captions[n])),
                                  ("assistant", None)]) for n in scored]
         reasons = self.judge.generate(prompts, [pictures[n] for n in scored], max_new_tokens=self.max_new_tokens)
