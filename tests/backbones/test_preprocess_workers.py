@@ -86,7 +86,7 @@ def test_scorers_and_the_cli_take_preprocess_workers_and_score_the_same(tiny_hub
     capsys.readouterr()
     assert main(["score", "bleu", "--input", str(tmp_path / "in.jsonl"), "--output", str(tmp_path / "x.jsonl"),
                  "--preprocess-workers", "2"]) == 2
-    assert "--preprocess-workers applies to clip_s, pac_s, polos and ensembeval, not bleu" in capsys.readouterr().err
+    assert "--preprocess-workers applies to clip_s, ensembeval, pac_s, polos, not bleu" in capsys.readouterr().err
     with pytest.raises(SystemExit) as usage:
         main(["score", "clip_s", "--input", str(tmp_path / "in.jsonl"), "--preprocess-workers", "-1"])
     assert usage.value.code == 2 and "must be ≥ 0, not -1" in capsys.readouterr().err

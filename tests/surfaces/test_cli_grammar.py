@@ -78,7 +78,10 @@ def test_ray_score_takes_every_scoring_option_of_score_from_the_same_builder():
     scoring = set(score._option_string_actions) - SCORE_IO
     assert {"--precision", "--dtype", "--caption-field", "--weights", "--preprocess-workers"} <= scoring
     assert scoring <= set(ray._option_string_actions), sorted(scoring - set(ray._option_string_actions))
-    for option in scoring:
+    # --batch-size is also Ray Data's batch in ray-score, so it has a value there; score leaves it to each scorer
+    assert (score._option_string_actions["--batch-size"].default, ray._option_string_actions["--batch-size"].default) \
+        == (None, 64)
+    for option in scoring - {"--batch-size"}:
         mine, theirs = score._option_string_actions[option], ray._option_string_actions[option]
         assert (mine.help, mine.type, mine.default, mine.choices) == \
                (theirs.help, theirs.type, theirs.default, theirs.choices), option

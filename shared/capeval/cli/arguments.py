@@ -19,8 +19,6 @@ from capeval.core.errors import InputError
 
 FIELD_DEFAULTS = {"caption": "caption", "image": "image", "references": "references"}
 METRIC_NAME = re.compile(r"[A-Za-z][\w-]*")  # what may stand before '=' in --weights METRIC=SOURCE
-# a scorer option that only some metrics take -> the metrics that take it (the message when another metric gets it)
-TAKERS = {"preprocess_workers": "clip_s, pac_s, polos and ensembeval", "cider_idf": "ensembeval"}
 WEIGHTS_HELP = ("[METRIC=]SOURCE: the weights of METRIC (default: the one metric scored): a registry name (`capeval "
                 "weights`), a hub id or a folder (write ./PATH for a folder whose name holds '='); repeatable")
 
@@ -115,7 +113,7 @@ def given_fields(args: argparse.Namespace) -> Dict[str, str]:
     return {role: getattr(args, f"{role}_field") for role in FIELD_DEFAULTS if getattr(args, f"{role}_field")}
 
 
-def add_runtime_options(parser: argparse.ArgumentParser, *, batch_size: Optional[int] = 64) -> None:
+def add_runtime_options(parser: argparse.ArgumentParser, *, batch_size: Optional[int] = None) -> None:
     """Which weights and how the models run: ``--weights``, ``--device``, ``--dtype``, ``--precision``,
     ``--batch-size``, ``--preprocess-workers`` and ``--cider-idf``; the metric-specific ones apply to every metric
     that has the option."""
@@ -139,9 +137,10 @@ def add_runtime_options(parser: argparse.ArgumentParser, *, batch_size: Optional
                                             "--chunk-size and ray-score run it in one pass)")
 
 
-def add_scoring_options(parser: argparse.ArgumentParser) -> None:
-    """Every option of how ``score`` and ``ray-score`` score records: runtime, weights, fields, empty captions."""
-    add_runtime_options(parser)
+def add_scoring_options(parser: argparse.ArgumentParser, *, batch_size: Optional[int] = None) -> None:
+    """Every option of how ``score`` and ``ray-score`` score records: runtime, weights, fields, empty captions
+    (``batch_size``: the ``--batch-size`` default, None for each scorer's own)."""
+    add_runtime_options(parser, batch_size=batch_size)
     add_record_fields(parser)
     parser.add_argument("--empty-caption", type=empty_caption, default="error", metavar="error|skip|SCORE",
                         help="an empty caption: an error (default); 'skip' (no score, null in the output, the other "
@@ -162,14 +161,18 @@ def empty_caption(text: str):
 def scorer_options(args: argparse.Namespace, spec, metric_as_given: str) -> Dict:
     """The ``load_scorer`` options of :func:`add_runtime_options` for the metric of ``spec`` (``metric_as_given``: its
     name on the command line, which ``--weights METRIC=`` may use); an option the metric lacks is an InputError."""
-    options = {"device": args.device, "batch_size": args.batch_size}
+    from capeval.core.scoring import scorers
+
+    options = {"device": args.device}
     weights = chosen_weights(args.weights, [metric_as_given]).get(metric_as_given)
-    for option, value in (("weights", weights), ("dtype", args.dtype), ("precision", args.precision),
-                          ("preprocess_workers", args.preprocess_workers or None), ("cider_idf", args.cider_idf)):
-        if value is None:
+    for option, value in (("batch_size", args.batch_size), ("weights", weights), ("dtype", args.dtype),
+                          ("precision", args.precision), ("preprocess_workers", args.preprocess_workers or None),
+                          ("cider_idf", args.cider_idf)):
+        if value is None:  # not given: the scorer's own default
             continue
-        if option in TAKERS and option not in spec.options:
-            raise InputError(f"--{option.replace('_', '-')} applies to {TAKERS[option]}, not {spec.name}")
+        if option not in spec.options:  # the registry says which metrics take it
+            takers = sorted(name for name, other in scorers().items() if option in other.options)
+            raise InputError(f"--{option.replace('_', '-')} applies to {', '.join(takers)}, not {spec.name}")
         options[option] = value
     return options
 

@@ -40,7 +40,8 @@ def configure(parser) -> None:
     parser.add_argument("--num-gpus", type=float, help="GPUs per actor (e.g. 1, or 0.5 to share one)")
     parser.add_argument("--num-cpus", type=float, default=1.0,
                         help="CPUs per actor (default 1); actors must leave CPUs free for reading and writing")
-    add_scoring_options(parser)  # every option of how `capeval score` scores, the batch size also Ray Data's
+    add_scoring_options(parser, batch_size=64)  # every option of how `capeval score` scores; the batch size is also
+    # Ray Data's, so it has a value of its own
     add_json(parser, "the summary (means, n, errors, hashcode, provenance)")
 
 
