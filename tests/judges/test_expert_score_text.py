@@ -1,11 +1,18 @@
 """The score the explanation turn writes as the judge's answer: expert.py's ``str(score.cpu().item())`` of the
 score it accumulated from ``output_dict.scores``, which transformers 4.37.2 (LLaVA's pin) gives in float32
-(``LlamaForCausalLM.forward``: ``logits = logits.float()``): the softmax and the sum are float32 tensors."""
+(``LlamaForCausalLM.forward``: ``logits = logits.float()``): the softmax and the sum are float32 tensors.
+Checked on the arithmetic and on the second-turn prompts the tiny judge is asked."""
+
+import json
 
 import numpy as np
+import pytest
 import torch
+from PIL import Image
 
-from capeval.judges.expert import expert_score_text
+from capeval import load_scorer
+from capeval.judges.expert import EXPERT_EXPLANATION_PROMPT, EXPERT_PROMPT, expert_score_text
+from capeval.judges.prompts import render_llava_v1
 
 
 def _official_text(number, first, second):
@@ -49,3 +56,36 @@ def test_the_written_score_is_not_the_float16_rounding():
     assert expert_score_text(outputs) == str(float(np.float32(np.float32(0.6) * np.float32(7) * np.float32(0.1)
                                                               + np.float32(0.4) * np.float32(8) * np.float32(0.1))))
     assert expert_score_text(outputs) != str(float(np.float16(0.74)))
+
+
+@pytest.fixture
+def capeval_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("CAPEVAL_CACHE", str(tmp_path / "capeval"))
+    return tmp_path / "capeval"
+
+
+def test_the_tiny_judge_is_asked_the_explanation_after_the_official_score_text(tiny_hub, capeval_cache, tmp_path):
+    captions = ["a dog", "two people riding a bike down a long street", "a cat sits", "red car", "a man in a field",
+                "a woman with a blue umbrella walks in the rain near a shop"]
+    rng = np.random.default_rng(0)
+    images = [Image.fromarray(rng.integers(0, 255, (30, 40, 3), dtype=np.uint8)) for _ in captions]
+    record = tmp_path / "calls.jsonl"
+    scorer = load_scorer("expert", device="cpu", max_new_tokens=12, explanation=True, judge_cache=record)
+    asked, generate = [], scorer.judge.generate
+    scorer.judge.generate = lambda prompts, *args, **kwargs: asked.append(prompts) or generate(prompts, *args, **kwargs)
+    scorer.score(captions, images=images)
+    second_turns = [prompt for prompts in asked[1:] for prompt in prompts]
+    expected = []
+    for line in record.read_text().splitlines():
+        entry = json.loads(line)
+        outputs, caption = entry["outputs"], entry["inputs"]["caption"]
+        if outputs["score"] is None:
+            continue
+        probabilities = outputs["digit_probabilities"]
+        first = [probabilities["first"][str(d)] for d in range(10)]
+        second = probabilities["second"] and [probabilities["second"][str(d)] for d in range(10)]
+        answer = _official_text(outputs["raw_score"], first, second) + "</s>"
+        expected.append(render_llava_v1([("user", EXPERT_PROMPT.format(caption=caption)), ("assistant", answer),
+                                         ("user", EXPERT_EXPLANATION_PROMPT.format(caption=caption)),
+                                         ("assistant", None)]))
+    assert expected and sorted(second_turns) == sorted(expected)
