@@ -121,6 +121,17 @@ def recording_resolutions() -> Iterator[List[Tuple[str, Path]]]:
         _RECORDERS.reset(token)
 
 
+@contextmanager
+def unrecorded() -> Iterator[None]:
+    """:func:`resolve` inside the block is not recorded: for a folder made from weights already recorded (a merged
+    judge is its base and adapter, which the provenance names)."""
+    token = _RECORDERS.set(())
+    try:
+        yield
+    finally:
+        _RECORDERS.reset(token)
+
+
 def _recorded(ref: str, directory: Path) -> Path:
     for loaded in _RECORDERS.get():
         loaded.append((ref, directory))

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import List, Optional, Sequence
 
 from capeval.core.errors import InputError
-from capeval.core.hub import cached_location, registered_weights
+from capeval.core.hub import cached_location, registered_weights, unrecorded
 from capeval.core.inputs import ValidInputs
 from capeval.functional.fleur import DIGITS, fleur_answer_number, fleur_digit_positions, fleur_smoothed_score
 from capeval.judges.cache import DEFAULT_INDEX_BYTES, JudgeCache
@@ -166,9 +166,13 @@ class ExpertScorer(FleurScorer):
             self.dtype = str(judge_dtype(dtype, device, device_map)).replace("torch.", "")
             self.cache_sha256 = self.cache.sha256()
             return
-        folder = Path(judge_model).expanduser() if judge_model is not None else \
-            merged_judge(base_model, adapter, cache_dir=cache_dir)
-        self.judge = JudgeModel(str(folder), device=device, dtype=dtype, device_map=device_map)
+        if judge_model is not None:
+            folder = Path(judge_model).expanduser()
+            self.judge = JudgeModel(str(folder), device=device, dtype=dtype, device_map=device_map)
+        else:  # the provenance names the base and the adapter (recorded as they resolve), not capeval's merged copy
+            folder = merged_judge(base_model, adapter, cache_dir=cache_dir)
+            with unrecorded():
+                self.judge = JudgeModel(str(folder), device=device, dtype=dtype, device_map=device_map)
         self.judge_folder = folder
         self.model_id = merged_model_id(folder) or self.judge.model_id
         self.dtype, self.device = str(self.judge.dtype).replace("torch.", ""), self.judge.device
