@@ -1,4 +1,4 @@
-"""``capeval bench``: CLIP-S throughput on a full-size random CLIP, batched+cached vs a naive per-sample loop."""
+"""``capeval throughput``: CLIP-S throughput on a full-size random CLIP, batched+cached vs a naive per-sample loop."""
 
 from __future__ import annotations
 
