@@ -137,7 +137,7 @@ def test_component_options_and_caches_reach_every_component(tiny_hub, tmp_path):
     scorer = load_scorer("ensembeval", weights={"weights": {"polos": 1.0, "refclip_s": 1.0}}, device="cpu",
                          persist_dir=tmp_path, component_options={"polos": {"statistics": "batch"}})
     assert scorer.scorers["polos"].statistics == "batch"
-    assert scorer.scorers["polos"]._persist_dir == tmp_path  # dropped for Polos before
+    assert scorer.scorers["polos"].encoder._persist_dir == tmp_path  # dropped for Polos before (its SimCSE encoder persists)
     with pytest.raises(InputError, match=r"polos: unknown option\(s\) \['no_such'\]"):
         load_scorer("ensembeval", weights={"weights": {"polos": 1.0}}, device="cpu",
                     component_options={"polos": {"no_such": 1}})
