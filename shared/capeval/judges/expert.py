@@ -20,12 +20,12 @@ from capeval.core.errors import InputError
 from capeval.core.hub import cached_location, registered_weights, unrecorded
 from capeval.core.inputs import ValidInputs
 from capeval.functional.fleur import DIGITS, fleur_answer_number, fleur_digit_positions, fleur_smoothed_score
-from capeval.judges.cache import DEFAULT_INDEX_BYTES, JudgeCache
+from capeval.judges.cache import DEFAULT_INDEX_BYTES
 from capeval.judges.expert_weights import (ADAPTER_WEIGHT, BASE_WEIGHT, adapter_id, base_id, merged_judge,
                                            merged_model_id)
 from capeval.judges.generation import Generation, JudgeModel, judge_dtype, pad_to_square
 from capeval.judges.prompts import GENERATION, LLAVA_V1
-from capeval.judges.scorer import FleurScorer
+from capeval.judges.scorer import FleurScorer, open_judge_cache
 
 # expert.py, get_scoring_prompt / get_explanation_prompt (the braces of the output format are literal there too)
 EXPERT_PROMPT = ("Evaluate the caption and assign a score on a scale of 0.0 to 1.0.\n\nCaption: {caption}\n\n"
@@ -142,23 +142,15 @@ class ExpertScorer(FleurScorer):
                  max_new_tokens: int = GENERATION["max_new_tokens"], explanation: bool = False,
                  float32_vision: bool = True, judge_cache: Optional[os.PathLike] = None,
                  replay: Optional[os.PathLike] = None, cache_bytes: int = DEFAULT_INDEX_BYTES):
-        for option, value in (("max_new_tokens", max_new_tokens), ("batch_size", batch_size),
-                              ("cache_bytes", cache_bytes)):
-            if not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
-                raise InputError(f"{option} must be a positive integer, not {value!r}")
-        if replay is not None and judge_cache is not None:
-            raise InputError("replay= reads a judge cache and judge_cache= writes one: give one of them")
-        if replay is not None and not os.path.isfile(replay):
-            raise InputError(f"replay: judge cache {replay} not found")
+        self.replay_path, self.cache = open_judge_cache(batch_size=batch_size, max_new_tokens=max_new_tokens,
+                                                        judge_cache=judge_cache, replay=replay,
+                                                        cache_bytes=cache_bytes)
         if judge_model is not None and not Path(judge_model).expanduser().is_dir():
             raise InputError(f"judge_model: {judge_model} is not a folder (a merged EXPERT judge: `capeval convert "
                              f"expert-llava-hf <adapter folder> <out>`)")
         self.batch_size, self.pad_to_square, self.explanation = batch_size, pad_to_square, explanation
         self.max_new_tokens, self.format = max_new_tokens, "llava_v1"
         self.float32_vision = bool(float32_vision)
-        self.replay_path = os.fspath(replay) if replay is not None else None
-        self.cache = JudgeCache(replay if replay is not None else judge_cache, max_bytes=cache_bytes) \
-            if (replay or judge_cache) is not None else None
         self.prompt_sha256 = expert_prompt_sha256(explanation)
         if replay is not None:
             self.judge, self.judge_folder = None, None

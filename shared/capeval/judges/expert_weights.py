@@ -160,7 +160,6 @@ def merge_adapter(base_dir: os.PathLike, adapter_dir: os.PathLike, out_dir: os.P
     """Write the llava-hf checkpoint ``base + adapter`` to ``out_dir``: every base shard with the LoRA deltas added
     (float32, stored in the base tensor's dtype) and the projector replaced by ``non_lora_trainables.bin``, the
     base's index, config and processor files, and a model card."""
-    import torch
     from safetensors.torch import load_file, save_file
 
     base_dir, adapter_dir, out_dir = Path(base_dir), Path(adapter_dir), Path(out_dir)

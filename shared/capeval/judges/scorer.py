@@ -59,6 +59,23 @@ def score_as_official_text(score: float) -> str:
     return str(float(np.float16(score)))
 
 
+def open_judge_cache(*, batch_size: int, max_new_tokens: int, judge_cache, replay, cache_bytes: int):
+    """A judge's generation and cache options checked (before anything loads): ``(replay path or None, the
+    JudgeCache to read with replay= or write with judge_cache=, else None)``."""
+    for option, value in (("max_new_tokens", max_new_tokens), ("batch_size", batch_size),
+                          ("cache_bytes", cache_bytes)):
+        if not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+            raise InputError(f"{option} must be a positive integer, not {value!r}")
+    if replay is not None and judge_cache is not None:
+        raise InputError("replay= reads a judge cache and judge_cache= writes one: give one of them")
+    if replay is not None and not os.path.isfile(replay):
+        raise InputError(f"replay: judge cache {replay} not found")
+    if replay is None and judge_cache is None:
+        return None, None
+    return (os.fspath(replay) if replay is not None else None,
+            JudgeCache(replay if replay is not None else judge_cache, max_bytes=cache_bytes))
+
+
 def _registered_judge_id(judge_model: str, cache_dir) -> str:
     """The model id of ``judge_model`` without loading it: from its local files when present, else its pinned
     registry entry (or the hub id as given)."""
@@ -85,19 +102,11 @@ class FleurScorer(Scorer):
                  cache_bytes: int = DEFAULT_INDEX_BYTES):
         if prompt_format not in PROMPT_FORMATS:
             raise InputError(f"prompt_format must be one of {PROMPT_FORMATS}, not {prompt_format!r}")
-        for option, value in (("max_new_tokens", max_new_tokens), ("batch_size", batch_size),
-                              ("cache_bytes", cache_bytes)):
-            if not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
-                raise InputError(f"{option} must be a positive integer, not {value!r}")
-        if replay is not None and judge_cache is not None:
-            raise InputError("replay= reads a judge cache and judge_cache= writes one: give one of them")
-        if replay is not None and not os.path.isfile(replay):
-            raise InputError(f"replay: judge cache {replay} not found")
         self.batch_size, self.pad_to_square, self.explanation = batch_size, pad_to_square, explanation
         self.max_new_tokens = max_new_tokens
-        self.replay_path = os.fspath(replay) if replay is not None else None
-        self.cache = JudgeCache(replay if replay is not None else judge_cache, max_bytes=cache_bytes) \
-            if (replay or judge_cache) is not None else None
+        self.replay_path, self.cache = open_judge_cache(batch_size=batch_size, max_new_tokens=max_new_tokens,
+                                                        judge_cache=judge_cache, replay=replay,
+                                                        cache_bytes=cache_bytes)
         if replay is not None:
             self.judge = None
             self.model_id = _registered_judge_id(judge_model, cache_dir)
