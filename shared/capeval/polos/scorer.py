@@ -16,7 +16,6 @@ from capeval.core.cache_keys import cache_namespace
 from capeval.core.caches import DEFAULT_CACHE_BYTES, EmbeddingCache
 from capeval.core.constants import CLIPSCORE_PREFIX
 from capeval.core.device import resolve_device, resolve_dtype
-from capeval.core.errors import InputError
 from capeval.core.hub import load_safetensors, registered_weights, resolve
 from capeval.core.inputs import ValidInputs, load_images
 from capeval.core.scoring import Scorer, check_precision, summarize
