@@ -1,4 +1,4 @@
-"""``capeval convert <artifact> <official-file> <out-dir>``: official checkpoints → our safetensors/JSON layout.
+"""``capeval convert <artifact> <official-file> --output <out-dir>``: official checkpoints → our safetensors/JSON layout.
 
 Converters read authors' files with ``torch.load(weights_only=True)`` or a restricted unpickler, never
 with plain pickle, and write a model card (README.md) beside the converted weights.

@@ -147,7 +147,7 @@ class ExpertScorer(FleurScorer):
                                                         cache_bytes=cache_bytes)
         if judge_model is not None and not Path(judge_model).expanduser().is_dir():
             raise InputError(f"judge_model: {judge_model} is not a folder (a merged EXPERT judge: `capeval convert "
-                             f"expert-llava-hf <adapter folder> <out>`)")
+                             f"expert-llava-hf <adapter folder> --output <out>`)")
         self.batch_size, self.pad_to_square, self.explanation = batch_size, pad_to_square, explanation
         self.max_new_tokens, self.format = max_new_tokens, "llava_v1"
         self.float32_vision = bool(float32_vision)

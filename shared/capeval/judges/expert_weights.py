@@ -311,7 +311,7 @@ def merged_model_id(directory: Path) -> Optional[str]:
 
 
 def convert_expert_adapter(adapter_dir: Path, out_dir: Path) -> None:
-    """``capeval convert expert-llava-hf <adapter folder> <out>``: the adapter merged into the registered llava-hf
+    """``capeval convert expert-llava-hf <adapter folder> --output <out>``: the adapter merged into the registered llava-hf
     LLaVA-1.5-13B (fetched or found in the Hugging Face cache)."""
     if not Path(adapter_dir).is_dir():
         raise ConversionError(f"{adapter_dir}: give the adapter's folder (adapter_config.json, adapter weights, "
