@@ -19,13 +19,13 @@ from typing import List, Optional, Sequence
 from capeval.core.errors import InputError
 from capeval.core.hub import cached_location, registered_weights, unrecorded
 from capeval.core.inputs import ValidInputs
-from capeval.functional.fleur import DIGITS, fleur_answer_number, fleur_digit_positions, fleur_smoothed_score
+from capeval.functional.fleur import DIGITS
 from capeval.judges.cache import DEFAULT_INDEX_BYTES
 from capeval.judges.expert_weights import (ADAPTER_WEIGHT, BASE_WEIGHT, adapter_id, base_id, merged_judge,
                                            merged_model_id)
 from capeval.judges.generation import Generation, JudgeModel, judge_dtype, pad_to_square
 from capeval.judges.prompts import GENERATION, LLAVA_V1
-from capeval.judges.scorer import FleurScorer, open_judge_cache
+from capeval.judges.scorer import FleurScorer, judged_outputs, open_judge_cache
 
 # expert.py, get_scoring_prompt / get_explanation_prompt (the braces of the output format are literal there too)
 EXPERT_PROMPT = ("Evaluate the caption and assign a score on a scale of 0.0 to 1.0.\n\nCaption: {caption}\n\n"
@@ -53,17 +53,7 @@ def expert_outputs(generation: Generation, digit_tokens: Sequence[int]) -> dict:
     """The cache outputs of one answer: the number read from the whole answer (the official script reads the decoded
     text with special tokens skipped), FLEUR's smoothing of it and the digit probabilities used; ``score`` None when
     there is none (the official script stops with an error or skips the sample there)."""
-    number = fleur_answer_number(generation.text)
-    positions = fleur_digit_positions(number, generation.token_ids, digit_tokens) if number is not None else None
-    outputs = {"text": generation.text, "raw_score": number, "score": None, "digit_probabilities": None,
-               "explanation": None}
-    if positions is None:
-        return outputs
-    first, second = (None if p is None else generation.digit_probabilities[p].tolist() for p in positions)
-    outputs["score"] = fleur_smoothed_score(number, first, second)
-    outputs["digit_probabilities"] = {"first": {str(d): first[d] for d in DIGITS},
-                                      "second": None if second is None else {str(d): second[d] for d in DIGITS}}
-    return outputs
+    return judged_outputs(generation, generation.text, digit_tokens)
 
 
 def expert_score_text(outputs: dict) -> str:

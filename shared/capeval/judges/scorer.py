@@ -39,7 +39,13 @@ def fleur_outputs(generation: Generation, digit_tokens: Sequence[int]) -> dict:
     """The cache outputs of one answer: the text, the number read from it (the official code reads the answer
     less its last four characters, ``</s>``, which this text holds only when generation ended), the smoothed score
     and the digit probabilities it used; ``score`` None when FLEUR has none."""
-    answer = generation.text if generation.ended else generation.text[:-4]
+    return judged_outputs(generation, generation.text if generation.ended else generation.text[:-4], digit_tokens)
+
+
+def judged_outputs(generation: Generation, answer: str, digit_tokens: Sequence[int]) -> dict:
+    """The cache outputs of one answer read from ``answer`` (the part of its text a judge's official code reads):
+    the text, the number, FLEUR's smoothing of it over the digit tokens' probabilities and those probabilities;
+    ``score`` None when the answer holds no readable number."""
     number = fleur_answer_number(answer)
     positions = fleur_digit_positions(number, generation.token_ids, digit_tokens) if number is not None else None
     outputs = {"text": generation.text, "raw_score": number, "score": None, "digit_probabilities": None,
