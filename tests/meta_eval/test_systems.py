@@ -81,10 +81,23 @@ def sacrebleu_formula_p(statistics, observed):
     return (sum(1 for s in statistics if s > observed) + 1) / (len(statistics) + 1)
 
 
-def test_values_cis_and_p_values_equal_an_explicit_loop_over_the_resampled_index_lists():
+def noreen_formula_p(statistics, observed):
+    """(#(statistic ≥ observed) + 1) / (resamples + 1), a statistic within float rounding of the observed one a tie."""
+    ties = sum(1 for s in statistics if s >= observed or math.isclose(s, observed, rel_tol=1e-9, abs_tol=1e-12))
+    return (ties + 1) / (len(statistics) + 1)
+
+
+FORMULAS = {"sacrebleu": sacrebleu_formula_p, "noreen": noreen_formula_p}
+
+
+@pytest.mark.parametrize("p_values", ["noreen", "sacrebleu"])
+def test_values_cis_and_p_values_equal_an_explicit_loop_over_the_resampled_index_lists(p_values):
+    """40 images: more than the exact test enumerates, so both tests draw their resamples; each counting rule as
+    written out here."""
     stats, means, rows = systems()
     n, resamples = 40, 300
-    out = compare_systems(stats, resamples=resamples, seed=SEED)
+    formula = FORMULAS[p_values]
+    out = compare_systems(stats, resamples=resamples, seed=SEED, p_values=p_values)
     # the documented draws (capeval.meta_eval.resampling): one index matrix and one swap matrix for everything
     indices = np.random.default_rng(SEED).integers(0, n, (resamples, n)).tolist()
     swaps = np.random.default_rng(SEED).integers(0, 2, (resamples, n)).tolist()
@@ -103,16 +116,17 @@ def test_values_cis_and_p_values_equal_an_explicit_loop_over_the_resampled_index
             assert comparison["delta"] == pytest.approx(delta, rel=1e-12, abs=1e-15)
             spread = [abs(x - y) for x, y in zip(resampled[b], resampled[a])]
             centred = [d - sum(spread) / len(spread) for d in spread]
-            assert comparison["p_bootstrap"] == sacrebleu_formula_p(centred, abs(delta))
+            assert comparison["p_bootstrap"] == formula(centred, abs(delta))
             null = []
             for mask in swaps:
                 pseudo_a = [per_system[b][u] if mask[u] else per_system[a][u] for u in everything]
                 pseudo_b = [per_system[a][u] if mask[u] else per_system[b][u] for u in everything]
                 null.append(abs(loop_value(metric, pseudo_a, everything) - loop_value(metric, pseudo_b, everything)))
-            assert comparison["p_randomization"] == sacrebleu_formula_p(null, abs(delta))
+            assert comparison["p_randomization"] == formula(null, abs(delta))
     assert out["significance"]["seed"] == SEED and out["significance"]["resamples"] == resamples
     assert out["significance"]["tests"] == ["paired-bs", "paired-ar"]
-    again = compare_systems(stats, resamples=resamples, seed=SEED)
+    assert out["significance"]["randomization"] == "sampled" and out["significance"]["p_values"] == p_values
+    again = compare_systems(stats, resamples=resamples, seed=SEED, p_values=p_values)
     assert again["comparisons"] == out["comparisons"] and again["systems"] == out["systems"]
 
 
@@ -168,11 +182,12 @@ def sacrebleu_runs(metric, baseline, system, resamples, monkeypatch):
 
 @pytest.mark.parametrize("metric", ["mean", "bleu_4"])
 def test_p_values_equal_sacrebleus_paired_bs_and_paired_ar_on_the_same_sentence_statistics(metric, monkeypatch):
-    """paired-bs: sacrebleu's own draws (``rng.choice`` of ``default_rng(seed)``, the same as ours); paired-ar:
-    sacrebleu's ``rng.integers(2, dtype=bool)`` replaced by our 0/1 swap matrix in this test only."""
+    """``p_values="sacrebleu"``. paired-bs: sacrebleu's own draws (``rng.choice`` of ``default_rng(seed)``, the same
+    as ours); paired-ar: sacrebleu's ``rng.integers(2, dtype=bool)`` replaced by our 0/1 swap matrix in this test
+    only."""
     stats, _, _ = systems(n=60, seed=3)
     resamples = 500
-    out = compare_systems(stats, baseline="base", resamples=resamples, seed=SEED)
+    out = compare_systems(stats, baseline="base", resamples=resamples, seed=SEED, p_values="sacrebleu")
     metric_view = StatisticsMetric({s: stats[s][metric].per_unit for s in stats}, stats["base"][metric].combine)
     for comparison in (c for c in out["comparisons"] if c["metric"] == metric):
         a, b = comparison["system_a"], comparison["system_b"]
@@ -220,7 +235,7 @@ def test_clusters_follow_the_value_order_and_the_significant_differences():
     assert strong["significant"] and strong["delta"] == pytest.approx(np.mean(scores["best"] - scores["worst"]))
 
 
-def test_randomization_ties_with_the_observed_difference_are_not_counted_as_sacrebleu():
+def test_randomization_ties_with_the_observed_difference_are_not_counted_with_sacrebleus_formula():
     """Two systems that differ on two images only (in the same direction): a swap of neither or both keeps |δ|
     (a tie, not counted), a swap of one lowers it; nothing exceeds it, so p = 1 / (R + 1) whatever the rounding of
     the 5,000-image sums."""
@@ -228,5 +243,12 @@ def test_randomization_ties_with_the_observed_difference_are_not_counted_as_sacr
     a = rng.uniform(0, 1, 5000)
     b = a.copy()
     b[[10, 4000]] += [0.3, 0.1]
-    out = compare_systems({"a": {"s": mean_statistics(a)}, "b": {"s": mean_statistics(b)}}, resamples=200, seed=SEED)
+    stats = {"a": {"s": mean_statistics(a)}, "b": {"s": mean_statistics(b)}}
+    out = compare_systems(stats, resamples=200, seed=SEED, p_values="sacrebleu")
     assert out["comparisons"][0]["p_randomization"] == 1 / 201
+    # counted as ties (the default): the draws that swap neither or both of the two images, about half of them
+    swaps = np.random.default_rng(SEED).integers(0, 2, (200, 5000))
+    ties = int((swaps[:, 10] == swaps[:, 4000]).sum())
+    default = compare_systems(stats, resamples=200, seed=SEED)
+    assert default["comparisons"][0]["p_randomization"] == (ties + 1) / 201 > 0.3
+    assert not default["comparisons"][0]["significant"]

@@ -31,7 +31,7 @@ def test_systems_scored_on_different_numbers_of_images_are_refused():
     stats = _stats(scores)
     stats["b"] = {"score": mean_statistics(scores["b"][:-1])}
     with pytest.raises(InputError, match=r"statistics\['b'\]\['score'\]: 29 units, expected 30"):
-        compare_systems(stats, resamples=10)
+        compare_systems(stats, resamples=50)
 
 
 @pytest.mark.parametrize("case, message", [
@@ -40,7 +40,9 @@ def test_systems_scored_on_different_numbers_of_images_are_refused():
     ("nan_unit", r"statistics\['c'\]\['score'\]: non-finite statistics at units 3"),
     ("baseline", r"baseline: 'zzz' is not one of the systems \['a', 'b', 'c'\]"),
     ("no_systems", r"statistics: no system given"),
-    ("resamples", r"resamples: need at least 1"),
+    ("resamples", r"resamples: 39 is too few for a 95% percentile interval \(each 2.5% tail needs at least one "
+                  r"resample\): use at least 40"),
+    ("p_values", r"p_values: 'strict' is not one of \('noreen', 'sacrebleu'\)"),
     ("confidence", r"confidence: 1.5 is not in \(0, 1\)"),
     ("alpha", r"alpha: 0 is not in \(0, 1\)"),
     ("correction", r"correction: 'fdr' is not one of"),
@@ -62,7 +64,9 @@ def test_bad_inputs_are_refused_naming_the_field(case, message):
     elif case == "no_systems":
         stats = {}
     elif case == "resamples":
-        options["resamples"] = 0
+        options["resamples"] = 39
+    elif case == "p_values":
+        options["p_values"] = "strict"
     elif case == "confidence":
         options["confidence"] = 1.5
     elif case == "alpha":
@@ -70,7 +74,7 @@ def test_bad_inputs_are_refused_naming_the_field(case, message):
     else:
         options["correction"] = "fdr"
     with pytest.raises(InputError, match=message):
-        compare_systems(stats, **{"resamples": 10, **options})
+        compare_systems(stats, **{"resamples": 50, **options})
 
 
 def test_one_image_gives_values_but_no_interval_p_value_or_rank_difference():
@@ -86,13 +90,25 @@ def test_one_image_gives_values_but_no_interval_p_value_or_rank_difference():
     assert "1 unit" in out["undefined"]["score"]["a vs b"]
 
 
+def test_identical_systems_get_p_1_when_ties_are_counted():
+    """Every resample ties a zero difference: both tests give p = 1, no warning, nothing undefined."""
+    scores = _scores()
+    scores["copy"] = scores["a"].copy()
+    out = compare_systems(_stats(scores), resamples=100)
+    same = _pair(out, "a", "copy")
+    assert same["delta"] == 0 and same["p_bootstrap"] == 1 and same["p_randomization"] == 1
+    assert not same["significant"] and same["undefined"] is None and same["delta_ci"] == [0.0, 0.0]
+    assert out["clusters"]["score"]["a"] == out["clusters"]["score"]["copy"]
+
+
 def test_identical_systems_have_no_p_value_instead_of_sacrebleus_floor():
     """sacrebleu counts no resample above a zero difference and reports p = 1/(R+1): "significant" for a system
-    compared with itself. Here the difference is the same on every resample: undefined, not significant."""
+    compared with itself. With its formula (``p_values="sacrebleu"``) the difference is the same on every resample:
+    undefined, not significant."""
     scores = _scores()
     scores["copy"] = scores["a"].copy()
     with pytest.warns(UndefinedStatisticWarning, match="same on every resample"):
-        out = compare_systems(_stats(scores), resamples=100)
+        out = compare_systems(_stats(scores), resamples=100, p_values="sacrebleu")
     same = _pair(out, "a", "copy")
     assert same["delta"] == 0 and math.isnan(same["p_bootstrap"]) and math.isnan(same["p_randomization"])
     assert not same["significant"] and "same on every resample" in same["undefined"]
@@ -101,11 +117,26 @@ def test_identical_systems_have_no_p_value_instead_of_sacrebleus_floor():
     assert out["clusters"]["score"]["a"] == out["clusters"]["score"]["copy"]
 
 
-def test_a_constant_per_image_difference_of_a_mean_metric_has_no_p_value():
+def test_a_constant_per_image_difference_is_tested():
+    """Shifted by 0.25 on every image: no bootstrap resample and no swap pattern reaches the observed difference
+    but the unswapped ones, so both tests give their floor 1/(R + 1) (30 images: sampled swaps) and the pair is
+    significant; the interval of the difference is the point 0.25."""
+    scores = _scores()
+    scores["shifted"] = scores["a"] + 0.25
+    out = compare_systems(_stats({"a": scores["a"], "shifted": scores["shifted"]}), resamples=100)
+    shifted = _pair(out, "a", "shifted")
+    swaps = np.random.default_rng(12345).integers(0, 2, (100, 30))
+    unswapped = int((swaps.sum(axis=1) % 30 == 0).sum())  # all or none swapped: |δ*| = |δ|
+    assert shifted["delta"] == pytest.approx(0.25) and shifted["delta_ci"] == pytest.approx([0.25, 0.25])
+    assert shifted["p_bootstrap"] == 1 / 101 and shifted["p_randomization"] == (unswapped + 1) / 101
+    assert shifted["significant"] and shifted["undefined"] is None
+
+
+def test_a_constant_per_image_difference_of_a_mean_metric_has_no_p_value_with_sacrebleus_formula():
     scores = _scores()
     scores["shifted"] = scores["a"] + 0.25
     with pytest.warns(UndefinedStatisticWarning, match="same on every resample"):
-        out = compare_systems(_stats(scores), resamples=100)
+        out = compare_systems(_stats(scores), resamples=100, p_values="sacrebleu")
     shifted = _pair(out, "a", "shifted")
     assert shifted["delta"] == pytest.approx(0.25)
     assert math.isnan(shifted["p_bootstrap"]) and math.isnan(shifted["p_randomization"])

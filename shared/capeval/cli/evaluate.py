@@ -41,7 +41,12 @@ def configure(parser) -> None:
     parser.add_argument("--resamples", type=positive_int, default=10000,
                         help="bootstrap / randomization resamples, the same for every metric (default: 10000, "
                              "sacrebleu's --paired-ar default: with R resamples no Holm-adjusted p-value of a family "
-                             "of m metric x pair tests goes below m/(R+1))")
+                             "of m metric x pair tests goes below m/(R+1); at least 40 for a 95%% interval; on at "
+                             "most 16 images the randomization test is exact and needs no draws)")
+    parser.add_argument("--p-values", choices=("noreen", "sacrebleu"), default="noreen",
+                        help="how the tests count resamples that tie the observed difference: noreen (default: "
+                             "counted, valid at any number of images) or sacrebleu (sacrebleu 2's strict count, for "
+                             "comparing with published MT numbers; anti-conservative on few images)")
     parser.add_argument("--seed", type=int, default=12345, help="seed of the resamples (default: 12345)")
     parser.add_argument("--output", type=output_folder, metavar="DIR",
                         help="write report.json, scores.csv, table.tex and report.html here")
@@ -68,7 +73,7 @@ def run(args) -> int:
     report = evaluate_captions(args.results or (), annotations=args.annotations or args.karpathy, split=args.split,
                                records=args.records or (), images=args.images, metrics=args.metrics, names=args.names,
                                baseline=args.baseline, require_all=args.require_all, resamples=args.resamples,
-                               seed=args.seed, output=args.output,
+                               seed=args.seed, p_values=args.p_values, output=args.output,
                                options=suite_options(args, expand_metrics(args.metrics)),
                                device=args.device, dtype=args.dtype, batch_size=args.batch_size,
                                fields=fields or None, image_format=args.image_format, config=args.config)

@@ -7,7 +7,8 @@ the same draws whatever the caller does with them:
 
 - bootstrap: ``counts[r, u]`` = how often unit ``u`` is drawn in resample ``r`` (``rng.integers(0, U, (chunk, U))``);
 - permutation: ``swaps[r, u]`` = whether unit ``u``'s two metric scores trade places
-  (``rng.integers(0, 2, (chunk, U))``).
+  (``rng.integers(0, 2, (chunk, U))``);
+- exact permutation: :func:`sign_patterns` lists every swap pattern instead of drawing them (no seed).
 """
 
 from __future__ import annotations
@@ -59,9 +60,17 @@ def swap_masks(n_units: int, resamples: int, seed: int, *, desc: str = "permutat
             bar.update(size)
 
 
-def unit_sums(values: np.ndarray, codes: np.ndarray, n_units: int) -> np.ndarray:
-    """Per-unit sums of ``values`` (rows × k, or rows) → units × k (or units)."""
-    values = np.asarray(values, dtype=float)
-    if values.ndim == 1:
-        return np.bincount(codes, weights=values, minlength=n_units)
-    return np.stack([np.bincount(codes, weights=column, minlength=n_units) for column in values.T], axis=1)
+def sign_patterns(n_units: int, *, chunk: int = 4096) -> Iterator[np.ndarray]:
+    """Every swap pattern of ``n_units`` units that leaves unit 0 in place, in blocks of 0/1 float rows (pattern
+    ``p`` swaps unit ``u`` when bit ``u - 1`` of ``p`` is set): ``2 ** (n_units - 1)`` rows in all. Swapping the
+    complementary set instead only exchanges the two systems, so these rows give every ``|δ*|`` of the full
+    ``2 ** n_units`` enumeration, each once."""
+    if n_units < 1:
+        return
+    total = 1 << (n_units - 1)
+    bits = 1 << np.arange(n_units - 1, dtype=np.int64)
+    for start in range(0, total, chunk):
+        codes = np.arange(start, min(total, start + chunk), dtype=np.int64)
+        rows = np.zeros((len(codes), n_units))
+        rows[:, 1:] = (codes[:, None] & bits) != 0
+        yield rows

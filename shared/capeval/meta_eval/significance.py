@@ -134,6 +134,41 @@ def sacrebleu_randomization_p(null: np.ndarray, delta: float) -> float:
     return (_exceeding(null, abs(delta)) + 1) / (len(null) + 1)
 
 
+def _at_least(statistics: np.ndarray, observed: float) -> int:
+    """How many ``statistics`` are at least ``observed``, ties within float rounding of it included."""
+    at_least = (statistics >= observed) | np.isclose(statistics, observed, rtol=TIE_RTOL, atol=TIE_ATOL)
+    return int(at_least.sum())
+
+
+def noreen_bootstrap_p(deltas: np.ndarray, delta: float) -> float:
+    """Koehn's paired bootstrap statistic as sacrebleu centres it, counted as Noreen (1989) counts a Monte Carlo
+    test: ``(#(|δ*| − mean|δ*| ≥ |δ|) + 1) / (R + 1)``, ties included (a system compared with itself gets 1)."""
+    deltas = deltas[~np.isnan(deltas)]
+    if np.isnan(delta) or not len(deltas):
+        return NAN
+    spread = np.abs(deltas)
+    return (_at_least(spread - spread.mean(), abs(delta)) + 1) / (len(deltas) + 1)
+
+
+def noreen_randomization_p(null: np.ndarray, delta: float) -> float:
+    """Approximate randomisation over sampled swaps, ties counted (Noreen 1989; Riezler & Maxwell 2005):
+    ``(#(|δ*| ≥ |δ|) + 1) / (R + 1)``, a valid p-value at any number of units; two-sided."""
+    null = np.abs(null[~np.isnan(null)])
+    if np.isnan(delta) or not len(null):
+        return NAN
+    return (_at_least(null, abs(delta)) + 1) / (len(null) + 1)
+
+
+def exact_randomization_p(null: np.ndarray, delta: float) -> float:
+    """The exact sign-flip (permutation) test: ``null`` holds ``|δ*|`` of every swap pattern (each pattern and its
+    complement once: :func:`capeval.meta_eval.resampling.sign_patterns`), ``p = #(|δ*| ≥ |δ|) / patterns``; the
+    observed split is one of them, so ``p ≥ 2 / 2ⁿ``."""
+    null = np.abs(null[~np.isnan(null)])
+    if np.isnan(delta) or not len(null):
+        return NAN
+    return _at_least(null, abs(delta)) / len(null)
+
+
 def percentile_interval(values: np.ndarray, confidence: float, what: str = "the difference"):
     """Percentile interval over the resamples where the statistic is defined (the others counted in a warning)."""
     return resampled_interval(values, confidence, what)

@@ -6,23 +6,32 @@ Input: ``{system: {metric: CorpusStatistics}}`` (:mod:`capeval.functional.corpus
 - **Value and CI**: the metric's corpus value, and a percentile bootstrap interval over images: every resample draws
   the images with replacement and recomputes the corpus value from the summed statistics of the drawn images (BLEU
   and METEOR as on a corpus of those images; mean metrics as the mean).
-- **paired-bs** (sacrebleu ``--paired-bs``, Koehn 2004 as Moses'): the same resamples for both systems;
-  ``p = (#(|δ*| − mean|δ*| > |δ|) + 1) / (R + 1)``.
-- **paired-ar** (sacrebleu ``--paired-ar``, approximate randomisation as multeval): each image's statistics are
-  swapped between the two systems with probability ½; ``p = (#(|δ*| > |δ|) + 1) / (R + 1)``. Both tests two-sided.
+- **paired-bs** (Koehn 2004, the statistic of sacrebleu ``--paired-bs``): the same resamples for both systems; the
+  absolute resampled differences centred on their mean against the absolute observed difference.
+- **paired-ar** (randomisation, sacrebleu ``--paired-ar``): each image's statistics are swapped between the two
+  systems. With ``p_values="noreen"`` (the default) and at most :data:`EXACT_UNITS` images, every one of the 2ⁿ
+  swap patterns is enumerated (the exact sign-flip test, ``p = #(|δ*| ≥ |δ|) / 2ⁿ ≥ 2 / 2ⁿ``); above that, ``R``
+  swap patterns are drawn (each unit swapped with probability ½).
+- **Counting** (``p_values``): ``"noreen"`` counts the resamples that tie the observed difference, as Noreen (1989)
+  and Riezler & Maxwell (2005) define the tests: ``p = (#(stat* ≥ stat) + 1) / (R + 1)``, valid at any number of
+  images. ``"sacrebleu"`` is sacrebleu 2's formula, ``(#(stat* > stat) + 1) / (R + 1)``, for comparing with
+  published MT numbers: its strict ``>`` never counts the ties (the unswapped draw always ties), so it is
+  anti-conservative on few images; with it, a pair whose difference is the same on every resample has no p-value
+  (sacrebleu would report its floor ``1/(R + 1)``).
 - One seed gives every draw (:mod:`capeval.meta_eval.resampling`): the same resamples and swaps for every metric,
   system and pair (the bootstrap draws equal sacrebleu's ``default_rng(seed).choice``; its AR draws booleans from
   another stream).
 - **Multiple comparisons**: each test's p-values over every metric × pair of systems are one family, adjusted with
   ``correction`` (Holm by default, :func:`capeval.meta_eval.clusters.adjust`); a difference is ``significant`` when
-  both tests' adjusted p-values are at most ``alpha``.
+  both tests' adjusted p-values are at most ``alpha``: the bootstrap, biased on few images, never marks a
+  difference alone. ``significance`` states the smallest p-value each test can give (n, R) and the family size;
+  when their adjusted floor exceeds ``alpha`` no difference can be marked, and a warning says so.
 - **Clusters** per metric (:func:`capeval.meta_eval.clusters.assign_ranks`): systems sorted by value; a system
   opens a new rank when a system of the current rank is significantly better.
 
 Undefined (NaN with the cause under ``undefined`` and an ``UndefinedStatisticWarning``; no finite CI or p-value,
-no rank): a value that is not finite; every CI and p-value with fewer than 2 images; the p-values of a pair whose
-difference is the same on every resample (identical systems; a mean metric whose per-image difference is constant),
-where sacrebleu would report its floor ``1/(R + 1)``.
+no rank): a value that is not finite; every CI and p-value with fewer than 2 images. Refused: fewer resamples than a
+percentile interval at ``confidence`` needs (:func:`minimum_resamples`).
 """
 
 from __future__ import annotations
@@ -38,28 +47,31 @@ from capeval.core.errors import InputError
 from capeval.functional.corpus_statistics import CorpusStatistics
 from capeval.functional.correlation import warn_undefined
 from capeval.meta_eval.clusters import CORRECTIONS, adjust, assign_ranks
-from capeval.meta_eval.resampling import bootstrap_counts, swap_masks
+from capeval.meta_eval.resampling import bootstrap_counts, sign_patterns, swap_masks
 from capeval.meta_eval.significance import (
-    percentile_interval, sacrebleu_bootstrap_p, sacrebleu_randomization_p, too_few_units, undefined_resamples,
-    warn_undefined_resamples,
+    exact_randomization_p, noreen_bootstrap_p, noreen_randomization_p, percentile_interval, sacrebleu_bootstrap_p,
+    sacrebleu_randomization_p, too_few_units, undefined_resamples, warn_undefined_resamples,
 )
 
 NAN = float("nan")
 TESTS = ("paired-bs", "paired-ar")
+P_VALUES = ("noreen", "sacrebleu")
+EXACT_UNITS = 16  # up to this many images the randomization test enumerates all 2ⁿ swap patterns
 SHOWN_UNITS = 5
 SPREAD_RTOL = 1e-9  # resampled differences within this of each other (relative): the same on every resample
 
 
 def compare_systems(statistics: Mapping[str, Mapping[str, CorpusStatistics]], *, baseline: Optional[str] = None,
                     resamples: int = 1000, seed: int = 12345, confidence: float = 0.95, alpha: float = 0.05,
-                    correction: str = "holm") -> Dict:
+                    correction: str = "holm", p_values: str = "noreen") -> Dict:
     """Values, bootstrap CIs, paired-bs and paired-ar tests of every pair of systems on every metric, the family's
     adjusted p-values and the significance clusters (see the module docstring).
 
     ``comparisons`` lists every pair (system order; with ``baseline``, the baseline first, so its pairs read
     ``system_a = baseline``) for every metric; ``delta = value(system_b) − value(system_a)`` with ``delta_ci`` the
     percentile interval of the resampled differences. ``undefined[metric][system or "a vs b"]``: the cause."""
-    names, keys, n_units = _check(statistics, baseline, resamples, confidence, alpha, correction)
+    names, keys, n_units = _check(statistics, baseline, resamples, confidence, alpha, correction, p_values)
+    exact = p_values == "noreen" and n_units <= EXACT_UNITS
     order = ([baseline] if baseline is not None else []) + [s for s in names if s != baseline]
     pairs = list(combinations(range(len(order)), 2))
     table = {key: [statistics[name][key] for name in order] for key in keys}
@@ -72,42 +84,57 @@ def compare_systems(statistics: Mapping[str, Mapping[str, CorpusStatistics]], *,
                                                   "count on these images)")
     unresampled = too_few_units(n_units, "every CI and p-value")
     boot = {key: np.full((resamples, len(order)), NAN) for key in keys}
-    null = {key: np.full((resamples, len(pairs)), NAN) for key in keys}
+    draws = 1 << (n_units - 1) if exact and unresampled is None else resamples
+    null = {key: np.full((draws, len(pairs)), NAN) for key in keys}
     if unresampled is None:
-        _resample(table, boot, null, pairs, n_units, resamples, seed)
+        _resample(table, boot, null, pairs, n_units, resamples, seed, exact)
     systems = {name: {} for name in names}
     for key in keys:
         for k, name in enumerate(order):
             systems[name][key] = _system_entry(values[key][k], boot[key][:, k], confidence, f"{key} of {name}",
                                                undefined[key].get(name) or unresampled)
+    tests = _Tests(p_values, exact)
     comparisons = [_comparison(order, key, i, j, values[key], boot[key], null[key][:, p], confidence, undefined[key],
-                               unresampled)
+                               unresampled, tests)
                    for p, (i, j) in enumerate(pairs) for key in keys]
-    floor = _adjust(comparisons, correction, alpha, resamples)
+    smallest = {"paired-bs": 1 / (resamples + 1), "paired-ar": 2 / 2 ** n_units if exact else 1 / (resamples + 1)}
+    family, floor = _adjust(comparisons, correction, alpha, smallest, n_units, resamples)
     return {"systems": systems, "comparisons": comparisons,
             "clusters": {key: _clusters(order, values[key], comparisons, key, undefined[key]) for key in keys},
             "undefined": {key: causes for key, causes in undefined.items() if causes},
             "significance": {"resamples": resamples, "seed": seed, "confidence": confidence, "alpha": alpha,
                              "correction": correction, "tests": list(TESTS), "units": "images", "n_units": n_units,
+                             "p_values": p_values, "randomization": "exact" if exact else "sampled",
                              "family": "every metric × pair of systems, each test adjusted on its own",
-                             "significant": "both tests' adjusted p-values at most alpha", "baseline": baseline,
-                             "smallest_adjusted_p": floor}}
+                             "family_size": family, "significant": "both tests' adjusted p-values at most alpha",
+                             "baseline": baseline, "smallest_p": smallest, "smallest_adjusted_p": floor}}
 
 
-def check_options(resamples: int, confidence: float = 0.95, alpha: float = 0.05, correction: str = "holm") -> None:
+def minimum_resamples(confidence: float) -> int:
+    """The fewest resamples a percentile interval at ``confidence`` can rest on: each tail, ``(1 − confidence) / 2``
+    of the resamples, must hold at least one (40 at 95 %)."""
+    return math.ceil(round(2 / (1 - confidence), 9))
+
+
+def check_options(resamples: int, confidence: float = 0.95, alpha: float = 0.05, correction: str = "holm",
+                  p_values: str = "noreen") -> None:
     """The comparison's own options, checkable before anything is scored."""
-    if resamples < 1:
-        raise InputError(f"resamples: need at least 1, got {resamples}")
     for field, value in (("confidence", confidence), ("alpha", alpha)):
         if not 0 < value < 1:
             raise InputError(f"{field}: {value} is not in (0, 1)")
+    least = minimum_resamples(confidence)
+    if resamples < least:
+        raise InputError(f"resamples: {resamples} is too few for a {confidence:.0%} percentile interval (each "
+                         f"{(1 - confidence) / 2:.1%} tail needs at least one resample): use at least {least}")
     if correction not in CORRECTIONS:
         raise InputError(f"correction: {correction!r} is not one of {CORRECTIONS}")
+    if p_values not in P_VALUES:
+        raise InputError(f"p_values: {p_values!r} is not one of {P_VALUES}")
 
 
-def _check(statistics, baseline, resamples: int, confidence: float, alpha: float,
-           correction: str) -> Tuple[List[str], List[str], int]:
-    check_options(resamples, confidence, alpha, correction)
+def _check(statistics, baseline, resamples: int, confidence: float, alpha: float, correction: str,
+           p_values: str) -> Tuple[List[str], List[str], int]:
+    check_options(resamples, confidence, alpha, correction, p_values)
     names = list(statistics)
     if not names:
         raise InputError("statistics: no system given")
@@ -157,9 +184,10 @@ def _undefined(what: str, cause: str) -> str:
     return cause
 
 
-def _resample(table, boot, null, pairs, n_units: int, resamples: int, seed: int) -> None:
+def _resample(table, boot, null, pairs, n_units: int, resamples: int, seed: int, exact: bool) -> None:
     """Fill ``boot[key][r, system]`` (bootstrap values) and ``null[key][r, pair]`` (|δ| of the swapped pair) from
-    one stream of draws each, shared by every metric, system and pair."""
+    one stream of draws each (``exact``: every swap pattern instead of drawn swaps), shared by every metric, system
+    and pair."""
     with np.errstate(invalid="ignore", divide="ignore"):
         start = 0
         for counts in bootstrap_counts(n_units, resamples, seed, desc="bootstrap (systems)"):
@@ -169,7 +197,9 @@ def _resample(table, boot, null, pairs, n_units: int, resamples: int, seed: int)
                     boot[key][rows, k] = stats.resampled(counts)
             start += len(counts)
         start = 0
-        for swaps in swap_masks(n_units, resamples, seed, desc="randomization (systems)"):
+        patterns = sign_patterns(n_units) if exact else swap_masks(n_units, resamples, seed,
+                                                                   desc="randomization (systems)")
+        for swaps in patterns:
             rows = slice(start, start + len(swaps))
             for key, column in table.items():
                 for p, (i, j) in enumerate(pairs):
@@ -190,15 +220,25 @@ def _same_everywhere(deltas: np.ndarray) -> bool:
     return len(finite) > 0 and np.ptp(finite) <= SPREAD_RTOL * np.abs(finite).max()
 
 
+class _Tests:
+    """The two tests' p-value functions under a counting rule."""
+
+    def __init__(self, p_values: str, exact: bool):
+        self.sacrebleu = p_values == "sacrebleu"
+        self.bootstrap = sacrebleu_bootstrap_p if self.sacrebleu else noreen_bootstrap_p
+        self.randomization = (sacrebleu_randomization_p if self.sacrebleu else
+                              exact_randomization_p if exact else noreen_randomization_p)
+
+
 def _comparison(order, key: str, i: int, j: int, values: np.ndarray, boot: np.ndarray, null: np.ndarray,
-                confidence: float, undefined: Dict[str, str], unresampled: Optional[str]) -> Dict:
+                confidence: float, undefined: Dict[str, str], unresampled: Optional[str], tests: _Tests) -> Dict:
     a, b = order[i], order[j]
     label = f"{a} vs {b}"
     delta = float(values[j] - values[i])
     deltas = boot[:, j] - boot[:, i]
     entry = {"system_a": a, "system_b": b, "metric": key, "delta": delta}
     cause = "; ".join(f"{s}: {undefined[s]}" for s in (a, b) if s in undefined) or unresampled
-    if cause is None and _same_everywhere(deltas):
+    if cause is None and tests.sacrebleu and _same_everywhere(deltas):
         cause = _undefined(f"the {key} p-values of {label}", "the difference is the same on every resample "
                            "(identical systems, or the same per-image difference everywhere): no variation to test "
                            "it against")
@@ -211,8 +251,8 @@ def _comparison(order, key: str, i: int, j: int, values: np.ndarray, boot: np.nd
         return {**entry, "delta": delta if unresampled else NAN, "delta_ci": [NAN, NAN], **_no_test(cause)}
     low, high = percentile_interval(deltas, confidence, f"the {key} difference of {label}")
     warn_undefined_resamples(null, f"the {key} randomization of {label}")
-    return {**entry, "delta_ci": [float(low), float(high)], "p_bootstrap": sacrebleu_bootstrap_p(deltas, delta),
-            "p_randomization": sacrebleu_randomization_p(null, delta),
+    return {**entry, "delta_ci": [float(low), float(high)], "p_bootstrap": tests.bootstrap(deltas, delta),
+            "p_randomization": tests.randomization(null, delta),
             "undefined_resamples": {"paired-bs": undefined_resamples(deltas), "paired-ar": undefined_resamples(null)},
             "undefined": None}
 
@@ -222,16 +262,23 @@ def _no_test(cause: str) -> Dict:
             "undefined": cause}
 
 
-def _adjust(comparisons: List[Dict], correction: str, alpha: float, resamples: int) -> float:
+def _adjust(comparisons: List[Dict], correction: str, alpha: float, smallest: Dict[str, float], n_units: int,
+            resamples: int) -> Tuple[int, float]:
     """Adjust each test's defined p-values as one family (undefined ones take no part), then mark significance.
-    Returns the smallest adjusted p-value the resamples allow (``1/(R + 1)`` adjusted over the family), with a
-    warning where it exceeds ``alpha``: then no difference can be significant, however large."""
+    Returns the family size and the smallest adjusted p-value a mark can rest on (the larger of the two tests'
+    smallest p-values, adjusted over the family), with a warning where it exceeds ``alpha``: then no difference
+    can be significant, however large."""
     family = sum(not np.isnan(c["p_bootstrap"]) for c in comparisons)
-    floor = float(adjust(np.full(max(1, family), 1 / (resamples + 1)), correction).min())
+    floor = float(adjust(np.full(max(1, family), max(smallest.values())), correction).min())
     if family and floor > alpha:
+        if smallest["paired-ar"] > smallest["paired-bs"]:
+            remedy = (f"on {n_units} images the exact randomization test cannot go below p = "
+                      f"{smallest['paired-ar']:.3g} (2 of 2^{n_units} swap patterns): more images are needed")
+        else:
+            remedy = f"use at least {math.ceil(family / alpha) - 1} resamples"
         warnings.warn(f"{resamples} resamples cannot show any of {family} differences significant at alpha={alpha} "
-                      f"after {correction} correction (smallest adjusted p = {floor:.3g}); use at least "
-                      f"{math.ceil(family / alpha) - 1} resamples", UserWarning, stacklevel=3)
+                      f"after {correction} correction on {n_units} images (smallest adjusted p = {floor:.3g}); "
+                      f"{remedy}", UserWarning, stacklevel=3)
     for test in ("bootstrap", "randomization"):
         raw = np.array([c[f"p_{test}"] for c in comparisons], dtype=float)
         adjusted = np.full(len(raw), NAN)
@@ -241,7 +288,7 @@ def _adjust(comparisons: List[Dict], correction: str, alpha: float, resamples: i
             c[f"p_{test}_adjusted"] = float(p)
     for c in comparisons:
         c["significant"] = bool(c["p_bootstrap_adjusted"] <= alpha and c["p_randomization_adjusted"] <= alpha)
-    return floor
+    return family, floor
 
 
 def _clusters(order: List[str], values: np.ndarray, comparisons: List[Dict], key: str,

@@ -30,7 +30,7 @@ def evaluate_captions(results: Sequence[PathLike] = (), *, annotations: Optional
                       split: Optional[str] = None, records: Sequence[Any] = (), images: Optional[PathLike] = None,
                       metrics: Sequence[str] = ("coco",), names: Optional[Sequence[str]] = None,
                       baseline: Optional[str] = None, require_all: bool = False, resamples: int = 10000,
-                      seed: int = 12345, output: Optional[PathLike] = None,
+                      seed: int = 12345, p_values: str = "noreen", output: Optional[PathLike] = None,
                       options: Optional[Mapping[str, Mapping]] = None, device: str = "auto", dtype=None,
                       batch_size: Optional[int] = None, cache_dir: Optional[PathLike] = None,
                       show_progress: Optional[bool] = None, fields: Optional[Mapping[str, str]] = None,
@@ -46,7 +46,10 @@ def evaluate_captions(results: Sequence[PathLike] = (), *, annotations: Optional
     against. ``options``: per metric, its scorer options (``{"clip_s": {"precision": "official"}}``); ``device``,
     ``dtype``, ``batch_size``, ``cache_dir``: the suite's runtime. ``resamples`` and ``seed``: the bootstrap and
     randomization tests of :func:`capeval.meta_eval.systems.compare_systems` (default 10,000, sacrebleu's
-    ``--paired-ar`` default: the Holm-adjusted p-values of m metric × pair tests cannot go below m/(R + 1)).
+    ``--paired-ar`` default: the Holm-adjusted p-values of m metric × pair tests cannot go below m/(R + 1); on at
+    most 16 images the randomization test is exact and cannot go below 2/2ⁿ). ``p_values``: ``"noreen"`` (ties
+    counted: valid at any number of images) or ``"sacrebleu"`` (sacrebleu 2's strict count, to compare with
+    published MT numbers).
 
     Every input problem (malformed annotations, duplicate or unknown ids, non-text captions, systems on different
     images, ``require_all`` short of the whole set, an unknown metric or option, a ``baseline`` that is no system, a
@@ -55,7 +58,7 @@ def evaluate_captions(results: Sequence[PathLike] = (), *, annotations: Optional
     """
     from capeval.meta_eval.systems import check_options, compare_systems
 
-    check_options(resamples)
+    check_options(resamples, p_values=p_values)
     plan = prepare_evaluation(results, annotations=annotations, split=split, records=records, images=images,
                               metrics=metrics, names=names, baseline=baseline, require_all=require_all,
                               fields=fields, image_format=image_format, config=config)
@@ -63,7 +66,8 @@ def evaluate_captions(results: Sequence[PathLike] = (), *, annotations: Optional
     scores = score_suite(plan.ground_truth, plan.systems, plan.metrics, images_root=images, options=options,
                          device=device, dtype=dtype, batch_size=batch_size, cache_dir=cache_dir,
                          show_progress=show_progress)
-    comparison = compare_systems(scores.statistics, baseline=baseline, resamples=resamples, seed=seed)
+    comparison = compare_systems(scores.statistics, baseline=baseline, resamples=resamples, seed=seed,
+                                 p_values=p_values)
     report = build_report(plan, scores, comparison)
     if output is not None:
         from capeval.report.write import write_report
