@@ -134,6 +134,38 @@ def test_resampled_statistics_equal_pycocoevalcap_on_the_resampled_corpus(group,
             assert rouge[r] == pytest.approx(np.mean(per_image), abs=1e-12)
 
 
+def test_meteor_statistics_reproduce_the_jar_when_captions_equal_a_reference(flickr, meteor):
+    """The printed METEOR is the jar's EVAL over every segment; a segment matched word for word in one chunk adds no
+    chunk to that aggregate. One image in four captioned by its own first reference (and one in eight by a
+    reference with two words swapped: all matched, two chunks or more): the statistics' corpus value and resampled
+    values == pycocoevalcap's Meteor on the same (resampled) corpora; summing the printed lines unchanged does not
+    give it."""
+    from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
+
+    references, systems = flickr
+    n = 60
+    references = references[:n]
+    captions = list(systems[0][:n])
+    for i in range(0, n, 4):
+        captions[i] = references[i][0]
+    for i in range(2, n, 8):
+        words = references[i][1].split()
+        captions[i] = " ".join([words[1], words[0], *words[2:]])
+    (value,) = [v["meteor"] for v in coco.score_coco_group([captions], references, metrics=["meteor"])]
+    with contextlib.redirect_stdout(io.StringIO()):
+        gts = PTBTokenizer().tokenize({i: [{"caption": r} for r in refs] for i, refs in enumerate(references)})
+        res = PTBTokenizer().tokenize({i: [{"caption": c}] for i, c in enumerate(captions)})
+    assert value.corpus == meteor.compute_score(gts, res)[0]
+    assert value.statistics.value() == value.corpus
+    printed = np.array([[float(v) for v in meteor._stat(res[i][0], gts[i]).split()] for i in range(n)])
+    assert coco.combine_meteor(printed.sum(axis=0, keepdims=True))[0] != value.corpus  # the lines summed as printed
+    draws = np.random.default_rng(3).integers(0, n, size=(3, n))
+    counts = np.stack([np.bincount(d, minlength=n) for d in draws]).astype(np.float64)
+    for r, resampled in enumerate(value.statistics.resampled(counts)):
+        drawn = {j: res[i] for j, i in enumerate(draws[r])}
+        assert resampled == meteor.compute_score({j: gts[i] for j, i in enumerate(draws[r])}, drawn)[0], r
+
+
 def test_blocks_are_tokenized_as_separate_pycocoevalcap_calls():
     """The lexer looks across a line end ("... A." before another line keeps its period), so every block gets its
     own file and lexer: each block equals a pycocoevalcap tokenize call of that block alone."""

@@ -536,6 +536,23 @@ def meteor_score_line(candidate: str, references: List[str]) -> str:
     return " ||| ".join(("SCORE", " ||| ".join(references), candidate))
 
 
+# columns of a METEOR 1.5 SCORE line used below: candidate and reference lengths, chunks, matched words of each
+METEOR_LENGTHS, METEOR_CHUNKS, METEOR_MATCHED = (0, 1), 20, (21, 22)
+
+
+def meteor_unit_statistics(segments: np.ndarray) -> np.ndarray:
+    """Per-image statistics whose sums the jar scores as it scores a corpus (``EVAL`` over the segments): a segment
+    matched word for word in one chunk adds 0 chunks to the jar's aggregate, not 1 (its fragmentation is 0), so its
+    chunk count is 0 here. Summing the printed lines unchanged gives another METEOR whenever a caption equals a
+    reference's word order in full."""
+    segments = np.array(segments, dtype=np.float64)
+    perfect = ((segments[:, METEOR_MATCHED[0]] == segments[:, METEOR_LENGTHS[0]])
+               & (segments[:, METEOR_MATCHED[1]] == segments[:, METEOR_LENGTHS[1]])
+               & (segments[:, METEOR_CHUNKS] == 1))
+    segments[perfect, METEOR_CHUNKS] = 0
+    return segments
+
+
 class _MeteorRun:
     """One group call's METEOR work, started in a thread: every system's SCORE lines, then one EVAL per system."""
 
@@ -561,7 +578,8 @@ class _MeteorRun:
             raise self.error
         values = []
         for stats, replies in self.result:
-            per_unit = np.array([[float(v) for v in line.split()] for line in stats], dtype=np.float64)
+            per_unit = meteor_unit_statistics(
+                np.array([[float(v) for v in line.split()] for line in stats], dtype=np.float64))
             values.append(CocoValue(float(replies[-1]), [float(r) for r in replies[:-1]],
                                     CorpusStatistics(per_unit, combine_meteor)))
         return values
