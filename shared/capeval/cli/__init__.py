@@ -11,7 +11,7 @@ import sys
 from typing import List, Optional
 
 from capeval.cli.options import check_shared_options
-from capeval.core.errors import ConversionError, InputError, ModelNotAvailableError
+from capeval.core.errors import ConversionError, InputError, ModelNotAvailableError, ScoredThenFailedError
 from capeval.core.version import __version__
 
 BROKEN_PIPE_STATUS = 128 + 13  # a Unix tool killed by SIGPIPE, as the shell reports it
@@ -105,6 +105,9 @@ def _run(argv: List[str]) -> int:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"capeval {args.command}: error: {message}", file=sys.stderr)
         return 2
+    except ScoredThenFailedError as exc:
+        print(f"capeval {args.command}: error: {exc}", file=sys.stderr)
+        return 1
 
 
 def _discard_stdout() -> None:

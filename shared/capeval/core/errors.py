@@ -13,5 +13,9 @@ class ConversionError(ValueError):
     """An official checkpoint was refused by a converter (malformed, unsafe or of the wrong kind)."""
 
 
+class ScoredThenFailedError(RuntimeError):
+    """A stage after scoring failed; the message says which and where the per-image scores were saved first."""
+
+
 class TruncationWarning(UserWarning):
     """Texts were longer than an encoder's token limit and were truncated (as the official code does)."""

@@ -263,6 +263,9 @@ class Scorer(ABC):
     images: str = "required"
     references: str = "optional"
     corpus_level: bool = False  # per-sample values depend on the whole scored corpus (e.g. CIDEr's IDF)
+    # score keys whose corpus value is the mean over the samples where they are defined (their NaN samples left
+    # out, as HICE-S's local terms on captions without phrases); any other key's mean is NaN when a sample's is
+    mean_over_defined: Tuple[str, ...] = ()
     provenance: Optional[dict] = None  # set by load_scorer: the weights loaded, the options that change values
 
     @property

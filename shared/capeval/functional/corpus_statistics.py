@@ -44,3 +44,11 @@ def mean_statistics(scores: Sequence[float]) -> CorpusStatistics:
     """A metric whose corpus value is the mean of its per-unit scores."""
     scores = np.asarray(scores, dtype=np.float64)
     return CorpusStatistics(np.column_stack([scores, np.ones_like(scores)]), _ratio)
+
+
+def defined_mean_statistics(scores: Sequence[float]) -> CorpusStatistics:
+    """A metric whose corpus value is the mean over the units where it is defined (NaN units count for nothing: a
+    resample of undefined units only is itself undefined, 0/0)."""
+    scores = np.asarray(scores, dtype=np.float64)
+    defined = ~np.isnan(scores)
+    return CorpusStatistics(np.column_stack([np.where(defined, scores, 0.0), defined.astype(np.float64)]), _ratio)

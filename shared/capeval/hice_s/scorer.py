@@ -45,6 +45,7 @@ class HiceScorer(Scorer):
     """
 
     name = "hice_s"
+    mean_over_defined = ("local_itc", "local_ttc")  # undefined for a caption without phrases
 
     def __init__(self, weights: str = "alpha-clip-vit-l-14", *, sam: str = "sam-vit-b", phrase_parser="factual",
                  w: float = 2.5, text_w: float = 1.0, threshold: float = 0.5, caption_prefix: str = CLIPSCORE_PREFIX,
@@ -192,7 +193,7 @@ class HiceScorer(Scorer):
             if return_report:
                 reports.append(self._report(caption, caption_phrases[i], match, regions["masks"][i]))
         result = summarize({k: v for k, v in per_sample.items() if k not in ("local_precision", "local_recall")})
-        for key in ("local_itc", "local_ttc"):
+        for key in self.mean_over_defined:
             if key in result:
                 values = [v for v in result[f"{key}_per_sample"] if not np.isnan(v)]
                 result[key] = float(np.mean(values)) if values else float("nan")

@@ -63,14 +63,18 @@ SPREAD_RTOL = 1e-9  # resampled differences within this of each other (relative)
 
 def compare_systems(statistics: Mapping[str, Mapping[str, CorpusStatistics]], *, baseline: Optional[str] = None,
                     resamples: int = 1000, seed: int = 12345, confidence: float = 0.95, alpha: float = 0.05,
-                    correction: str = "holm", p_values: str = "noreen") -> Dict:
+                    correction: str = "holm", p_values: str = "noreen",
+                    undefined: Optional[Mapping[str, Mapping[str, str]]] = None) -> Dict:
     """Values, bootstrap CIs, paired-bs and paired-ar tests of every pair of systems on every metric, the family's
     adjusted p-values and the significance clusters (see the module docstring).
 
     ``comparisons`` lists every pair (system order; with ``baseline``, the baseline first, so its pairs read
     ``system_a = baseline``) for every metric; ``delta = value(system_b) − value(system_a)`` with ``delta_ci`` the
-    percentile interval of the resampled differences. ``undefined[metric][system or "a vs b"]``: the cause."""
-    names, keys, n_units = _check(statistics, baseline, resamples, confidence, alpha, correction, p_values)
+    percentile interval of the resampled differences. ``undefined[metric][system or "a vs b"]``: the cause; given,
+    ``undefined[metric][system]`` names values the caller knows are undefined (a mean over images where the metric
+    is NaN), with their cause: their statistics are not checked, and they get no CI, comparison or rank."""
+    given = {key: dict(causes) for key, causes in (undefined or {}).items()}
+    names, keys, n_units = _check(statistics, baseline, resamples, confidence, alpha, correction, p_values, given)
     exact = p_values == "noreen" and n_units <= EXACT_UNITS
     order = ([baseline] if baseline is not None else []) + [s for s in names if s != baseline]
     pairs = list(combinations(range(len(order)), 2))
@@ -79,7 +83,10 @@ def compare_systems(statistics: Mapping[str, Mapping[str, CorpusStatistics]], *,
     undefined: Dict[str, Dict[str, str]] = {key: {} for key in keys}
     for key in keys:
         for name, value in zip(order, values[key]):
-            if not np.isfinite(value):
+            if name in given.get(key, {}):
+                undefined[key][name] = _undefined(f"{key} of {name}", given[key][name])
+                values[key][order.index(name)] = NAN
+            elif not np.isfinite(value):
                 undefined[key][name] = _undefined(f"{key} of {name}", "the corpus value is not finite (nothing to "
                                                   "count on these images)")
     unresampled = too_few_units(n_units, "every CI and p-value")
@@ -133,7 +140,7 @@ def check_options(resamples: int, confidence: float = 0.95, alpha: float = 0.05,
 
 
 def _check(statistics, baseline, resamples: int, confidence: float, alpha: float, correction: str,
-           p_values: str) -> Tuple[List[str], List[str], int]:
+           p_values: str, given: Dict[str, Dict[str, str]]) -> Tuple[List[str], List[str], int]:
     check_options(resamples, confidence, alpha, correction, p_values)
     names = list(statistics)
     if not names:
@@ -147,7 +154,12 @@ def _check(statistics, baseline, resamples: int, confidence: float, alpha: float
     for name in names:
         _check_keys(name, list(statistics[name]), names[0], keys)
         for key in keys:
-            n_units = _check_statistics(f"statistics[{name!r}][{key!r}]", statistics[name][key], n_units)
+            n_units = _check_statistics(f"statistics[{name!r}][{key!r}]", statistics[name][key], n_units,
+                                        finite=name not in given.get(key, {}))
+    stray = [(key, name) for key, causes in given.items() for name in causes
+             if key not in keys or name not in names]
+    if stray:
+        raise InputError(f"undefined: {stray[0][1]!r} / {stray[0][0]!r} is not a system / metric of statistics")
     return names, keys, n_units or 0
 
 
@@ -158,7 +170,7 @@ def _check_keys(name: str, own: List[str], first: str, keys: List[str]) -> None:
         raise InputError(f"statistics[{name!r}]: metrics differ from {first!r}'s: {problem}")
 
 
-def _check_statistics(field: str, stats, n_units: Optional[int]) -> int:
+def _check_statistics(field: str, stats, n_units: Optional[int], finite: bool = True) -> int:
     if not isinstance(stats, CorpusStatistics):
         raise InputError(f"{field}: expected a CorpusStatistics, got {type(stats).__name__}")
     per_unit = np.asarray(stats.per_unit)
@@ -168,7 +180,7 @@ def _check_statistics(field: str, stats, n_units: Optional[int]) -> int:
         raise InputError(f"{field}: {len(per_unit)} units, expected {n_units} (every system and metric on the same "
                          f"images)")
     bad = np.flatnonzero(~np.isfinite(per_unit).all(axis=1))
-    if len(bad):
+    if finite and len(bad):
         shown = ", ".join(str(int(u)) for u in bad[:SHOWN_UNITS]) + (", ..." if len(bad) > SHOWN_UNITS else "")
         raise InputError(f"{field}: non-finite statistics at units {shown} ({len(bad)} of {len(per_unit)} units)")
     return len(per_unit)
