@@ -6,7 +6,9 @@ Scale: the COCO caption metrics and the CLIP-S / PAC-S / Polos families are prin
 captioning papers print them; any other key is printed as computed with four decimals. The table's header says
 which columns are ×100. Marks: ``†`` significantly better than the baseline, ``‡`` significantly worse (the
 comparison's corrected decision, ``significant``; its direction from ``delta`` = system_b − system_a and the metric's
-``higher_is_better``).
+``higher_is_better``). A metric scored with tiny random test weights (:func:`tiny_weight_keys`) carries
+:data:`TINY_MARK` in its column title and in every cell, bold "best" included, and the table opens with a warning
+naming those metrics.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ TITLES = {"bleu_1": "BLEU-1", "bleu_2": "BLEU-2", "bleu_3": "BLEU-3", "bleu_4": 
 PERCENT_KEYS = frozenset(TITLES)
 BETTER, WORSE = "†", "‡"
 MISSING = "n/a"
+TINY_MARK = "(tiny)"
+TINY_HASHCODE = "TINY-RANDOM-WEIGHTS"  # what capeval.core.provenance.hashcode appends for test weights
 
 
 @dataclass(frozen=True)
@@ -31,22 +35,53 @@ class Cell:
     ci: Optional[Tuple[str, str]]     # ("79.9", "82.5"), None when the document has no finite CI
     mark: str                         # "", BETTER or WORSE
     best: bool                        # the best value of its metric (ties: every one of them)
+    tiny: bool = False                # scored with tiny random test weights: the value means nothing
 
 
 @dataclass(frozen=True)
 class Table:
     systems: List[str]
     keys: List[str]
-    titles: List[str]
+    titles: List[str]                  # TINY_MARK after the title of a tiny-weights metric
     cells: Dict[str, Dict[str, Cell]]  # system -> key -> cell
     baseline: Optional[str]
     scale_note: str                    # which columns are ×100
     legend: str                        # what CI, marks and bold mean
     footer: List[str]                  # coverage, resamples, seed, tests, correction
+    tiny: List[str]                    # the keys scored with tiny random test weights
+    warning: str                       # what the table says first about them ("" when none)
 
 
 def title(key: str) -> str:
     return TITLES.get(key, key)
+
+
+def tiny_weight_keys(report: Mapping) -> List[str]:
+    """The document's ``keys`` whose metric ran with tiny random test weights: its provenance says
+    ``tiny_random_weights`` (a weight of it, or a replayed judge cache written with one) or its hashcode ends
+    in ``TINY-RANDOM-WEIGHTS``."""
+    metrics = report.get("metrics") or {}
+    tiny = []
+    for key in report.get("keys", []):
+        metric = metrics.get(key) or {}
+        provenance = metric.get("provenance") or {}
+        if provenance.get("tiny_random_weights") or str(metric.get("hashcode", "")).endswith(TINY_HASHCODE):
+            tiny.append(key)
+    return tiny
+
+
+def tiny_warning(keys: Sequence[str]) -> str:
+    """The warning naming the metrics of ``keys`` scored with tiny random test weights ("" when none)."""
+    if not keys:
+        return ""
+    names = ", ".join(title(k) for k in keys)
+    return (f"WARNING: {names} {'was' if len(keys) == 1 else 'were'} scored with TINY RANDOM TEST WEIGHTS: "
+            f"{'its' if len(keys) == 1 else 'their'} values, marked {TINY_MARK}, mean nothing.")
+
+
+def column_title(key: str, tiny: Sequence[str]) -> str:
+    """A column's title, with :data:`TINY_MARK` for a metric scored with tiny random test weights."""
+    return f"{title(key)} {TINY_MARK}" if key in tiny else title(key)
 
 
 def scale(key: str) -> float:
@@ -124,12 +159,12 @@ def _best_systems(report: Mapping, systems: Sequence[str], key: str) -> set:
     return {s for s, v in defined.items() if v == best}
 
 
-def _cell(report: Mapping, system: str, key: str, baseline: Optional[str], best: set) -> Cell:
+def _cell(report: Mapping, system: str, key: str, baseline: Optional[str], best: set, tiny: bool) -> Cell:
     score = score_entry(report, system, key)
     ci = score.get("ci")
     shown_ci = (format_score(key, ci[0]), format_score(key, ci[1])) if ci and finite(*ci) else None
     marked = mark(report, system, baseline, key) if finite(score.get("value")) else ""
-    return Cell(format_score(key, score.get("value")), shown_ci, marked, system in best)
+    return Cell(format_score(key, score.get("value")), shown_ci, marked, system in best, tiny)
 
 
 def scale_note(keys: Sequence[str]) -> str:
@@ -162,9 +197,33 @@ def footer(report: Mapping) -> List[str]:
     units = significance.get("units", "images")
     alpha = significance.get("alpha")
     family = significance.get("family")
-    return [coverage, f"{resamples} resamples over {units}, seed {seed}", f"tests: {tests}",
+    return [coverage, f"{resamples} resamples over {units}, seed {seed}", f"tests: {tests}{_test_design(significance)}",
             f"correction: {correction}" + ("" if family is None else f" over {family}")
-            + ("" if alpha is None else f", alpha {alpha:g}")]
+            + ("" if alpha is None else f", alpha {alpha:g}") + _floor(significance, alpha)]
+
+
+def _test_design(significance: Mapping) -> str:
+    """How the randomization test ran and counted, and the smallest p-value each test can give."""
+    n, smallest = significance.get("n_units"), significance.get("smallest_p")
+    if n is None or not smallest:
+        return ""
+    how = (f"randomization exact over all 2^{n} swap patterns" if significance.get("randomization") == "exact"
+           else "randomization over drawn swaps")
+    counting = {"noreen": "ties counted", "sacrebleu": "sacrebleu's strict count"}.get(significance.get("p_values"))
+    floors = ", ".join(f"{test} {p:.2g}" for test, p in smallest.items())
+    return f" ({how}{'; ' + counting if counting else ''}; smallest p on {n} {significance.get('units', 'images')}: " \
+           f"{floors})"
+
+
+def _floor(significance: Mapping, alpha: Optional[float]) -> str:
+    """The family size and, when it exceeds alpha, the smallest adjusted p-value a mark needs."""
+    size, floor = significance.get("family_size"), significance.get("smallest_adjusted_p")
+    if size is None or floor is None:
+        return ""
+    text = f"; {size} tests, smallest adjusted p {floor:.2g}"
+    if alpha is not None and floor > alpha:
+        text += ": no difference can be marked significant"
+    return text
 
 
 def build_table(report: Mapping, baseline: Optional[str] = None) -> Table:
@@ -174,6 +233,7 @@ def build_table(report: Mapping, baseline: Optional[str] = None) -> Table:
     systems = list(report["systems"])
     keys = list(field(report, "keys", ""))
     best = {key: _best_systems(report, systems, key) for key in keys}
-    cells = {s: {k: _cell(report, s, k, baseline, best[k]) for k in keys} for s in systems}
-    return Table(systems, keys, [title(k) for k in keys], cells, baseline, scale_note(keys),
-                 legend(report, baseline), footer(report))
+    tiny = tiny_weight_keys(report)
+    cells = {s: {k: _cell(report, s, k, baseline, best[k], k in tiny) for k in keys} for s in systems}
+    return Table(systems, keys, [column_title(k, tiny) for k in keys], cells, baseline, scale_note(keys),
+                 legend(report, baseline), footer(report), tiny, tiny_warning(tiny))
