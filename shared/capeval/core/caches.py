@@ -13,14 +13,17 @@ import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, Generic, Hashable, Iterator, List, Optional, Sequence, Tuple, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Dict, Generic, Hashable, Iterator, List, Optional, Sequence, Tuple, \
+    TypeVar
 
-import torch
-from PIL import Image
 from tqdm.auto import tqdm
 
 from capeval.core.errors import InputError, ModelNotAvailableError
 from capeval.core.hub import load_safetensors
+
+if TYPE_CHECKING:  # torch and PIL load on use: the text metrics' path (LruCache, text keys) never imports them
+    import torch
+    from PIL import Image
 
 V = TypeVar("V")
 
@@ -225,6 +228,8 @@ class EmbeddingCache:
             if rows >= 1 or not self._memory:
                 break
             self._evict()
+        import torch
+
         block = _Block(torch.empty((max(1, rows), *shape), dtype=dtype))
         blocks.append(block)
         self.nbytes += block.rows.nbytes
@@ -307,4 +312,6 @@ def encode_cached(
             for (key, _), embedding in zip(chunk, embeddings):
                 found[key] = cache.put(key, embedding)  # kept for this call even if the cache evicts it
             bar.update(len(chunk))
+    import torch
+
     return torch.stack([found[key] for key in keys])
