@@ -3,6 +3,7 @@ benchmark data; FLEUR's published numbers reproduced from its published per-samp
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 from scipy import stats
@@ -124,7 +125,7 @@ def test_unmatched_rows_are_refused_or_omitted_on_request_and_always_reported(tm
 
 def test_the_spacing_rule_matches_only_one_caption_of_the_same_image(tmp_path):
     data = _expert_release(tmp_path)
-    cached = [("1.jpg", c, float(k), None) for k, c in enumerate(["a cat sleeps", "a red car", "two men walk"])]
+    cached = [("1.jpg", c, k / 10, None) for k, c in enumerate(["a cat sleeps", "a red car", "two men walk"])]
     ambiguous = _cache(tmp_path / "a.jsonl", cached + [("1.jpg", "a dog runs.", 0.9, None),
                                                        ("1.jpg", "a dog runs  .", 0.8, None)])
     out = run_replayed("fleur", "flickr8k_expert", ambiguous, data_dir=data, resamples=0, unmatched="omit")
@@ -137,7 +138,7 @@ def test_the_spacing_rule_matches_only_one_caption_of_the_same_image(tmp_path):
 def test_a_record_with_references_replays_only_for_the_same_references(tmp_path):
     data = _expert_release(tmp_path)
     refs = ["r1", "r2", "r3", "r4", "r5"]
-    cached = [("1.jpg", c, float(k), refs) for k, c in enumerate(["a cat sleeps", "a red car", "two men walk"])]
+    cached = [("1.jpg", c, k / 10, refs) for k, c in enumerate(["a cat sleeps", "a red car", "two men walk"])]
     cache = _cache(tmp_path / "c.jsonl", cached + [("1.jpg", "a dog runs .", 0.9, refs[:4])], judge="ref_fleur")
     out = run_replayed("ref_fleur", "flickr8k_expert", cache, data_dir=data, resamples=0, unmatched="omit")
     assert out["replay"]["unmatched"] == 3 and out["n"] == 9
@@ -204,3 +205,72 @@ def test_pairwise_replay_with_the_published_labels_and_unmatched_pairs_named(tmp
     assert out["replay"]["unmatched_first"] == ["pair 2 caption A (image 'b.jpg', caption 'two men')",
                                                 "pair 1 caption B (image 'a.jpg', caption 'a car')",
                                                 "pair 2 caption B (image 'b.jpg', caption 'a tree')"]
+
+
+def test_a_replay_names_its_judge_model_and_marks_tiny_weights_records(tmp_path, capsys):
+    import warnings
+
+    from capeval.core.provenance import TinyWeightsWarning
+
+    data = _expert_release(tmp_path)
+    entries = [("1.jpg", c, k / 10, None) for k, c in enumerate(RATINGS)]
+    real = _cache(tmp_path / "real.jsonl", entries)
+    out = _benchmark(["fleur", "flickr8k_expert", "--replay", real, "--data-dir", str(data)], capsys)
+    assert out["provenance"]["model"] == "m@0" and out["provenance"]["tiny_random_weights"] is False
+    assert "TINY" not in out["hashcode"]
+    cache = JudgeCache(tmp_path / "tiny.jsonl")  # as the tiny judge writes them: the model id says tiny
+    for record in JudgeCache(real).records():
+        cache.put({**record["inputs"], "model": "llava-hf/llava-1.5-13b-hf@5dda288+tiny-random"}, record["outputs"])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = run_replayed("fleur", "flickr8k_expert", str(cache.path), data_dir=data, resamples=0)
+    assert any(issubclass(w.category, TinyWeightsWarning) for w in caught)
+    assert out["provenance"]["model"] == "llava-hf/llava-1.5-13b-hf@5dda288+tiny-random"
+    assert out["provenance"]["tiny_random_weights"] is True and out["hashcode"].endswith("|TINY-RANDOM-WEIGHTS")
+    edited = tmp_path / "edited.jsonl"  # the model id edited in place: the keys no longer match
+    edited.write_text(Path(real).read_text().replace('"model":"m@0"', '"model":"other@1+tiny-random"'))
+    with pytest.raises(InputError, match=r"line 1: its key .* is not the key of its inputs"):
+        run_replayed("fleur", "flickr8k_expert", str(edited), data_dir=data, resamples=0)
+
+
+def _refusals(tmp_path):
+    """Judge caches the replay must refuse, and the one-line message each gets."""
+    entries = [("1.jpg", c, k / 10, None) for k, c in enumerate(RATINGS)]
+    good = Path(_cache(tmp_path / "good.jsonl", entries))
+    lines = good.read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    cases = {}
+    swapped = [dict(r) for r in records]
+    swapped[0]["key"], swapped[1]["key"] = records[1]["key"], records[0]["key"]
+    cases["swapped"] = (swapped, r"line 1: its key .* is not the key of its inputs")
+    high = json.loads(lines[2])
+    high["outputs"]["score"] = 7.5
+    cases["out-of-range"] = ([*records[:2], high, *records[3:]], r"line 3: outputs.score is 7.5, not a finite number")
+    mixed = JudgeCache(tmp_path / "mixed.jsonl")
+    for k, record in enumerate(records):
+        mixed.put({**record["inputs"], "model": "m@0" if k < 2 else "other@1"}, record["outputs"])
+    cases["mixed"] = ([json.loads(line) for line in mixed.path.read_text().splitlines()],
+                      r"the records of fleur come from more than one judge: model m@0 \(line 1\) and model other@1 "
+                      r"\(line 3\)")
+    written = {}
+    for name, (rows, message) in cases.items():
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        written[name] = (path, message)
+    binary = tmp_path / "binary.jsonl"
+    binary.write_bytes(good.read_bytes()[:-1] + b"\xff\xfe\x00\n")
+    written["binary"] = (binary, r"line 4: not UTF-8 text")
+    return written
+
+
+def test_caches_that_could_lie_are_refused_one_line_exit_2_nothing_written(tmp_path, capsys):
+    data = _expert_release(tmp_path)
+    for name, (path, message) in _refusals(tmp_path).items():
+        plot = tmp_path / f"{name}.png"
+        argv = ["benchmark", "fleur", "flickr8k_expert", "--replay", str(path), "--data-dir", str(data),
+                "--plot", str(plot), "--resamples", "0"]
+        assert main(argv) == 2, name
+        captured = capsys.readouterr()
+        assert re.search(message, captured.err), (name, captured.err)
+        assert captured.err.count("\n") == 1 and "Traceback" not in captured.err and captured.out == ""
+        assert not plot.exists()

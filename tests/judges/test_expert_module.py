@@ -14,7 +14,8 @@ from capeval import load_scorer
 from capeval.demo import DemoScorer, Explanation
 
 METRICS = Path(__file__).resolve().parents[2] / "metrics" / "expert"
-CAPTIONS = ["a dog", "two people riding a bike down a long street", "a cat sits"]
+CAPTIONS = ["on walks", "two people riding a bike down a long street", "a cat sits"]  # the first: scored by
+# the tiny judge in llava_v0
 
 
 @pytest.fixture(autouse=True)

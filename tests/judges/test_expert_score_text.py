@@ -70,7 +70,8 @@ def test_the_tiny_judge_is_asked_the_explanation_after_the_official_score_text(t
     rng = np.random.default_rng(0)
     images = [Image.fromarray(rng.integers(0, 255, (30, 40, 3), dtype=np.uint8)) for _ in captions]
     record = tmp_path / "calls.jsonl"
-    scorer = load_scorer("expert", device="cpu", max_new_tokens=12, explanation=True, judge_cache=record)
+    scorer = load_scorer("expert", device="cpu", max_new_tokens=12, explanation=True, judge_cache=record,
+                         prompt_format="llava_v1")  # the default llava_v0: test_expert_conversation.py
     asked, generate = [], scorer.judge.generate
     scorer.judge.generate = lambda prompts, *args, **kwargs: asked.append(prompts) or generate(prompts, *args, **kwargs)
     scorer.score(captions, images=images)

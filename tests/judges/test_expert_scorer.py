@@ -1,7 +1,8 @@
 """The `expert` scorer: the official prompts (hjkim811/EXPERT, expert.py at commit
 74bbef41209fce20551f2d707bc7642400d7eddf: get_scoring_prompt, get_explanation_prompt, parse_explanation) in LLaVA's
-llava_v1 conversation; the number read from the whole answer and smoothed as the official loop does; batch size 1 and
-16 equal on the tiny random judge with the tiny adapter merged in; replay with no model loaded."""
+llava_v1 conversation (the option; the default llava_v0 is tested in test_expert_conversation.py); the number read
+from the whole answer and smoothed as the official loop does; batch size 1 and 16 equal on the tiny random judge with
+the tiny adapter merged in; replay with no model loaded."""
 
 import math
 
@@ -33,7 +34,8 @@ OFFICIAL_EXPLANATION_TURN = (
 CAPTIONS = ["a dog", "two people riding a bike down a long street", "a cat sits", "red car", "a man in a field",
             "a woman with a blue umbrella walks in the rain near a shop", "grass", "a ball on the white table",
             "kids play", "a black and white photo of a tall building", "sun", "a bird on a wire", "boats at sea",
-            "an empty road at night with lights", "a plate of food", "one", "a red square on a table"]
+            "an empty road at night with lights", "a plate of food", "one", "a red square on a table",
+            "on walks", "table sits near a"]  # the last two: answers the tiny judge scores in llava_v0
 
 
 def test_the_prompts_are_the_official_ones_in_the_llava_v1_conversation():
@@ -126,8 +128,8 @@ def test_options_are_checked_before_anything_loads(tmp_path):
         load_scorer("expert", judge_model=str(tmp_path / "missing"))
     with pytest.raises(InputError, match="max_new_tokens"):
         load_scorer("expert", max_new_tokens=0)
-    with pytest.raises(InputError, match="unknown option"):
-        load_scorer("expert", prompt_format="chat_template")  # EXPERT's adapter is LLaVA's: llava_v1 only
+    with pytest.raises(InputError, match="prompt_format must be one of"):
+        load_scorer("expert", prompt_format="chat_template")  # EXPERT's adapter is LLaVA's: llava_v0 or llava_v1
 
 
 def test_a_converted_folder_judges_as_the_merge_in_the_cache_and_is_named_by_its_adapter(tiny_hub, capeval_cache,

@@ -9,7 +9,7 @@ from PIL import Image
 from capeval import InputError, load_scorer
 from capeval.judges.generation import Generation
 from capeval.judges.prompts import prompt_sha256, render_llava_v1
-from capeval.judges.scorer import fleur_outputs, score_as_official_text
+from capeval.judges.scorer import fleur_outputs, fleur_score_text
 
 DIGITS = [40 + d for d in range(10)]
 DOT = 60
@@ -48,7 +48,9 @@ def test_the_llava_v1_conversation_string():
     assert render_llava_v1([("user", "Rate it."), ("assistant", "0.5</s>"), ("user", "Why?"),
                             ("assistant", None)]).endswith("USER: <image>\nRate it. ASSISTANT: 0.5</s></s>USER: Why? "
                                                            "ASSISTANT:")
-    assert score_as_official_text(0.4367675) == "0.436767578125"  # str() of the float16 value
+    certain_four = {"raw_score": 0.4, "digit_probabilities": {"first": {str(d): float(d == 4) for d in range(10)},
+                                                              "second": None}}
+    assert fleur_score_text(certain_four) == "0.39990234375"  # str() of the float16 value 4 · 0.1
 
 
 def test_explanations_follow_scored_answers(tiny_hub):

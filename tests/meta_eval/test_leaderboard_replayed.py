@@ -11,11 +11,11 @@ from capeval.judges.cache import JudgeCache
 from degenerate_thumb import degenerate_rows, write_raw_thumb
 
 
-def _judge_cache(path, rows):
+def _judge_cache(path, rows, model="m@0"):
     cache = JudgeCache(path)
     for k, (candidate, _, image, _) in enumerate(rows):
         score = (k * 7 % 11) / 10
-        inputs = {"judge": "fleur", "model": "m@0", "prompt_sha256": "0", "image": {"sha256": None, "file": image},
+        inputs = {"judge": "fleur", "model": model, "prompt_sha256": "0", "image": {"sha256": None, "file": image},
                   "caption": candidate, "references": None, "generation": {"do_sample": False}}
         cache.put(inputs, {"text": str(score), "raw_score": score, "score": score, "digit_probabilities": None,
                            "explanation": None}, "generated")
@@ -61,3 +61,34 @@ def test_rows_missing_from_the_cache_are_refused_or_dropped_with_nan_policy_omit
     assert main([*argv, "--nan-policy", "omit"]) == 0
     board = json.loads((tmp_path / "out" / "leaderboard.json").read_text())
     assert {r["metric"]: (r["n"], r["omitted"]) for r in board["rows"]} == {"fleur": (23, 1), "bleu1": (23, 1)}
+
+
+def test_a_replay_names_its_judge_model_and_tiny_weights_records_are_marked(tmp_path, capsys):
+    rows = degenerate_rows()
+    write_raw_thumb(tmp_path / "data", [float(k % 5) for k in range(len(rows))])
+    cache = _judge_cache(tmp_path / "fleur.jsonl", rows, model="llava-hf/llava-1.5-13b-hf@5dda288+tiny-random")
+    argv = ["leaderboard", "--metrics", "bleu1", "--replay", f"fleur={cache}", "--benchmarks", "thumb", "--data-dir",
+            str(tmp_path / "data"), "--output-dir", str(tmp_path / "out"), "--resamples", "20"]
+    assert main(argv) == 0
+    markdown = capsys.readouterr().out
+    assert "| fleur (TINY RANDOM TEST WEIGHTS, replayed) |" in markdown and "| bleu1 |" in markdown
+    assert "outputs of the judge model llava-hf/llava-1.5-13b-hf@5dda288+tiny-random replayed from" in markdown
+    board = json.loads((tmp_path / "out" / "leaderboard.json").read_text())
+    assert board["tiny_random_weights"] == ["fleur"]
+    assert board["replayed"]["fleur"]["model"] == "llava-hf/llava-1.5-13b-hf@5dda288+tiny-random"
+    with open(tmp_path / "out" / "leaderboard.csv") as handle:
+        table = {r["metric"]: r["tiny_random_weights"] for r in csv.DictReader(handle)}
+    assert table == {"fleur": "True", "bleu1": "False"}
+
+
+def test_a_cache_mixing_two_models_is_refused_one_line_and_nothing_written(tmp_path, capsys):
+    rows = degenerate_rows()
+    write_raw_thumb(tmp_path / "data", [float(k % 5) for k in range(len(rows))])
+    cache = _judge_cache(tmp_path / "fleur.jsonl", rows[:12])
+    _judge_cache(cache, rows[12:], model="other@1")
+    assert main(["leaderboard", "--metrics", "bleu1", "--replay", f"fleur={cache}", "--benchmarks", "thumb",
+                 "--data-dir", str(tmp_path / "data"), "--output-dir", str(tmp_path / "out"),
+                 "--resamples", "20"]) == 2
+    err = capsys.readouterr().err
+    assert "the records of fleur come from more than one judge: model m@0 (line 1) and model other@1 (line 13)" in err
+    assert err.count("\n") == 1 and not (tmp_path / "out").exists()

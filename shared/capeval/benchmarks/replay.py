@@ -6,11 +6,18 @@ reported (how many, the first few) and refused, unless ``unmatched="omit"`` comp
 rows (pairs whose two captions matched) only; cache records no row used are reported too. Pairwise benchmarks can
 take the human labels recorded with published outputs (``labels="published"``: FLEUR's Pascal-50S files carry the
 label each pair was counted with); where those differ from the benchmark's own labels, the pairs are counted.
+
+Every record of the cache is checked as it is read (:func:`capeval.judges.cache.entry_problem`: its key is that of
+its inputs, its score a finite number in [0, 1]); the judge's records must come from one judge configuration (model,
+prompt, generation settings), which the provenance names (``model``; ``tiny_random_weights`` when the model id is
+capeval's tiny random test weights', marked in the hashcode as a live run's): a cache mixing two is refused.
 """
 
 from __future__ import annotations
 
+import json
 import re
+import warnings
 from collections import Counter, defaultdict
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -23,6 +30,7 @@ from capeval.benchmarks.loaders import Benchmark
 from capeval.benchmarks.pairwise import PREFERS_A, PREFERS_B, PairwiseBenchmark
 from capeval.benchmarks.runner import run_correlation, run_pairwise, scorer_and_key
 from capeval.core.errors import InputError
+from capeval.core.provenance import TinyWeightsWarning
 
 UNMATCHED = ("raise", "omit")
 LABELS = ("benchmark", "published")
@@ -60,21 +68,26 @@ class ReplayedJudge:
     def __init__(self, judge: str, cache, *, output: str = "score", unmatched: str = "raise"):
         from capeval.core.hashing import file_sha256
         from capeval.judges.cache import JudgeCache
+        from capeval.judges.identity import is_tiny_model_id
 
         if output not in OUTPUTS:
             raise InputError(f"replay output: {output!r} is not one of {OUTPUTS}")
         path = Path(cache)
         if not path.is_file():
             raise InputError(f"--replay: judge cache not found: {path}")
-        judges = set()
+        judges, configurations = set(), {}
         self.records = []  # only what the join and its report use, one small dict per record of the judge
-        for record in JudgeCache(path).records():
+        for line, record in JudgeCache(path).entries():
             judges.add(record["inputs"]["judge"])
             if record["inputs"]["judge"] == judge:
+                configurations.setdefault(_configuration(record["inputs"]), line)
                 self.records.append(_entry(record, output))
         if not self.records:
             raise InputError(f"--replay {path}: no records of the judge {judge!r} "
                              f"(it holds {sorted(judges) or 'none'})")
+        if len(configurations) > 1:
+            raise InputError(f"--replay {path}: the records of {judge} come from more than one judge: "
+                             f"{_differing(list(configurations.items())[:2])}; replay one judge's records")
         self.name, self.output, self.unmatched, self.path = judge, output, unmatched, path
         self.exact: Dict[Tuple[str, str], List[Dict]] = defaultdict(list)
         self.despaced: Dict[Tuple[str, str], set] = defaultdict(set)
@@ -83,10 +96,16 @@ class ReplayedJudge:
             self.exact[image, record["caption"]].append(record)
             self.despaced[image, _despaced(record["caption"])].add(record["caption"])
         digest = file_sha256(path)
-        self.hashcode = f"replay-{judge}-{output}-{digest[:16]}"
+        (model, prompt, generation), = configurations
+        tiny = is_tiny_model_id(model)
+        self.hashcode = f"replay-{judge}-{output}-{digest[:16]}" + ("|TINY-RANDOM-WEIGHTS" if tiny else "")
         self.provenance = {"replayed": True, "cache": str(path), "cache_sha256": digest, "judge": judge,
-                           "output": output, "origins": sorted({r["origin"] for r in self.records}),
-                           "join": JOIN_RULE}
+                           "model": model, "prompt_sha256": prompt, "generation": json.loads(generation),
+                           "tiny_random_weights": tiny, "output": output,
+                           "origins": sorted({r["origin"] for r in self.records}), "join": JOIN_RULE}
+        if tiny:
+            warnings.warn(f"{judge}: replayed records of TINY RANDOM TEST WEIGHTS ({model}): their scores mean "
+                          f"nothing", TinyWeightsWarning, stacklevel=2)
 
     def match(self, image: str, caption: str, references: Optional[Sequence[str]] = None) -> Optional[Match]:
         image = Path(image).name
@@ -152,6 +171,20 @@ def unmatched_message(missing: Sequence[int], images: Sequence[str], captions: S
     shown = "; ".join(describe_row(k, images[k], captions[k]) for k in missing[:SHOWN])
     more = f"; and {len(missing) - SHOWN} more" if len(missing) > SHOWN else ""
     return f"{len(missing)} of {len(captions)} rows ({shown}{more})"
+
+
+def _configuration(inputs: Dict) -> Tuple[str, Optional[str], str]:
+    """What a judge's answers depend on besides the sample: its model, prompt and generation settings."""
+    return (str(inputs.get("model")), inputs.get("prompt_sha256"),
+            json.dumps(inputs.get("generation"), sort_keys=True))
+
+
+def _differing(found: Sequence[Tuple[Tuple[str, Optional[str], str], int]]) -> str:
+    """Two judge configurations in words: the first part they differ in, with the line of each."""
+    (first, line_a), (second, line_b) = found
+    part = next(i for i in range(3) if first[i] != second[i])
+    name = ("model", "prompt sha256", "generation settings")[part]
+    return f"{name} {first[part]} (line {line_a}) and {name} {second[part]} (line {line_b})"
 
 
 def _entry(record: Dict, output: str) -> Dict:

@@ -157,9 +157,11 @@ def build_provenance(metric: str, options: Mapping, loaded: Iterable[Tuple[str, 
         extras = getattr(holder, "provenance_extras", None)
         if callable(extras):
             provenance.update(_json_value(extras()))
-    provenance["tiny_random_weights"] = any(w["tiny_random_weights"] for w in weights)
+    # a scorer's extras may say so too: a judge replaying records written with test weights loads none
+    provenance["tiny_random_weights"] = any(w["tiny_random_weights"] for w in weights) \
+        or provenance.get("tiny_random_weights") is True
     if provenance["tiny_random_weights"]:
-        tiny = [w["ref"] for w in weights if w["tiny_random_weights"]]
+        tiny = [w["ref"] for w in weights if w["tiny_random_weights"]] or ["replayed judge records"]
         warnings.warn(f"{metric}: loaded TINY RANDOM TEST WEIGHTS ({', '.join(tiny)}): its scores mean nothing",
                       TinyWeightsWarning, stacklevel=3)
     return provenance

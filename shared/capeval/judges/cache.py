@@ -1,16 +1,22 @@
 """Judge caches: every judge call's inputs → outputs, one JSON record per line, appended.
 
 A record is ``{"key", "inputs", "outputs", "origin"}``; ``key`` is the sha256 of the canonical JSON of ``inputs``
-(model id@commit, prompt sha256, image identity, caption, references, generation settings; an image of known
+(model id, prompt sha256, image identity, caption, references, generation settings; an image of known
 content by its sha256 alone, not its file name). The file is the
 truth; the in-memory index holds at most ``max_bytes`` of records (least recently used dropped first; a lookup
 that misses the index reads the file again).
+
+Every record read is checked (:func:`entry_problem`): its key must be the key of its own inputs (so an answer
+cannot be moved to another sample by editing or swapping keys), and its outputs must be a judge's (a finite
+``score`` in FLEUR's and EXPERT's range [0, 1] or null, the same for ``raw_score``, text or null). A line that is
+not UTF-8, not JSON or not such a record is an :class:`InputError` naming the file and the line.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from collections import OrderedDict
 from pathlib import Path
@@ -22,6 +28,7 @@ from capeval.core.errors import InputError
 from capeval.core.hashing import file_sha256
 
 DEFAULT_INDEX_BYTES = 64 << 20
+SCORE_RANGE = (0.0, 1.0)  # FLEUR's and EXPERT's scale: the smoothed score and the number the judge wrote
 
 
 def canonical_json(value) -> str:
@@ -46,13 +53,74 @@ def image_identity(image: Image.Image, file: Optional[str] = None) -> Dict[str, 
     return {"sha256": digest.hexdigest(), "file": os.path.basename(file) if file else None}
 
 
+def _number_problem(outputs: Mapping, name: str) -> Optional[str]:
+    value = outputs.get(name)
+    if value is None:
+        return None
+    low, high = SCORE_RANGE
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not low <= value <= high:
+        return f"outputs.{name} is {value!r}, not a finite number in [{low:g}, {high:g}] (or null)"
+    return None
+
+
+def _probabilities_problem(probabilities) -> Optional[str]:
+    if probabilities is None:
+        return None
+    if not isinstance(probabilities, Mapping) or "first" not in probabilities:
+        return "outputs.digit_probabilities must be null or hold 'first' (and 'second')"
+    for place in ("first", "second"):
+        digits = probabilities.get(place)
+        if digits is None and place == "second":
+            continue
+        if not isinstance(digits, Mapping) or set(digits) != {str(d) for d in range(10)} or any(
+                isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0 for p in digits.values()):
+            return f"outputs.digit_probabilities.{place} must map the digits 0-9 to probabilities in [0, 1]"
+    return None
+
+
+def entry_problem(record) -> Optional[str]:
+    """What makes ``record`` (parsed from one line of a judge cache) no judge record, in words; None when nothing."""
+    if not isinstance(record, dict):
+        return f"not a judge record (a JSON {type(record).__name__}, not an object)"
+    missing = [name for name in ("key", "inputs", "outputs") if name not in record]
+    if missing:
+        return f"not a judge record: no {', '.join(missing)} (needs key, inputs, outputs)"
+    inputs, outputs = record["inputs"], record["outputs"]
+    if not isinstance(inputs, dict) or not isinstance(outputs, dict):
+        return "not a judge record: inputs and outputs must be JSON objects"
+    for name in ("judge", "caption"):
+        if not isinstance(inputs.get(name), str):
+            return f"inputs.{name} is missing or not a string"
+    references = inputs.get("references")
+    if references is not None and not (isinstance(references, list) and all(isinstance(r, str) for r in references)):
+        return "inputs.references must be null or a list of strings"
+    if inputs.get("image") is not None and not isinstance(inputs["image"], dict):
+        return "inputs.image must be null or an object"
+    if record["key"] != inputs_key(inputs):
+        return (f"its key {str(record['key'])[:16]}… is not the key of its inputs ({inputs_key(inputs)[:16]}…: "
+                f"judge, model, prompt, image, caption, references, generation): the entry was edited or its key "
+                f"moved from another entry, so it may answer another sample")
+    if "score" not in outputs:
+        return "outputs.score is missing"
+    for name in ("score", "raw_score"):
+        problem = _number_problem(outputs, name)
+        if problem:
+            return problem
+    for name in ("text", "explanation"):
+        if outputs.get(name) is not None and not isinstance(outputs[name], str):
+            return f"outputs.{name} must be a string or null, not {outputs[name]!r:.40}"
+    return _probabilities_problem(outputs.get("digit_probabilities"))
+
+
 class JudgeCache:
     """An append-only JSONL judge cache at ``path`` with a byte-bounded in-memory index.
 
     ``get(inputs)`` → outputs or None; ``put(inputs, outputs, origin, **extra)`` appends a record (one equal to
-    the indexed record of its key is not written twice); ``lookup(calls)`` finds many calls in one pass; ``find(judge, image_file, caption)`` joins by judge, image file
-    base name and exact caption (for records whose image content is unknown, e.g. published outputs);
-    ``records()`` iterates over the file.
+    the indexed record of its key is not written twice); ``lookup(calls)`` finds many calls in one pass;
+    ``find(judge, image_file, caption)`` joins by judge, image file base name and exact caption (for records whose
+    image content is unknown, e.g. published outputs); ``records()`` / ``entries()`` iterate over the file, every
+    record checked.
     """
 
     def __init__(self, path: os.PathLike, *, max_bytes: int = DEFAULT_INDEX_BYTES):
@@ -63,21 +131,50 @@ class JudgeCache:
         self._bytes = 0
 
     def records(self) -> Iterator[dict]:
-        """Every record of the file, in order; a line that is not a record is an :class:`InputError` naming it."""
+        """Every record of the file, in order; a line that is not a valid record is an :class:`InputError` naming it
+        (:func:`entry_problem`)."""
+        for _, record in self.entries():
+            yield record
+
+    def entries(self) -> Iterator[Tuple[int, dict]]:
+        """``(line number, record)`` of every record of the file, checked as :meth:`records` says."""
         if not self.path.is_file():
             return
-        with open(self.path, encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
+        with open(self.path, "rb") as handle:
+            for number, raw in enumerate(handle, 1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise self.refusal(number, f"not UTF-8 text (byte {exc.start}: a binary or corrupt file?)") \
+                        from None
                 if not line.strip():
                     continue
                 try:
                     record = json.loads(line)
                 except ValueError as exc:
-                    raise InputError(f"judge cache {self.path} line {number}: not JSON ({exc})") from None
-                if not isinstance(record, dict) or not {"key", "inputs", "outputs"} <= set(record):
-                    raise InputError(f"judge cache {self.path} line {number}: not a judge record "
-                                     "(needs key, inputs, outputs)")
-                yield record
+                    cut = "" if raw.endswith(b"\n") else "; the file ends inside this record (truncated?)"
+                    raise self.refusal(number, f"not JSON ({exc}){cut}") from None
+                problem = entry_problem(record)
+                if problem:
+                    raise self.refusal(number, problem)
+                yield number, record
+
+    def check(self) -> int:
+        """Read the whole file once (the number of records): a bad line is refused before anything loads."""
+        return sum(1 for _ in self.entries())
+
+    def refusal(self, line: int, problem: str) -> InputError:
+        """The one-line error of a bad entry: the file, the line, the problem."""
+        return InputError(f"judge cache {self.path} line {line}: {problem}")
+
+    def line_of(self, record: Mapping) -> Optional[int]:
+        """The line of the file that holds ``record`` (its last copy), None when none does (an error path: reads the
+        file again)."""
+        found = None
+        for number, candidate in self.entries():
+            if candidate == record:
+                found = number
+        return found
 
     def _remember(self, record: dict, size: int) -> None:
         key = record["key"]

@@ -1,6 +1,8 @@
 """EXPERT (Kim et al., ACL Findings 2025) as the official ``hjkim811/EXPERT`` script (``expert.py`` at commit
 74bbef41209fce20551f2d707bc7642400d7eddf) computes it: LLaVA-1.5-13B with the authors' LoRA merged in
-(:mod:`capeval.judges.expert_weights`) is asked :data:`EXPERT_PROMPT` in the ``llava_v1`` conversation about the image
+(:mod:`capeval.judges.expert_weights`) is asked :data:`EXPERT_PROMPT` in LLaVA's ``llava_v0`` conversation (what the
+released script renders when run as its README says: it infers the conversation from the model name
+``EXPERT-llava-13b-lora``, which lacks "v1"; ``prompt_format="llava_v1"`` asks in ``llava_v1``) about the image
 padded to a square; greedy answer (at most 512 new tokens); the number it wrote, smoothed over the digit tokens'
 probabilities exactly as FLEUR's (:mod:`capeval.functional.fleur`: the official script has FLEUR's smoothing code).
 Optionally the second turn: the smoothed score as the answer, then :data:`EXPERT_EXPLANATION_PROMPT`, and the answer
@@ -19,13 +21,12 @@ from typing import List, Optional, Sequence
 from capeval.core.errors import InputError
 from capeval.core.hub import cached_location, registered_weights, unrecorded
 from capeval.core.inputs import ValidInputs
-from capeval.functional.fleur import DIGITS
 from capeval.judges.cache import DEFAULT_INDEX_BYTES
-from capeval.judges.expert_weights import (ADAPTER_WEIGHT, BASE_WEIGHT, adapter_id, base_id, merged_judge,
-                                           merged_model_id)
-from capeval.judges.generation import Generation, JudgeModel, judge_dtype, pad_to_square
-from capeval.judges.prompts import GENERATION, LLAVA_V1
+from capeval.judges.expert_weights import ADAPTER_WEIGHT, BASE_WEIGHT, adapter_id, base_id, merged_judge
+from capeval.judges.generation import Generation, JudgeModel, judge_dtype, judge_model_id, pad_to_square
+from capeval.judges.prompts import ANSWER_END, CONVERSATIONS, GENERATION
 from capeval.judges.scorer import FleurScorer, judged_outputs, open_judge_cache
+from capeval.judges.score_text import official_score_text
 
 # expert.py, get_scoring_prompt / get_explanation_prompt (the braces of the output format are literal there too)
 EXPERT_PROMPT = ("Evaluate the caption and assign a score on a scale of 0.0 to 1.0.\n\nCaption: {caption}\n\n"
@@ -39,6 +40,8 @@ EXPERT_EXPLANATION_PROMPT = (
     "the image.\n\nOutput Format:\nFluency: {{Provide explanation here.}}\nRelevance: {{Provide explanation here.}}\n"
     "Descriptiveness: {{Provide explanation here.}}")
 CRITERIA = ("fluency", "relevance", "descriptiveness")
+# the conversation expert.py renders when run as its README says (inferred from the model name), and the other one
+EXPERT_FORMATS = ("llava_v0", "llava_v1")
 _EXPLANATION = re.compile(r"Fluency:\s*(.*?)\nRelevance:\s*(.*?)\nDescriptiveness:\s*(.*)", re.DOTALL)
 
 
@@ -59,26 +62,14 @@ def expert_outputs(generation: Generation, digit_tokens: Sequence[int]) -> dict:
 def expert_score_text(outputs: dict) -> str:
     """The smoothed score as ``expert.py``'s explanation turn writes it, ``str(score.cpu().item())``: the sum taken
     term by term in float32, as there (transformers 4.37.2, LLaVA's pin, gives float32 logits, so the softmax and
-    the sum are float32 tensors; each ``p * rate * 0.1`` rounded to float32 twice)."""
-    import numpy as np
-
-    f32 = np.float32
-    number, probabilities = outputs["raw_score"], outputs["digit_probabilities"]
-    first, second = ([f32(p[str(d)]) for d in DIGITS] if p is not None else None
-                     for p in (probabilities["first"], probabilities["second"]))
-    if number >= 1.0:
-        return str(float(f32(f32(0.9) * first[0]) + first[1]))
-    score = f32(0.0)
-    for weight, digits in ((f32(0.1), first), (f32(0.01), second or ())):
-        for d, p in enumerate(digits):
-            score = f32(score + f32(f32(p * f32(d)) * weight))
-    return str(float(score))
+    the sum are float32 tensors; :mod:`capeval.judges.score_text`)."""
+    return official_score_text(outputs, "float32")
 
 
-def expert_prompt_sha256(explanation: bool) -> str:
-    """sha256 of everything that makes EXPERT's prompt: its template, the ``llava_v1`` conversation and the
-    explanation turn when asked."""
-    material = {"template": EXPERT_PROMPT, "format": "llava_v1", "conversation": LLAVA_V1,
+def expert_prompt_sha256(explanation: bool, prompt_format: str = "llava_v0") -> str:
+    """sha256 of everything that makes EXPERT's prompt: its template, the conversation and the explanation turn
+    when asked."""
+    material = {"template": EXPERT_PROMPT, "format": prompt_format, "conversation": CONVERSATIONS[prompt_format],
                 "explanation": EXPERT_EXPLANATION_PROMPT if explanation else None}
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
@@ -104,7 +95,7 @@ def _expected_model_id(base_model: str, adapter: str, judge_model: Optional[str]
     """The model id a replayed record must carry, without loading or merging: from the local files when present,
     else the registered ``repo@revision``."""
     if judge_model is not None:
-        return merged_model_id(Path(judge_model).expanduser()) or f"local:{judge_model}"
+        return judge_model_id(Path(judge_model).expanduser())
     ids = []
     for ref, local_id in ((adapter, adapter_id), (base_model, base_id)):
         local = Path(ref).expanduser()
@@ -128,10 +119,13 @@ class ExpertScorer(FleurScorer):
 
     def __init__(self, base_model: str = BASE_WEIGHT, adapter: str = ADAPTER_WEIGHT, *,
                  judge_model: Optional[str] = None, device: str = "auto", dtype=None, batch_size: int = 16,
-                 device_map=None, cache_dir=None, pad_to_square: bool = True,
+                 device_map=None, cache_dir=None, prompt_format: str = "llava_v0", pad_to_square: bool = True,
                  max_new_tokens: int = GENERATION["max_new_tokens"], explanation: bool = False,
                  float32_vision: bool = True, judge_cache: Optional[os.PathLike] = None,
                  replay: Optional[os.PathLike] = None, cache_bytes: int = DEFAULT_INDEX_BYTES):
+        if prompt_format not in EXPERT_FORMATS:
+            raise InputError(f"prompt_format must be one of {EXPERT_FORMATS} (EXPERT's adapter is LLaVA's), not "
+                             f"{prompt_format!r}")
         self.replay_path, self.cache = open_judge_cache(batch_size=batch_size, max_new_tokens=max_new_tokens,
                                                         judge_cache=judge_cache, replay=replay,
                                                         cache_bytes=cache_bytes)
@@ -139,9 +133,9 @@ class ExpertScorer(FleurScorer):
             raise InputError(f"judge_model: {judge_model} is not a folder (a merged EXPERT judge: `capeval convert "
                              f"expert-llava-hf <adapter folder> --output <out>`)")
         self.batch_size, self.pad_to_square, self.explanation = batch_size, pad_to_square, explanation
-        self.max_new_tokens, self.format = max_new_tokens, "llava_v1"
+        self.max_new_tokens, self.format = max_new_tokens, prompt_format
         self.float32_vision = bool(float32_vision)
-        self.prompt_sha256 = expert_prompt_sha256(explanation)
+        self.prompt_sha256 = expert_prompt_sha256(explanation, prompt_format)
         if replay is not None:
             self.judge, self.judge_folder = None, None
             self.model_id = _expected_model_id(base_model, adapter, judge_model)
@@ -156,7 +150,7 @@ class ExpertScorer(FleurScorer):
             with unrecorded():
                 self.judge = JudgeModel(str(folder), device=device, dtype=dtype, device_map=device_map)
         self.judge_folder = folder
-        self.model_id = merged_model_id(folder) or self.judge.model_id
+        self.model_id = self.judge.model_id  # adapter+base of an unchanged merge, else the folder's content
         self.dtype, self.device = str(self.judge.dtype).replace("torch.", ""), self.judge.device
         if self.float32_vision:
             keep_vision_tower_in_float32(self.judge.model)
@@ -170,7 +164,7 @@ class ExpertScorer(FleurScorer):
         extras = {"judge": {"model": self.model_id, "prompt_sha256": self.prompt_sha256, "prompt_format": self.format,
                             "generation": self.generation_settings()}}
         if self.judge is None:
-            extras["replayed"] = {"replayed": True, "cache": self.replay_path, "cache_sha256": self.cache_sha256}
+            extras.update(self.replay_extras())
         return extras
 
     def _first_turn(self, caption: str, references: Optional[List[str]]) -> str:
@@ -197,12 +191,12 @@ class ExpertScorer(FleurScorer):
     def _explain_criteria(self, outputs: List[dict], firsts: List[str], captions: List[str],
                           pictures: Sequence) -> None:
         """expert.py's second turn: the smoothed score (:func:`expert_score_text`) + ``</s>`` as the answer (the
-        conversation adds its own ``</s>`` too), then the explanation prompt."""
+        conversation adds its own separator too: ``###`` in ``llava_v0``, ``</s>`` in ``llava_v1``), then the
+        explanation prompt."""
         scored = [n for n, o in enumerate(outputs) if o["score"] is not None]
         if not scored:
             return
-        end = LLAVA_V1["separators"][1]
-        prompts = [self._prompt([("user", firsts[n]), ("assistant", expert_score_text(outputs[n]) + end),
+        prompts = [self._prompt([("user", firsts[n]), ("assistant", expert_score_text(outputs[n]) + ANSWER_END),
                                  ("user", EXPERT_EXPLANATION_PROMPT.format(caption=captions[n])),
                                  ("assistant", None)]) for n in scored]
         reasons = self.judge.generate(prompts, [pictures[n] for n in scored], max_new_tokens=self.max_new_tokens)

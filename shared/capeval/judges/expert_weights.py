@@ -7,12 +7,12 @@ holds the fully trained projector. Merging ``W + scale · B @ A`` (``scale = lor
 rsLoRA) commutes with renaming the keys, so the adapter is merged into the ``llava-hf`` conversion of the same base
 checkpoint, each of its keys mapped to the base's name (:func:`hf_key`). The merge runs in float32 and is stored in
 the base's dtype. The merged folder is cached under ``<capeval cache>/weights/expert-llava-1.5-13b-hf-<digest>``
-(the digest of the base shards' and the adapter files' sha256), with a record (``expert_merge.json``) naming both.
+(the digest of the base's and the adapter's files' sha256), with a record (``expert_merge.json``) naming both and
+every file written with its sha256 (the folder's model id while those files are unchanged).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -25,9 +25,10 @@ from typing import Dict, Iterable, Mapping, Optional, Sequence, Tuple
 from capeval.core.constants import PROVENANCE_FILE, TINY_MARKER_FILE
 from capeval.core.convert import load_torch_checkpoint, write_model_card
 from capeval.core.errors import ConversionError, ModelNotAvailableError
-from capeval.core.hashing import file_sha256
-from capeval.core.hub import default_cache_dir, hub_snapshot_of, resolve
+from capeval.core.hub import default_cache_dir, recorded_files, resolve
 from capeval.core.version import __version__
+from capeval.judges.identity import (MERGE_RECORD, content_digest, content_files, content_sha256, folder_content,
+                                     folder_model_id)
 
 BASE_WEIGHT = "llava-1.5-13b-hf"  # the registered llava-hf conversion of liuhaotian/llava-v1.5-13b (FLEUR's judge)
 ADAPTER_WEIGHT = "expert-llava-13b-lora"
@@ -35,7 +36,6 @@ ADAPTER_FILES = ("adapter_config.json", "config.json", "non_lora_trainables.bin"
 ADAPTER_WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin")  # peft writes one of them
 INDEX_FILE = "model.safetensors.index.json"
 MERGED_NAME = "expert-llava-1.5-13b-hf"
-MERGE_RECORD = "expert_merge.json"  # written by the merge beside the weights: what they are made of
 
 # original LLaVA name prefix -> the llava-hf names it may have (transformers' conversion; transformers 5's layout;
 # a vision tower saved without its ``vision_model`` level), tried in order against the base's own keys
@@ -187,59 +187,37 @@ def merge_adapter(base_dir: os.PathLike, adapter_dir: os.PathLike, out_dir: os.P
             shutil.copyfile(item, out_dir / item.name)
     if (adapter_dir / TINY_MARKER_FILE).exists():
         (out_dir / TINY_MARKER_FILE).write_text("merged from a tiny random test adapter: scores mean nothing\n")
-    (out_dir / MERGE_RECORD).write_text(json.dumps({
-        "weight": MERGED_NAME, "base": base_id(base_dir), "adapter": adapter_id(adapter_dir),
-        "digest": merged_digest(base_dir, adapter_dir), "lora_scale": scale, "changed": len(deltas),
-        "replaced": len(replacements), "converter": "expert-llava-hf", "capeval_version": __version__}, indent=2))
     write_model_card(out_dir, title="EXPERT judge (LLaVA-1.5-13B + EXPERT LoRA, llava-hf layout)",
                      source=f"{adapter_dir} merged into {base_dir}", license="llama2",
                      body=f"LoRA scale {scale}: {len(deltas)} weights changed, {len(replacements)} replaced from "
                           f"non_lora_trainables.bin.")
+    (out_dir / MERGE_RECORD).write_text(json.dumps({  # last: what the folder holds, each file's sha256 as written
+        "weight": MERGED_NAME, "base": base_id(base_dir), "adapter": adapter_id(adapter_dir),
+        "digest": merged_digest(base_dir, adapter_dir), "lora_scale": scale, "changed": len(deltas),
+        "replaced": len(replacements), "converter": "expert-llava-hf", "capeval_version": __version__,
+        "files": recorded_files(out_dir, content_files(out_dir))}, indent=2))
     return out_dir
 
 
-def content_sha256(path: Path) -> str:
-    """sha256 of a file: the name of the hub-cache blob it links to, else its bytes hashed."""
-    target = path.resolve()
-    if path.is_symlink() and target.parent.name == "blobs" and len(target.name) == 64:
-        return target.name
-    return file_sha256(path)
-
-
-def _part_sha256s(directory: Path, names: Sequence[str]) -> Dict[str, str]:
-    return {name: content_sha256(directory / name) for name in names}
-
-
 def _base_parts(base_dir: Path) -> Dict[str, str]:
+    """The base's content: its shards (those its index names) and the files beside them."""
     index = json.loads((base_dir / INDEX_FILE).read_text())
-    return _part_sha256s(base_dir, sorted(set(index["weight_map"].values())))
+    shards = set(index["weight_map"].values())
+    return folder_content(base_dir, sorted(shards | set(content_files(base_dir))))
 
 
 def _adapter_parts(adapter_dir: Path) -> Dict[str, str]:
-    names = [n for n in (*ADAPTER_FILES, *ADAPTER_WEIGHT_FILES) if (adapter_dir / n).is_file()]
-    return _part_sha256s(adapter_dir, names)
-
-
-def _digest(parts: Mapping[str, str]) -> str:
-    return hashlib.sha256(json.dumps(dict(parts), sort_keys=True).encode()).hexdigest()
-
-
-def _weight_id(directory: Path, parts) -> str:
-    """``repo@commit`` of a hub snapshot, else ``local:`` and the digest of its files' sha256 (``parts()``),
-    ``+tiny-random`` for capeval's test weights."""
-    snapshot = hub_snapshot_of(directory)
-    tiny = "+tiny-random" if (directory / TINY_MARKER_FILE).exists() else ""
-    return (f"{snapshot[0]}@{snapshot[1]}" if snapshot else f"local:{_digest(parts())[:16]}") + tiny
+    return folder_content(adapter_dir)
 
 
 def base_id(base_dir: Path) -> str:
-    """The base's identity: ``repo@commit``, or the digest of a local folder's weight shards."""
-    return _weight_id(base_dir, lambda: _base_parts(base_dir))
+    """The base's identity: ``repo@commit``, or the digest of a local folder's files (its content)."""
+    return folder_model_id(base_dir, lambda: _base_parts(base_dir))
 
 
 def adapter_id(adapter_dir: Path) -> str:
-    """The adapter's identity: ``repo@commit``, or the digest of a local folder's adapter files."""
-    return _weight_id(adapter_dir, lambda: _adapter_parts(adapter_dir))
+    """The adapter's identity: ``repo@commit``, or the digest of a local folder's files (its content)."""
+    return folder_model_id(adapter_dir, lambda: _adapter_parts(adapter_dir))
 
 
 def _local(ref: str) -> Optional[Path]:
@@ -274,10 +252,10 @@ def resolve_adapter(ref: str = ADAPTER_WEIGHT, cache_dir=None) -> Path:
 
 
 def merged_digest(base_dir: Path, adapter_dir: Path) -> str:
-    """What the merged weights are made of: the base shards' and the adapter files' sha256."""
+    """What the merged weights are made of: the base's and the adapter's files' sha256."""
     parts = {f"base/{k}": v for k, v in _base_parts(base_dir).items()}
     parts.update({f"adapter/{k}": v for k, v in _adapter_parts(adapter_dir).items()})
-    return _digest(parts)
+    return content_digest(parts)
 
 
 def merged_judge(base: str = BASE_WEIGHT, adapter: str = ADAPTER_WEIGHT, cache_dir=None) -> Path:
@@ -302,12 +280,22 @@ def merged_judge(base: str = BASE_WEIGHT, adapter: str = ADAPTER_WEIGHT, cache_d
 
 def merged_model_id(directory: Path) -> Optional[str]:
     """``adapter+base`` (each :func:`adapter_id` / :func:`base_id`) of a merged judge folder, from the record the
-    merge wrote; None for other folders."""
-    record = directory / MERGE_RECORD
+    merge wrote, while every file is the one the merge wrote (the sha256 it recorded; a file whose size or
+    modification time changed is hashed again); None for other folders, and for a merged folder whose files
+    changed since (or that records none): its id is then its content
+    (:func:`capeval.judges.generation.judge_model_id`)."""
+    record = Path(directory) / MERGE_RECORD
     if not record.is_file():
         return None
     info = json.loads(record.read_text())
-    return f"{info['adapter']}+{info['base']}" if info.get("weight") == MERGED_NAME else None
+    written = info.get("files")
+    if info.get("weight") != MERGED_NAME or not isinstance(written, dict):
+        return None
+    if list(content_files(directory)) != sorted(written) or any(
+            content_sha256(Path(directory) / name, entry) != entry.get("sha256") for name, entry in written.items()):
+        return None
+    return f"{info['adapter']}+{info['base']}"
+
 
 
 def convert_expert_adapter(adapter_dir: Path, out_dir: Path) -> None:

@@ -4,7 +4,6 @@ the judge's probabilities of the ten digit tokens (softmax over the whole vocabu
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,10 +12,11 @@ from typing import Dict, List, Sequence
 import torch
 from PIL import Image
 
-from capeval.core.constants import TINY_MARKER_FILE
 from capeval.core.errors import ModelNotAvailableError
-from capeval.core.hub import hub_snapshot_of, resolve
+from capeval.core.hub import resolve
 from capeval.core.device import resolve_device, resolve_dtype
+from capeval.judges.expert_weights import merged_model_id
+from capeval.judges.identity import content_sha256, folder_model_id
 from capeval.judges.registration import JUDGE_FILES
 
 INDEX_FILE = "model.safetensors.index.json"
@@ -44,18 +44,11 @@ def resolve_judge(ref: str, cache_dir=None) -> Path:
     return resolve(ref, shards, cache_dir=cache_dir)
 
 
-def judge_model_id(ref: str, directory: Path) -> str:
-    """``repo_id@commit`` of a hub snapshot (``+tiny-random`` for capeval's test weights), else ``local:`` and the
-    sha256 of the folder's config and index files."""
-    snapshot = hub_snapshot_of(directory)
-    tiny = "+tiny-random" if (directory / TINY_MARKER_FILE).exists() else ""
-    if snapshot is not None:
-        return f"{snapshot[0]}@{snapshot[1]}{tiny}"
-    digest = hashlib.sha256()
-    for name in ("config.json", INDEX_FILE):
-        if (directory / name).is_file():
-            digest.update((directory / name).read_bytes())
-    return f"local:{digest.hexdigest()[:16]}{tiny}"
+def judge_model_id(directory: Path) -> str:
+    """The model id of a judge folder (what a judge cache is keyed by): ``adapter+base`` of an unchanged merged
+    EXPERT folder, ``repo@commit`` of a hub snapshot, else ``local:`` and the digest of the folder's files
+    (:mod:`capeval.judges.identity`); ``+tiny-random`` for capeval's test weights."""
+    return merged_model_id(directory) or folder_model_id(directory)
 
 
 def shard_sha256s(directory: Path) -> Dict[str, str]:
@@ -63,18 +56,7 @@ def shard_sha256s(directory: Path) -> Dict[str, str]:
     else hashed): the weights' content, which the index alone does not pin."""
     index = directory / INDEX_FILE
     names = sorted(set(json.loads(index.read_text())["weight_map"].values())) if index.is_file() else []
-    hashes = {}
-    for name in names:
-        target = (directory / name).resolve()
-        if (directory / name).is_symlink() and target.parent.name == "blobs" and len(target.name) == 64:
-            hashes[name] = target.name
-        else:
-            digest = hashlib.sha256()
-            with open(directory / name, "rb") as handle:
-                for block in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(block)
-            hashes[name] = digest.hexdigest()
-    return hashes
+    return {name: content_sha256(directory / name) for name in names}
 
 
 def _complete_llava_processor(processor, config) -> None:
@@ -113,7 +95,7 @@ class JudgeModel:
         from transformers import AutoImageProcessor, AutoModelForImageTextToText, AutoProcessor
 
         self.directory = resolve_judge(ref, cache_dir)
-        self.model_id = judge_model_id(ref, self.directory)
+        self.model_id = judge_model_id(self.directory)
         self.device = resolve_device(device) if device_map is None else None
         self.dtype = judge_dtype(dtype, device, device_map)
         try:

@@ -1,5 +1,6 @@
 """Judge prompts and generation settings as data (FLEUR's, verbatim from the official ``Yebin46/FLEUR`` scripts),
-and the LLaVA-1.5 conversation format (LLaVA's ``conv_templates["llava_v1"]``) they are asked in."""
+and the LLaVA conversation formats they are asked in (LLaVA's ``conv_templates["llava_v1"]``, FLEUR's, and
+``conv_templates["llava_v0"]``, what EXPERT's released ``expert.py`` renders)."""
 
 from __future__ import annotations
 
@@ -28,21 +29,26 @@ PROMPTS = {"fleur": FLEUR_PROMPT, "ref_fleur": REF_FLEUR_PROMPT}
 # greedy decoding does not use it)
 GENERATION = {"do_sample": False, "num_beams": 1, "max_new_tokens": 512}
 
-# LLaVA's "llava_v1" conversation (SeparatorStyle.TWO)
-LLAVA_V1 = {
-    "system": "A chat between a curious human and an artificial intelligence assistant. The assistant gives helpful, "
-              "detailed, and polite answers to the human's questions.",
-    "roles": ("USER", "ASSISTANT"),
-    "separators": (" ", "</s>"),
-}
+# LLaVA's conversations (llava/conversation.py): "llava_v1" (SeparatorStyle.TWO: a space after each user turn,
+# "</s>" after each assistant turn) and "llava_v0" (SeparatorStyle.SINGLE: "###" after every turn)
+_SYSTEM = ("A chat between a curious human and an artificial intelligence assistant. The assistant gives helpful, "
+           "detailed, and polite answers to the human's questions.")
+LLAVA_V1 = {"system": _SYSTEM, "roles": ("USER", "ASSISTANT"), "separators": (" ", "</s>")}
+LLAVA_V0 = {"system": _SYSTEM, "roles": ("Human", "Assistant"), "separators": ("###", "###")}
+CONVERSATIONS = {"llava_v0": LLAVA_V0, "llava_v1": LLAVA_V1}
+# what the official scripts write after the smoothed score when they put it in as the assistant's answer (then the
+# conversation adds its own separator)
+ANSWER_END = "</s>"
 IMAGE_PLACEHOLDER = "<image>"
 
 Turn = Tuple[str, Optional[str]]  # (role: "user" | "assistant", text; None: the turn the model writes)
 
 
-def render_llava_v1(turns: Sequence[Turn], conversation: Mapping = LLAVA_V1) -> str:
-    """The prompt string of ``Conversation.get_prompt()`` for ``turns`` (the image placeholder and a newline
-    before the first user text, as the official scripts put it)."""
+def render_llava(turns: Sequence[Turn], conversation: Mapping = LLAVA_V1) -> str:
+    """The prompt string of LLaVA's ``Conversation.get_prompt()`` for ``turns`` in ``conversation`` (one of
+    :data:`CONVERSATIONS`; the image placeholder and a newline before the first user text, as the official
+    scripts put it): the system text and the first separator, then ``role: text`` and the separator of that
+    turn's position, and ``role:`` for the turn the model writes."""
     user, assistant = conversation["roles"]
     separators = conversation["separators"]
     text = conversation["system"] + separators[0]
@@ -56,6 +62,11 @@ def render_llava_v1(turns: Sequence[Turn], conversation: Mapping = LLAVA_V1) -> 
             message, first_user = IMAGE_PLACEHOLDER + "\n" + message, False
         text += name + ": " + message + separators[i % 2]
     return text
+
+
+def render_llava_v1(turns: Sequence[Turn]) -> str:
+    """:func:`render_llava` in the ``llava_v1`` conversation."""
+    return render_llava(turns, LLAVA_V1)
 
 
 def chat_messages(turns: Sequence[Turn]) -> list:
@@ -81,6 +92,6 @@ def prompt_sha256(judge: str, *, explanation: bool = False, prompt_format: str =
     """sha256 of everything that makes a judge's prompt: its template, the conversation format (and the
     explanation turn when asked)."""
     material = {"template": PROMPTS[judge], "format": prompt_format,
-                "conversation": LLAVA_V1 if prompt_format == "llava_v1" else None,
+                "conversation": CONVERSATIONS.get(prompt_format),
                 "explanation": EXPLANATION_PROMPT if explanation else None}
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()

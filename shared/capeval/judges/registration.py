@@ -61,6 +61,8 @@ register_scorer("expert", factory="capeval.judges.expert:ExpertScorer", images="
                              "adapter": "EXPERT's LoRA adapter: a registry name or local directory",
                              "judge_model": "a folder of an already merged EXPERT judge (instead of merging "
                                             "base_model and adapter)",
+                             "prompt_format": "LLaVA conversation: 'llava_v0' (what the released expert.py renders, "
+                                              "###Human/###Assistant) or 'llava_v1' (USER/ASSISTANT)",
                              "explanation": "also ask for the structured explanation (expert_explanations, "
                                             "expert_criteria)",
                              "float32_vision": "run the CLIP vision tower in float32 as LLaVA's loader leaves it "

@@ -2,8 +2,9 @@
 asked the prompt of :mod:`capeval.judges.prompts` in the ``llava_v1`` conversation about the image padded to a
 square, greedy answer (at most 512 new tokens), the number it wrote and that number smoothed over the digit
 tokens' probabilities (:mod:`capeval.functional.fleur`); optionally the explanation (``fleur_exp.py``: "Why? Tell
-me the reason." after the smoothed score). Every judge call can be recorded in a :class:`JudgeCache` and replayed
-from it with no model loaded (``replay=``)."""
+me the reason." after the smoothed score, written as the official float16 loop writes it). Every judge call can be
+recorded in a :class:`JudgeCache` and replayed from it with no model loaded (``replay=``); a replay answers a
+sample only from a record bound to it (its key is that of the sample's inputs, the model id the judge's)."""
 
 from __future__ import annotations
 
@@ -24,8 +25,10 @@ from capeval.functional.fleur import DIGITS, fleur_answer_number, fleur_digit_po
 from capeval.judges.cache import DEFAULT_INDEX_BYTES, JudgeCache, image_identity, inputs_key
 from capeval.judges.generation import (Generation, JudgeModel, judge_dtype, judge_model_id, pad_to_square,
                                       shard_sha256s)
-from capeval.judges.prompts import (EXPLANATION_PROMPT, GENERATION, LLAVA_V1, PROMPTS, chat_messages, fleur_caption,
-                                    prompt_sha256, render_llava_v1)
+from capeval.judges.identity import is_tiny_model_id
+from capeval.judges.prompts import (ANSWER_END, CONVERSATIONS, EXPLANATION_PROMPT, GENERATION, PROMPTS, chat_messages,
+                                    fleur_caption, prompt_sha256, render_llava)
+from capeval.judges.score_text import official_score_text
 
 PROMPT_FORMATS = ("auto", "llava_v1", "chat_template")
 
@@ -60,14 +63,16 @@ def judged_outputs(generation: Generation, answer: str, digit_tokens: Sequence[i
     return outputs
 
 
-def score_as_official_text(score: float) -> str:
-    """The smoothed score as the official explanation turn writes it: ``str()`` of a float16 value."""
-    return str(float(np.float16(score)))
+def fleur_score_text(outputs: dict) -> str:
+    """The smoothed score as ``fleur_exp.py``'s explanation turn writes it, ``str(score.item())`` of the float16
+    tensor its loop accumulates (LLaVA's float16 logits, float16 softmax): the stored probabilities rounded to
+    float16, summed term by term in float16 in the official order (:mod:`capeval.judges.score_text`)."""
+    return official_score_text(outputs, "float16")
 
 
 def open_judge_cache(*, batch_size: int, max_new_tokens: int, judge_cache, replay, cache_bytes: int):
-    """A judge's generation and cache options checked (before anything loads): ``(replay path or None, the
-    JudgeCache to read with replay= or write with judge_cache=, else None)``."""
+    """A judge's generation and cache options checked, and the cache's every record (before anything loads):
+    ``(replay path or None, the JudgeCache to read with replay= or write with judge_cache=, else None)``."""
     for option, value in (("max_new_tokens", max_new_tokens), ("batch_size", batch_size),
                           ("cache_bytes", cache_bytes)):
         if not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
@@ -78,8 +83,9 @@ def open_judge_cache(*, batch_size: int, max_new_tokens: int, judge_cache, repla
         raise InputError(f"replay: judge cache {replay} not found")
     if replay is None and judge_cache is None:
         return None, None
-    return (os.fspath(replay) if replay is not None else None,
-            JudgeCache(replay if replay is not None else judge_cache, max_bytes=cache_bytes))
+    cache = JudgeCache(replay if replay is not None else judge_cache, max_bytes=cache_bytes)
+    cache.check()
+    return os.fspath(replay) if replay is not None else None, cache
 
 
 def _registered_judge_id(judge_model: str, cache_dir) -> str:
@@ -87,12 +93,12 @@ def _registered_judge_id(judge_model: str, cache_dir) -> str:
     registry entry (or the hub id as given)."""
     local = Path(judge_model).expanduser()
     if local.is_dir():
-        return judge_model_id(judge_model, local)
+        return judge_model_id(local)
     spec = registered_weights().get(judge_model)
     if spec is None:
         return judge_model
     local = cached_location(spec)
-    return judge_model_id(judge_model, local) if local is not None else f"{spec.repo_id}@{spec.revision}"
+    return judge_model_id(local) if local is not None else f"{spec.repo_id}@{spec.revision}"
 
 
 class FleurScorer(Scorer):
@@ -134,7 +140,15 @@ class FleurScorer(Scorer):
         if self.judge is not None:
             extras["judge"]["shards_sha256"] = shard_sha256s(self.judge.directory)
         else:
-            extras["replayed"] = {"replayed": True, "cache": self.replay_path, "cache_sha256": self.cache_sha256}
+            extras.update(self.replay_extras())
+        return extras
+
+    def replay_extras(self) -> dict:
+        """What a replay adds to the provenance: the cache, and the tiny-weights flag when the records it replays
+        were written with capeval's tiny random test weights (their model id says so), as a live run's."""
+        extras = {"replayed": {"replayed": True, "cache": self.replay_path, "cache_sha256": self.cache_sha256}}
+        if is_tiny_model_id(self.model_id):
+            extras["tiny_random_weights"] = True
         return extras
 
     def generation_settings(self) -> dict:
@@ -153,8 +167,8 @@ class FleurScorer(Scorer):
         return PROMPTS[self.name].format(caption=caption, references="\n".join(references or []))
 
     def _prompt(self, turns) -> str:
-        if self.format == "llava_v1":
-            return render_llava_v1(turns)
+        if self.format in CONVERSATIONS:
+            return render_llava(turns, CONVERSATIONS[self.format])
         return self.judge.chat_prompt(chat_messages(turns))
 
     def _score(self, inputs: ValidInputs) -> dict:
@@ -193,6 +207,7 @@ class FleurScorer(Scorer):
                 outputs = exact["outputs"]
                 self.replayed_models.add(self.model_id)
             elif joined is not None and (joined["inputs"].get("image") or {}).get("sha256") is None:
+                self._check_joined(n, call, joined)
                 outputs = joined["outputs"]
                 self.replayed_models.add(joined["inputs"].get("model"))
             if outputs is None:
@@ -203,6 +218,17 @@ class FleurScorer(Scorer):
                 raise InputError(f"sample {n}: the replay cache {self.replay_path} holds no explanation for it")
             found.append(outputs)
         return found
+
+    def _check_joined(self, n: int, call: dict, record: dict) -> None:
+        """A record joined by image file and caption (its image content unknown) must have been asked what sample
+        ``n`` is asked: the same references, and the same prompt where it states one."""
+        inputs = record["inputs"]
+        differing = [name for name in ("prompt_sha256", "references") if inputs.get(name) != call[name]
+                     and not (name == "prompt_sha256" and inputs.get(name) is None)]
+        if differing:
+            raise InputError(f"sample {n}: the replay cache {self.replay_path} line {self.cache.line_of(record)} "
+                             f"holds its image file and caption {call['caption']!r:.60} asked with other "
+                             f"{' and '.join(differing)} than this {self.name} asks: it does not answer this sample")
 
     def _judged(self, calls: List[dict], images: Sequence) -> List[dict]:
         """The judge's outputs for every call (each distinct call once; cached ones from the cache)."""
@@ -242,9 +268,9 @@ class FleurScorer(Scorer):
         scored = [n for n, o in enumerate(outputs) if o["score"] is not None]
         if not scored:
             return
-        end = LLAVA_V1["separators"][1] if self.format == "llava_v1" else ""
+        end = ANSWER_END if self.format in CONVERSATIONS else ""
         prompts = [self._prompt([("user", firsts[n]),
-                                 ("assistant", score_as_official_text(outputs[n]["score"]) + end),
+                                 ("assistant", fleur_score_text(outputs[n]) + end),
                                  ("user", EXPLANATION_PROMPT), ("assistant", None)]) for n in scored]
         reasons = self.judge.generate(prompts, [pictures[n] for n in scored], max_new_tokens=self.max_new_tokens)
         for n, reason in zip(scored, reasons):

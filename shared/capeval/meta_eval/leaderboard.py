@@ -243,7 +243,8 @@ def to_markdown(board: Dict) -> str:
         lines.append(f"\n**{TINY_NOTE}**: the scores of {', '.join(board['tiny_random_weights'])} come from tiny "
                      f"random test weights; their values, CIs and ranks mean nothing.")
     for metric, provenance in board.get("replayed", {}).items():
-        lines.append(f"\n**{REPLAYED_NOTE}**: {metric}'s scores are recorded judge outputs replayed from "
+        lines.append(f"\n**{REPLAYED_NOTE}**: {metric}'s scores are recorded outputs of the judge model "
+                     f"{provenance.get('model')} replayed from "
                      f"{provenance['cache']} (sha256 {provenance['cache_sha256'][:12]}; "
                      f"{', '.join(provenance['origins'])}); no model was run.")
     for name in dict.fromkeys(r["benchmark"] for r in board["rows"]):
