@@ -158,6 +158,11 @@ class FleurScorer(Scorer):
     def score_keys(self, inputs: ValidInputs):
         return (self.name, f"{self.name}_raw")
 
+    @property
+    def mean_over_defined(self):
+        """Both keys average over the answers that hold a readable score (NaN answers left out of the mean)."""
+        return (self.name, f"{self.name}_raw")
+
     # one judge call
     def _call_inputs(self, caption: str, identity: dict, references: Optional[List[str]]) -> dict:
         return {"judge": self.name, "model": self.model_id, "prompt_sha256": self.prompt_sha256, "image": identity,
