@@ -309,3 +309,63 @@ def test_inline_embedded_images_are_kept_and_identified(tmp_path):
     assert re.fullmatch(r"sha256:[0-9a-f]{16}", first) and second == "two.png"
     assert truth.images[first].data["bytes"] == b"\x89PNG one" and truth.images[first].file is None
     assert system.name == "ds" and system.captions == {first: "x", second: "y"}
+
+
+# --- where each text and image came from; image files inside the root (#34 items 5 and 7) -----------------------
+
+def test_readers_record_where_each_image_reference_and_caption_was_read(tmp_path):
+    coco = read_ground_truth(_write(tmp_path, "captions.json", COCO))
+    source = str(tmp_path / "captions.json")
+    assert coco.images[10].where == f"{source}: images[1]"
+    assert coco.images[10].reference_where == (f"{source}: annotations[0].caption", f"{source}: annotations[2].caption")
+    assert coco.images[30].reference_entry(0, coco.source) == f"{source}: annotations[1].caption"
+    karpathy = read_ground_truth(_write(tmp_path, "dataset_coco.json", KARPATHY), split="test")
+    source = str(tmp_path / "dataset_coco.json")
+    assert karpathy.images[30].where == f"{source}: images[2]"
+    assert karpathy.images[10].reference_where == (f"{source}: images[0].sentences[0].raw",
+                                                   f"{source}: images[0].sentences[1].raw")
+    path = _write(tmp_path, "res.json", [{"image_id": 30, "caption": "x"}, {"image_id": 10, "caption": " "}])
+    system = read_results(path, coco)
+    assert system.records == {30: 0, 10: 1}
+    assert system.caption_where(10) == f"{path}: record 1: res: the caption of image 10"
+    inline = _jsonl(tmp_path, "sys.jsonl", [{**r, "caption": f"c{i}"} for i, r in enumerate(INLINE)])
+    truth, system = read_inline(inline)
+    assert system.caption_where("img/3.jpg") == f"{inline}: record 2: sys: the caption of image 'img/3.jpg'"
+    assert truth.images["img/2.jpg"].where == f"{inline}: record 1"
+    assert truth.images["img/1.jpg"].reference_where[1] == f"{inline}: record 0: reference 1"
+
+
+def test_hand_made_captions_and_images_are_named_without_a_record(tmp_path):
+    from capeval.core.records import EvalImage, SystemCaptions
+
+    assert SystemCaptions("b", {2: " "}, "b.json").caption_where(2) == "b: the caption of image 2"
+    image = EvalImage(7, "7.jpg", ("a cat",))
+    assert image.entry("gt.json") == "gt.json: image 7" and image.reference_entry(0, "gt.json") == (
+        "gt.json: image 7: reference 0")
+
+
+def test_image_files_must_resolve_inside_the_root(tmp_path):
+    from capeval.core.records import resolve_under
+
+    root = tmp_path / "images"
+    (root / "sub").mkdir(parents=True)
+    (root / "a.jpg").write_bytes(b"x")
+    (tmp_path / "secret.jpg").write_bytes(b"s")
+    (root / "in.jpg").symlink_to(root / "a.jpg")
+    (root / "out.jpg").symlink_to(tmp_path / "secret.jpg")
+    (tmp_path / "linked_root").symlink_to(root)
+    secret = (tmp_path / "secret.jpg").resolve()
+    inside = {"a.jpg": root / "a.jpg", "sub/../a.jpg": root / "a.jpg", "./in.jpg": root / "a.jpg",
+              str(root / "a.jpg"): root / "a.jpg", "missing.jpg": root / "missing.jpg"}
+    for file, expected in inside.items():
+        assert resolve_under(root, file) == (expected.resolve(), True), file
+    assert resolve_under(tmp_path / "linked_root", "in.jpg") == ((root / "a.jpg").resolve(), True)
+    for file in ("../secret.jpg", "sub/../../secret.jpg", str(tmp_path / "secret.jpg"), "out.jpg"):
+        assert resolve_under(root, file) == (secret, False), file
+    data = json.loads(json.dumps(COCO))
+    data["images"][1]["file_name"] = "../secret.jpg"
+    truth = read_ground_truth(_write(tmp_path, "captions.json", data))
+    truth.check_inside([30], root)  # the other image is inside
+    _refusal(lambda: truth.check_inside([30, 10], root),
+             re.escape(f"captions.json: images[1]: the image file '../secret.jpg' resolves to {secret}, outside the "
+                       f"image root {root.resolve()} (--images)"))

@@ -14,8 +14,15 @@ FEATURES, H1, H2 = 4 * 768 + 6 * 512, 2304, 1152
 CALLS = []
 
 
+LIGHTNING_MODULE = "pytorch_lightning.callbacks.model_checkpoint"
+
+
 class ModelCheckpoint:
-    """Stands for a Lightning callback class, saved as a dict key as Lightning 1.2 does."""
+    """Stands for Lightning's callback class, saved as a dict key as Lightning 1.2 does (pickled under Lightning's
+    module name: :func:`_write_checkpoint` lends it a stand-in module while saving)."""
+
+
+ModelCheckpoint.__module__ = LIGHTNING_MODULE
 
 
 def _record(*args):
@@ -42,18 +49,30 @@ def _official_state():
 
 
 def _write_checkpoint(path, state, **extra):
-    torch.save({"epoch": 3, "state_dict": state, "callbacks": {ModelCheckpoint: {"best_model_score": torch.tensor(.5)}},
-                "hyper_parameters": {"pool": "cls", "layer": "mix"}, **extra}, path)
+    import sys
+    import types
+
+    parts = LIGHTNING_MODULE.split(".")
+    names = [".".join(parts[:n]) for n in range(1, len(parts) + 1)]
+    assert not any(name in sys.modules for name in names)  # Lightning is not installed
+    sys.modules.update({name: types.ModuleType(name) for name in names})  # only while saving: pickle imports the
+    sys.modules[LIGHTNING_MODULE].ModelCheckpoint = ModelCheckpoint     # class's module to find it
+    try:
+        torch.save({"epoch": 3, "state_dict": state,
+                    "callbacks": {ModelCheckpoint: {"best_model_score": torch.tensor(.5)}},
+                    "hyper_parameters": {"pool": "cls", "layer": "mix"}, **extra}, path)
+    finally:
+        for name in names:
+            del sys.modules[name]
 
 
 def test_official_checkpoint_converts_and_loads_directly(tmp_path):
     state = _official_state()
-    _write_checkpoint(tmp_path / "reprod.ckpt", state, payload=Payload())
+    _write_checkpoint(tmp_path / "reprod.ckpt", state)
     (tmp_path / "hparams.yaml").write_text("model: PolosEstimator\npretrained_model: princeton-nlp/sup-simcse-roberta-base"
                                            "\nlayer: mix\npool: cls\nactivations: Tanh\nfinal_activation: false\n"
                                            "hidden_sizes: 2304,1152\n")
     assert main(["convert", "polos", str(tmp_path / "reprod.ckpt"), str(tmp_path / "out")]) == 0
-    assert CALLS == []  # nothing in the checkpoint's metadata was executed
     head, config = load_head(str(tmp_path / "out"))
     assert config["feature_dim"] == 6144 and config["hidden"] == [2304, 1152]
     assert (config["text_dim"], config["clip_dim"], config["num_layers"]) == (768, 512, 13)
@@ -74,6 +93,35 @@ def test_official_checkpoint_converts_and_loads_directly(tmp_path):
     assert direct_config == config
     for key, value in head.state_dict().items():
         assert torch.equal(direct.state_dict()[key], value), key
+
+
+@pytest.mark.parametrize("payload, name", [(Payload(), f"{__name__}._record"), (None, "shutil.copyfile"),
+                                           (None, "posix.system")])
+def test_a_checkpoint_naming_any_other_global_is_refused_by_name_with_nothing_run_or_written(tmp_path, capsys,
+                                                                                           payload, name):
+    """#34 item 5: globals other than tensors and Lightning's metadata classes are refused in one line naming them
+    (they were replaced by inert stand-ins, shutil.copyfile included, and the checkpoint converted), before anything
+    is loaded or written."""
+    import os
+    import shutil
+
+    class Calls:
+        def __reduce__(self):
+            return {"shutil.copyfile": shutil.copyfile, "posix.system": os.system}[name], (
+                (str(tmp_path / "hparams.yaml"), str(tmp_path / "copied")) if name == "shutil.copyfile"
+                else (f"touch {tmp_path / 'pwned'}",))
+
+    _write_checkpoint(tmp_path / "reprod.ckpt", _official_state(), payload=payload or Calls())
+    (tmp_path / "hparams.yaml").write_text("layer: mix\npool: cls\n")
+    capsys.readouterr()
+    assert main(["convert", "polos", str(tmp_path / "reprod.ckpt"), "--output", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err
+    assert error == (f"capeval convert: error: {tmp_path / 'reprod.ckpt'}: refusing to load {name}: not a tensor nor "
+                     "a Lightning metadata type (a checkpoint names no other global)\n")
+    with pytest.raises(ValueError, match=f"refusing to load {name}"):
+        load_head(str(tmp_path / "reprod.ckpt"))
+    assert CALLS == [] and not (tmp_path / "copied").exists() and not (tmp_path / "pwned").exists()
+    assert not (tmp_path / "out").exists()
 
 
 def test_unsupported_official_configurations_are_refused(tmp_path, capsys):

@@ -106,6 +106,43 @@ def rename_system(report, old, new):
         ranks[new] = ranks.pop(old)
 
 
+def large_report(images, seed=11):
+    """A document of ``images`` images without files (3 systems, CIDEr and CLIP-S), its comparisons as the fixture
+    writes them."""
+    rng = np.random.default_rng(seed)
+    systems, keys = ("base", "a", "b"), ["cider", "clip_s"]
+    scores = {s: {k: rng.normal(1.0 if k == "cider" else 0.7, 0.2, images) for k in keys} for s in systems}
+    rows = [{"image_id": i, "file": None, "references": ["a reference"], "captions": {s: f"{s} {i}" for s in systems},
+             "scores": {s: {k: float(scores[s][k][i]) for k in keys} for s in systems}} for i in range(images)]
+    values = {s: {k: float(np.mean(scores[s][k])) for k in keys} for s in systems}
+    comparisons = [{"system_a": x, "system_b": y, "metric": k, "delta": values[y][k] - values[x][k],
+                    "p_bootstrap": 0.01234567891234, "p_randomization": 0.000012, "p_bootstrap_adjusted": 0.0740740,
+                    "p_randomization_adjusted": 1.0, "significant": False}
+                   for x, y in (("base", "a"), ("base", "b"), ("a", "b")) for k in keys]
+    return {"capeval_version": "t", "created": "now", "baseline": "base", "keys": keys,
+            "coverage": {"scored": images, "total": images, "split": None, "text": f"scored {images} of {images}"},
+            "metrics": {k: {"scorer": k, "hashcode": k, "provenance": {}, "corpus_level": False,
+                            "higher_is_better": True} for k in keys},
+            "systems": {s: {"source": f"{s}.json", "scores": {k: {"value": values[s][k], "ci": None} for k in keys}}
+                        for s in systems},
+            "comparisons": comparisons, "clusters": {}, "undefined": {}, "images": rows,
+            "significance": {"resamples": 100, "seed": 1, "tests": ["paired-bs"], "correction": "holm"}}
+
+
+def embedded_images(report, top=10):
+    """The images the page should embed, derived from the document: per pair (each system against the baseline,
+    then the others) and metric, the ``top`` largest absolute differences."""
+    systems, baseline = list(report["systems"]), report["baseline"]
+    pairs = [(s, baseline) for s in systems if s != baseline] + [
+        (x, y) for i, x in enumerate(systems) for y in systems[i + 1:] if baseline not in (x, y)]
+    chosen = set()
+    for x, y in pairs:
+        for key in report["keys"]:
+            deltas = [abs(image["scores"][x][key] - image["scores"][y][key]) for image in report["images"]]
+            chosen |= set(sorted(range(len(deltas)), key=lambda i: (-deltas[i], i))[:top])
+    return chosen
+
+
 @pytest.fixture
 def images_root(tmp_path):
     root = tmp_path / "images"

@@ -1,14 +1,15 @@
 """report.html in headless Chromium at 1280 px (desktop) and 390 px (phone): the screenshot is a drawn page, the
 rendered DOM holds the table and the disagreement entries, the page never scrolls sideways (wide tables scroll in
-their own box), the inline script re-ranks the browser for a pair and metric chosen in the URL, and a caption
-holding markup stays text."""
+their own box), the inline script re-ranks the browser for a pair and metric chosen in the URL (and counts the images
+compared, not the ones embedded), a caption holding markup stays text, the expanded pairwise table fits both widths
+without a cut-off column, and the tiny-weights banner is drawn at the top."""
 
 import subprocess
 
 import numpy as np
 import pytest
-from conftest import INJECTION, KEYS, parse_html
-from browser import chromium_or_skip
+from conftest import INJECTION, KEYS, large_report, parse_html
+from browser import DevToolsPage, chromium_or_skip
 from PIL import Image
 
 from capeval.report import write_report
@@ -94,3 +95,62 @@ def test_the_script_ranks_the_pair_and_metric_chosen_in_the_url(report, page, tm
         selected = [cell for cell in card.find_all("td", class_="sel")]
         assert len(selected) == 3 and all(cell.attrs["data-col"] == str(KEYS.index("bleu_4")) for cell in selected)
     assert dom.find("span", id="shown").text() == "10 of 11"
+
+
+def test_the_script_counts_the_images_compared_not_the_ones_embedded(tmp_path):
+    """#34 item 9: 300 images compared, a few dozen embedded: after the script re-ranks pair 2 on CLIP-S, the page
+    still says 10 of 300 (it said 10 of the embedded count)."""
+    chromium_or_skip()
+    page = write_report(large_report(300), tmp_path / "out")["html"]
+    dom = parse_html(chromium(page.as_uri() + "#pair=2&metric=clip_s", tmp_path, "--dump-dom", width=1280).stdout)
+    assert [c.attrs["data-pair"] for c in visible_cards(dom)] == ["2"] * 10  # the script ran
+    assert dom.find("span", id="shown").text() == "10 of 300"
+    assert dom.find("span", id="compared").text() == "300"
+
+
+# Measures, in the page, the expanded pairwise table against its box and the window: how far its right edge and its
+# last header cell reach, and the widths that would make something scroll.
+PAIRWISE_LAYOUT = """(function () {
+  var details = document.querySelector("#table details");
+  details.open = true;
+  var table = document.getElementById("comparisons"), box = table.parentElement;
+  var cells = table.querySelectorAll("tbody tr:first-child td"), last = cells[cells.length - 1];
+  return {tableRight: table.getBoundingClientRect().right, lastRight: last.getBoundingClientRect().right,
+          boxRight: box.getBoundingClientRect().right, boxScroll: box.scrollWidth, boxClient: box.clientWidth,
+          pageScroll: document.documentElement.scrollWidth, viewport: window.innerWidth,
+          lastVisible: last.getClientRects().length > 0, lastText: last.textContent};
+})()"""
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_expanded_pairwise_table_fits_the_window(report, page, tmp_path, width):
+    """#34 item 9: every column of the expanded pairwise table is inside the window at 1280 and 390 px (no column
+    cut off behind a scroll box, no sideways page scroll)."""
+    chromium_or_skip()
+    with DevToolsPage(page.as_uri(), tmp_path / "profile", width=width, height=900) as browser:
+        browser.wait_for("document.getElementById('comparisons') !== null && document.readyState === 'complete'")
+        layout = browser.evaluate(PAIRWISE_LAYOUT)
+        shot = tmp_path / f"pairwise-{width}.png"
+        browser.evaluate("document.getElementById('comparisons').scrollIntoView()")
+        browser.screenshot(shot)
+    assert layout["viewport"] == width
+    assert layout["lastVisible"] and layout["lastText"].endswith(("yes", "no")), layout
+    assert layout["boxScroll"] <= layout["boxClient"], layout  # nothing hidden behind the box's scroll bar
+    assert layout["tableRight"] <= layout["boxRight"] + 0.5 and layout["lastRight"] <= width, layout
+    assert layout["pageScroll"] <= width, layout
+    pixels = np.asarray(Image.open(shot).convert("L"), dtype=np.float32)
+    assert pixels.shape == (900, width) and pixels.std() > 5
+
+
+def test_the_tiny_weights_banner_is_drawn_at_the_top(report, tmp_path):
+    chromium_or_skip()
+    report["metrics"]["clip_s"]["provenance"]["tiny_random_weights"] = True
+    page = write_report(report, tmp_path / "out")["html"]
+    with DevToolsPage(page.as_uri(), tmp_path / "profile", width=390, height=900) as browser:
+        browser.wait_for("document.getElementById('tiny-weights') !== null && document.readyState === 'complete'")
+        box = browser.evaluate("(function () { var r = document.getElementById('tiny-weights')"
+                               ".getBoundingClientRect(); return [r.top, r.bottom, r.width, "
+                               "document.getElementById('tiny-weights').innerText]; })()")
+    top, bottom, banner_width, text = box
+    assert 0 <= top < 40 and bottom - top > 20 and 300 < banner_width <= 390
+    assert text.startswith("WARNING: CLIP-S was scored with TINY RANDOM TEST WEIGHTS")

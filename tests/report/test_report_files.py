@@ -50,8 +50,9 @@ def test_json_refuses_what_it_cannot_hold(report, tmp_path):
 def test_scores_csv_has_a_row_per_image_and_system_with_every_metric(report, written):
     with open(written["csv"], newline="", encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
-    assert list(rows[0]) == ["image_id", "file", "system", "caption", *KEYS]
+    assert list(rows[0]) == ["image_id", "file", "system", "caption", *KEYS, "tiny_random_weights"]
     assert len(rows) == len(report["images"]) * len(SYSTEMS)
+    assert {row["tiny_random_weights"] for row in rows} == {""}  # no metric of the fixture ran with test weights
     for row, (image, system) in zip(rows, [(i, s) for i in report["images"] for s in SYSTEMS]):
         assert row["image_id"] == str(image["image_id"]) and row["file"] == image["file"]
         assert row["system"] == system and row["caption"] == image["captions"][system]
@@ -72,6 +73,7 @@ def test_summary_csv_has_values_cis_ranks_and_the_comparison_with_the_baseline(r
         assert [float(row["ci_low"]), float(row["ci_high"])] == score["ci"]
         assert int(row["rank"]) == report["clusters"][key][system] and row["baseline"] == "ClipCap"
         assert row["coverage"] == report["coverage"]["text"]  # #28 item 6: coverage in every output
+        assert row["tiny_random_weights"] == "False"
         if system == "ClipCap":
             assert row["delta_vs_baseline"] == row["significant"] == ""
             continue
@@ -119,3 +121,111 @@ def test_latex_escapes_every_special_character_in_names(report, tmp_path):
     written = write_report(report, tmp_path / "out")
     label = latex_rows(written["latex"].read_text(encoding="utf-8"))[-1][0]
     assert label == ("a\\_b\\%c\\$d\\#e\\{f\\}g\\textasciitilde{}h\\textasciicircum{}i\\textbackslash{}j")
+
+
+def test_latex_escapes_the_bar_quotes_and_ligatures(report, tmp_path):
+    """#34 item 5: ``|`` (an em dash in LaTeX's default OT1 encoding), straight quotes, backquotes and the ``--`` /
+    ``,,`` ligatures print as written."""
+    rename_system(report, "ours_v1", 'a|b "c" `d\' e--f ,,g')
+    written = write_report(report, tmp_path / "out")
+    label = latex_rows(written["latex"].read_text(encoding="utf-8"))[-1][0]
+    assert label == ("a\\textbar{}b \\texttt{\\char34}c\\texttt{\\char34} \\textasciigrave{}d\\textquotesingle{} "
+                     "e-{}-f ,{},g")
+
+
+NASTY_NAME = 'x|y_z "q" `b\' --- ,,c %$#&{}~^\\ <t> … × ≤ −'
+
+
+def test_latex_prints_every_special_character_as_written(report, tmp_path):
+    """pdflatex (OT1, the default encoding) typesets table.tex; pdftotext reads the system name back as written."""
+    import shutil
+    import subprocess
+
+    if not (shutil.which("pdflatex") and shutil.which("pdftotext")):
+        pytest.skip("pdflatex/pdftotext not installed (Debian: texlive-latex-recommended, poppler-utils)")
+    rename_system(report, "ours_v1", NASTY_NAME)
+    written = write_report(report, tmp_path / "out")
+    document = tmp_path / "doc.tex"
+    document.write_text("\\documentclass{article}\\usepackage{booktabs}\\usepackage[landscape]{geometry}"
+                        "\\begin{document}\\tiny\\input{out/table.tex}\\end{document}\n", encoding="utf-8")
+    run = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", document.name], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert "unavailable in encoding" not in run.stdout and "Missing character" not in run.stdout
+    text = subprocess.run(["pdftotext", "-layout", "doc.pdf", "-"], cwd=tmp_path, capture_output=True,
+                          text=True, check=True).stdout
+    # pdftotext's names for LaTeX's glyphs: the underscore is a rule (no text), the tilde/circumflex accents, the
+    # \dots's three dots, the minus sign
+    shown = (NASTY_NAME.replace("_", " ").replace("~", "˜").replace("^", "ˆ").replace("…", ". . .")
+             .replace("−", "−"))
+    assert shown in text, text
+    assert written["latex"].read_text(encoding="utf-8").count(r"\textbar{}") == 1
+
+
+FORMULAS = ["=HYPERLINK(\"http://x\",\"y\")", "+1+1", "-2+3", "@SUM(A1)", "\tleading tab", "\rleading CR"]
+
+
+def test_csv_text_cells_that_start_like_formulas_get_a_quote_and_numbers_stay_numbers(report, tmp_path):
+    """#34 item 5 (OWASP's CSV-injection rule): text cells starting with = + - @ tab CR get a leading ', in
+    scores.csv and summary.csv; numbers (negative differences included) are written as numbers; report.json keeps
+    the raw text."""
+    rename_system(report, "ours_v1", FORMULAS[0])
+    report["coverage"]["text"] = "-scored 12 of 12 images"
+    for number, image in enumerate(report["images"]):
+        image["captions"]["ClipCap"] = FORMULAS[number % len(FORMULAS)]
+    report["images"][0]["file"] = "=evil.jpg"
+    report["images"][1]["image_id"] = "-5"  # a text id: text, so protected
+    written = write_report(report, tmp_path / "out")
+    with open(written["csv"], newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    for row in rows:
+        image = next(i for i in report["images"] if str(i["image_id"]).lstrip("'") == row["image_id"].lstrip("'"))
+        caption = image["captions"][row["system"].lstrip("'")]
+        assert row["caption"] == ("'" + caption if caption[0] in "=+-@\t\r" else caption)
+        assert row["system"] in ("ClipCap", "'" + FORMULAS[0], "ours & <v2>")
+    assert rows[0]["file"] == "'=evil.jpg" and rows[3 * 1]["image_id"] == "'-5"
+    assert rows[3 * 2]["image_id"] == str(report["images"][2]["image_id"])  # a number id stays a number
+    with open(written["summary"], newline="", encoding="utf-8") as handle:
+        summary = list(csv.DictReader(handle))
+    assert {row["coverage"] for row in summary} == {"'-scored 12 of 12 images"}
+    deltas = [row["delta_vs_baseline"] for row in summary if row["delta_vs_baseline"]]
+    negative = [d for d in deltas if d.startswith("-")]
+    assert negative and all(float(d) < 0 for d in negative)  # a negative number is a number, unprotected
+    expected = {report["systems"][s]["scores"][k]["value"] - report["systems"]["ClipCap"]["scores"][k]["value"]
+                for s in ("ours & <v2>",) for k in KEYS}
+    shown = {float(r["delta_vs_baseline"]) for r in summary if r["system"] == "ours & <v2>"}
+    assert all(any(math.isclose(a, b, rel_tol=1e-12) for b in expected) for a in shown)
+    document = json.loads(written["json"].read_text(encoding="utf-8"))
+    assert FORMULAS[0] in document["systems"] and document["images"][0]["file"] == "=evil.jpg"
+    assert [image["captions"]["ClipCap"] for image in document["images"][:6]] == FORMULAS
+
+
+def _tiny(report, keys, how):
+    for key in keys:
+        metric = report["metrics"][key]
+        if how == "provenance":
+            metric["provenance"]["tiny_random_weights"] = True
+        else:  # only the hashcode says so (as a replayed judge cache's)
+            metric["hashcode"] += "|TINY-RANDOM-WEIGHTS"
+
+
+@pytest.mark.parametrize("how", ["provenance", "hashcode"])
+def test_tiny_weights_are_marked_in_the_csvs_and_latex(report, tmp_path, how):
+    _tiny(report, ["clip_s", "cider"], how)
+    written = write_report(report, tmp_path / "out")
+    with open(written["csv"], newline="", encoding="utf-8") as handle:
+        assert {row["tiny_random_weights"] for row in csv.DictReader(handle)} == {"cider clip_s"}
+    with open(written["summary"], newline="", encoding="utf-8") as handle:
+        flags = {(row["system"], row["metric"]): row["tiny_random_weights"] for row in csv.DictReader(handle)}
+    assert flags == {(s, k): str(k in ("clip_s", "cider")) for s in SYSTEMS for k in KEYS}
+    text = written["latex"].read_text(encoding="utf-8")
+    warning = text.splitlines()[1]
+    assert warning.startswith("\\noindent\\textbf{WARNING: CIDEr, CLIP-S were scored with TINY RANDOM TEST WEIGHTS")
+    header = text.split("\\toprule\n")[1].split("\n")[0]
+    assert header.endswith("CIDEr (tiny) & CLIP-S (tiny) \\\\") and "ROUGE-L &" in header
+    for row in latex_rows(text):
+        cells = dict(zip(KEYS, row[1:]))
+        assert all(("~(tiny)" in cell) == (key in ("clip_s", "cider")) for key, cell in cells.items()), row
+    bold = [cell for row in latex_rows(text) for key, cell in zip(KEYS, row[1:]) if key in ("clip_s", "cider")
+            and "\\textbf" in cell]
+    assert len(bold) == 2 and all("~(tiny)" in cell for cell in bold)  # never "best" without the mark

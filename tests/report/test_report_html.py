@@ -8,7 +8,7 @@ import re
 
 import numpy as np
 import pytest
-from conftest import INJECTION, KEYS, SYSTEMS, parse_html, rename_system
+from conftest import INJECTION, KEYS, SYSTEMS, embedded_images, large_report, parse_html, rename_system
 from PIL import Image
 
 from capeval.report import write_report
@@ -115,7 +115,8 @@ def test_disagreement_browser_default_ranking_and_entries(report, page):
             shown = [td.text() for td in row.find_all("td")]
             assert shown == ["n/a" if image["scores"][system][k] is None else f"{image['scores'][system][k] * 100:.1f}"
                              for k in KEYS]
-    assert "10 of 12" in section.find("span", id="shown").text()
+    assert section.find("span", id="shown").text() == "10 of 12"
+    assert section.find("span", id="compared").text() == "12"
 
 
 def test_thumbnails_are_small_jpegs_of_the_image_files(report, page, images_root):
@@ -186,3 +187,123 @@ def test_plot_axes_have_at_least_three_round_ticks_inside_the_range(low, high):
     assert len(ticks) >= 3 and low <= ticks[0] and ticks[-1] <= high and len(steps) == 1
     mantissa = steps.pop() / 10 ** np.floor(np.log10(ticks[1] - ticks[0]))
     assert round(mantissa, 9) in (1, 2, 2.5, 5)
+
+
+def test_the_page_counts_the_images_compared_and_the_examples_it_embeds(tmp_path):
+    """#34 item 9: 300 images compared, a few dozen embedded: the page says 300, not the embedded count."""
+    report = large_report(300)
+    _, dom = page_of(report, tmp_path)
+    counts = dom.find("p", id="counts")
+    embedded = embedded_images(report)
+    assert 10 < len(embedded) < 60
+    assert counts.find("span", id="compared").text() == "300"
+    assert counts.find("span", id="shown").text() == "10 of 300"
+    assert counts.find("span", id="embedded").text() == str(len(embedded))
+    assert len({c.attrs["data-order"] for c in dom.find("ol", id="cards").find_all("li", class_="card")}) == len(
+        embedded)
+    assert counts.text().startswith("300 images compared.") and f"embeds {len(embedded)} of the" in counts.text()
+
+
+def signed(delta, factor=100, digits=1):
+    return ("+" if delta > 0 else "\u2212") + f"{abs(delta) * factor:.{digits}f}"
+
+
+def test_the_pairwise_table_shows_the_tables_scale_and_rounded_numbers(report, page):
+    """#34 item 9: Δ ×100 with one decimal (the main table's scale), p-values to four decimals, no raw floats."""
+    _, dom = page
+    table = dom.find("table", id="comparisons")
+    assert [th.text() for th in table.find("thead").find_all("th")] == [
+        "Systems (Δ = first − second)", "Metric", "Δ", "p bootstrap", "p randomization", "adjusted p bootstrap",
+        "adjusted p randomization", "Significant"]
+    rows = table.find("tbody").find_all("tr")
+    assert len(rows) == len(report["comparisons"])
+    for row, comparison in zip(rows, report["comparisons"]):
+        cells = [td.text() for td in row.find_all("td")]
+        titles = dict(zip(KEYS, ["BLEU-1", "BLEU-2", "BLEU-3", "BLEU-4", "METEOR", "ROUGE-L", "CIDEr", "CLIP-S"]))
+        assert cells[:3] == [f"{comparison['system_b']} − {comparison['system_a']}", titles[comparison["metric"]],
+                             signed(comparison["delta"])]
+        assert cells[3:7] == [f"{comparison[k]:.4f}" for k in ("p_bootstrap", "p_randomization",
+                                                                "p_bootstrap_adjusted", "p_randomization_adjusted")]
+        assert cells[7] == ("yes" if comparison["significant"] else "no")
+        assert [td.attrs["data-label"] for td in row.find_all("td")][2] == "Δ"
+    assert not any(re.search(r"\d\.\d{5,}", td.text()) for td in table.find_all("td"))  # no raw floats
+
+
+def test_pairwise_p_values_below_four_decimals_and_other_metrics(tmp_path):
+    report = large_report(30)
+    report["keys"].append("vcrscore")
+    report["metrics"]["vcrscore"] = {"scorer": "vcrscore", "hashcode": "v", "provenance": {}, "corpus_level": False}
+    for system in report["systems"]:
+        report["systems"][system]["scores"]["vcrscore"] = {"value": 0.5, "ci": None}
+    for image in report["images"]:
+        for system in report["systems"]:
+            image["scores"][system]["vcrscore"] = 0.5
+    report["comparisons"].append({"system_a": "base", "system_b": "a", "metric": "vcrscore", "delta": -0.0123456789,
+                                  "p_bootstrap": 0.0, "p_randomization": None, "p_bootstrap_adjusted": 0.00004,
+                                  "p_randomization_adjusted": float("nan"), "significant": None})
+    _, dom = page_of(report, tmp_path)
+    last = dom.find("table", id="comparisons").find("tbody").find_all("tr")[-1]
+    assert [td.text() for td in last.find_all("td")][2:] == ["\u22120.0123", "0.0000", "n/a", "<0.0001", "n/a",
+                                                             "n/a"]
+    first = dom.find("table", id="comparisons").find("tbody").find_all("tr")[0]
+    assert [td.text() for td in first.find_all("td")][3:7] == ["0.0123", "<0.0001", "0.0741", "1.0000"]
+
+
+@pytest.mark.parametrize("how", ["provenance", "hashcode"])
+def test_tiny_weights_open_the_page_with_a_banner_and_mark_every_value(report, tmp_path, images_root, how):
+    """#34 item 3: a banner at the top of the page (not in a collapsed section) names the metrics; their column
+    titles, cells (bold best included), plots, pairwise rows and disagreement entries carry the mark."""
+    for key in ("clip_s", "meteor"):
+        if how == "provenance":
+            report["metrics"][key]["provenance"]["tiny_random_weights"] = True
+        else:
+            report["metrics"][key]["hashcode"] += "|TINY-RANDOM-WEIGHTS"
+    text, dom = page_of(report, tmp_path, images_root=images_root)
+    main = dom.find("main")
+    banner = main.children[0]
+    assert banner.tag == "div" and banner.attrs["id"] == "tiny-weights" and banner.attrs["role"] == "alert"
+    assert banner.text() == ("WARNING: METEOR, CLIP-S were scored with TINY RANDOM TEST WEIGHTS: their values, "
+                             "marked (tiny), mean nothing.")
+    table = dom.find("table", id="scores")
+    titles = [th.text() for th in table.find("thead").find_all("th")][1:]
+    assert [t for t in titles if t.endswith(" (tiny)")] == ["METEOR (tiny)", "CLIP-S (tiny)"]
+    for row in table.find("tbody").find_all("tr"):
+        for key, cell in zip(KEYS, row.find_all("td")):
+            marked = bool(cell.find_all("span", class_="tiny"))
+            assert marked == (key in ("clip_s", "meteor")), (key, cell.text())
+            if cell.find_all("b") and key in ("clip_s", "meteor"):
+                assert cell.find("span", class_="tiny").text() == "(tiny)"  # never "best" without the mark
+    plots = [p.attrs["aria-label"] for p in dom.find_all("svg", class_="plot")]
+    assert "METEOR (tiny) (×100)" in plots and "CLIP-S (tiny) (×100)" in plots and "CIDEr (×100)" in plots
+    pairwise = [r.find_all("td")[1].text() for r in dom.find("table", id="comparisons").find("tbody").find_all("tr")]
+    assert {m for m in pairwise if "tiny" in m} == {"METEOR (tiny)", "CLIP-S (tiny)"}
+    options = [o.text() for o in dom.find("select", id="metric").find_all("option")]
+    assert "CLIP-S (tiny)" in options and "CIDEr" in options
+
+
+def test_no_banner_without_tiny_weights(page):
+    text, dom = page
+    assert 'id="tiny-weights"' not in text and "(tiny)" not in text
+
+
+def test_thumbnails_only_from_files_inside_the_images_folder(report, tmp_path, images_root):
+    """#34 item 5: a document whose file leaves the images folder (``..``, an absolute path, a link out of it) gets
+    no thumbnail of that file, and says why; files inside still show."""
+    from PIL import Image
+
+    outside = tmp_path / "secret.jpg"
+    Image.fromarray(np.full((40, 40, 3), 200, np.uint8)).save(outside)
+    (images_root / "val2014" / "link.jpg").symlink_to(outside)
+    escaping = ["../secret.jpg", str(outside), "val2014/link.jpg"]
+    for image, file in zip(report["images"], escaping):
+        image["file"] = file
+    with pytest.warns(UserWarning, match="is outside the images folder"):
+        _, dom = page_of(report, tmp_path, images_root=images_root)
+    cards = dom.find("ol", id="cards").find_all("li", class_="card")
+    by_file = {c.find("span", class_="file").text(): c for c in cards}
+    for file in escaping:
+        card = by_file[file]
+        assert not card.find_all("img") and "is outside the images folder" in card.find(
+            "p", class_="noimg").text()
+    inside = [c for f, c in by_file.items() if f not in escaping]
+    assert inside and all(c.find("img").attrs["src"].startswith("data:image/jpeg") for c in inside)

@@ -268,3 +268,96 @@ def test_bad_csv_feature_cells_and_training_scores_are_one_line_errors(tmp_path,
     (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in data))
     assert main(["train", "vcrscore", "--data", str(tmp_path / "train.jsonl"), "--out", str(tmp_path / "o")]) == 2
     assert "train.jsonl row 2 has no 'score'" in capsys.readouterr().err
+
+
+def _placeholder(*args):
+    """Pickled by reference; the tests rewrite its GLOBAL opcode into the global under test."""
+    raise AssertionError("the placeholder itself is never unpickled")
+
+
+class _Reduces:
+    """Pickles as a call of ``function`` with ``args`` (REDUCE)."""
+
+    def __init__(self, function, *args):
+        self.function, self.args = function, args
+
+    def __reduce__(self):
+        return self.function, self.args
+
+
+# globals a GradientBoostingRegressor pickle does not reference: code runners, file writers, other numpy/sklearn
+# names than the allowed ones (same module, another name), pickle's own helpers
+UNEXPECTED_GLOBALS = [("shutil", "copyfile"), ("shutil", "rmtree"), ("builtins", "eval"), ("builtins", "getattr"),
+                      ("builtins", "open"), ("os", "system"), ("posix", "system"), ("subprocess", "Popen"),
+                      ("importlib", "import_module"), ("pickle", "loads"), ("copyreg", "_reconstructor"),
+                      ("numpy", "load"), ("numpy", "frombuffer"), ("numpy.core.multiarray", "scalar"),
+                      ("numpy.random._pickle", "__generator_ctor"),
+                      ("sklearn.ensemble._gb", "GradientBoostingClassifier"),
+                      ("sklearn.tree._tree", "Tree.__reduce__"), ("sklearn.utils", "Bunch"), ("torch", "load")]
+
+
+def _pickle_referencing(module, name, *args):
+    """A fitted regressor's pickle (protocol 3: text GLOBAL opcodes, native bytes) whose attribute ``extra`` calls
+    ``module.name(*args)``."""
+    fitted, _ = _fitted(random_state=0)
+    fitted.extra = _Reduces(_placeholder, *args)
+    data = pickle.dumps(fitted, protocol=3)
+    reference = f"c{_placeholder.__module__}\n_placeholder\n".encode()
+    assert data.count(reference) == 1
+    return data.replace(reference, f"c{module}\n{name}\n".encode())
+
+
+def _convert(tmp_path, capsys, data):
+    from capeval.cli import main
+
+    path = tmp_path / "model_GBR_VCR.pickle"
+    path.write_bytes(data)
+    capsys.readouterr()
+    code = main(["convert", "vcrscore-gbr", str(path), "--output", str(tmp_path / "out")])
+    return code, capsys.readouterr(), path
+
+
+@pytest.mark.parametrize("module, name", UNEXPECTED_GLOBALS)
+def test_every_unexpected_global_is_refused_by_name_in_one_line_with_nothing_written(tmp_path, capsys, module, name):
+    """#34 item 5: the converter refuses any global outside its allowlist, naming it, exit 2, one line, no output
+    folder, nothing run (``shutil.copyfile`` would copy a file, ``eval`` touch one)."""
+    target = tmp_path / "copied"
+    args = {("shutil", "copyfile"): (str(tmp_path / "source"), str(target)),
+            ("builtins", "eval"): (f"open({str(target)!r}, 'w').close()",)}.get((module, name), ())
+    (tmp_path / "source").write_text("the file a malicious checkpoint would copy")
+    code, captured, path = _convert(tmp_path, capsys, _pickle_referencing(module, name, *args))
+    lines = captured.err.splitlines()
+    assert code == 2 and len(lines) == 1 and "Traceback" not in captured.err, captured.err
+    assert lines[0] == (f"capeval convert: error: {path}: cannot convert to 'vcrscore-gbr': not a "
+                        f"GradientBoostingRegressor pickle: refusing to load {module}.{name}: not an allowed "
+                        "sklearn/numpy type")
+    assert not (tmp_path / "out").exists() and not target.exists()
+
+
+def test_a_real_reference_to_shutil_copyfile_is_refused_at_any_protocol(tmp_path, capsys):
+    import re
+    import shutil
+
+    target = tmp_path / "copied"
+    (tmp_path / "source").write_text("x")
+    fitted, _ = _fitted(random_state=0)
+    fitted.loss_helper = _Reduces(shutil.copyfile, str(tmp_path / "source"), str(target))
+    for protocol in range(0, pickle.HIGHEST_PROTOCOL + 1):
+        code, captured, _ = _convert(tmp_path, capsys, pickle.dumps(fitted, protocol=protocol))
+        assert code == 2 and captured.err.count("\n") == 1, (protocol, captured.err)
+        # protocols 0-2 write arrays' bytes (and objects) with helpers the reader refuses too (_codecs.encode,
+        # copy_reg._reconstructor), protocol 5 numpy's out-of-band reconstructor _frombuffer: each named
+        refused = {3: "shutil.copyfile", 4: "shutil.copyfile", 5: r"numpy\._?core\.numeric\._frombuffer"}.get(
+            protocol, r"(_codecs\.encode|copy_reg\._reconstructor)")
+        assert re.search(f"refusing to load {refused}: not an allowed", captured.err), (protocol, captured.err)
+        assert not (tmp_path / "out").exists() and not target.exists()
+
+
+def test_the_crafted_pickle_converts_without_the_unexpected_global(tmp_path, capsys):
+    """The control: the same regressor with ``extra`` left empty converts (exit 0) and predicts as sklearn."""
+    fitted, x = _fitted(random_state=0)
+    fitted.extra = None
+    code, captured, _ = _convert(tmp_path, capsys, pickle.dumps(fitted, protocol=3))
+    assert code == 0, captured.err
+    np.testing.assert_array_equal(predict(load_json(tmp_path / "out" / "vcrscore_gbr.json"), x[:20]),
+                                  fitted.predict(x[:20]))

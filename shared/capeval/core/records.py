@@ -420,12 +420,26 @@ MAX_NAMED_IDS = 5  # ids an error names before "…"
 @dataclass(frozen=True)
 class EvalImage:
     """One annotated image: its id, its file relative to the image root (``None`` when the input names none) and its
-    reference captions. ``data``: the image itself when an inline source embeds it (a ``{"bytes", "path"}`` dict)."""
+    reference captions. ``data``: the image itself when an inline source embeds it (a ``{"bytes", "path"}`` dict).
+    ``where`` names the entry it was read from (``"dataset_coco.json: images[3]"``, ``"a.jsonl: record 5"``) and
+    ``reference_where`` each reference's (``"captions_val2014.json: annotations[17].caption"``), for errors."""
 
     image_id: Hashable
     file: Optional[str]
     references: Tuple[str, ...]
     data: Optional[Dict] = dataclass_field(default=None, compare=False, repr=False)
+    where: Optional[str] = dataclass_field(default=None, compare=False, repr=False)
+    reference_where: Tuple[str, ...] = dataclass_field(default=(), compare=False, repr=False)
+
+    def entry(self, source: str) -> str:
+        """Where the image was read (its entry of ``source`` when known)."""
+        return self.where or f"{source}: image {self.image_id!r}"
+
+    def reference_entry(self, j: int, source: str) -> str:
+        """Where reference ``j`` was read."""
+        if j < len(self.reference_where):
+            return self.reference_where[j]
+        return f"{self.entry(source)}: reference {j}"
 
 
 @dataclass(frozen=True)
@@ -446,14 +460,49 @@ class GroundTruth:
             return None
         return Path(file) if root is None else Path(root) / file
 
+    def check_inside(self, image_ids: Iterable[Hashable], root: Union[str, os.PathLike]) -> None:
+        """Refuse (:class:`InputError`, naming the entry and the file) an image of ``image_ids`` whose file, resolved
+        under ``root`` (``..`` collapsed, symlinks followed), is not inside the resolved ``root``: a file name like
+        ``../../secret.jpg``, an absolute path elsewhere or a link out of the folder."""
+        for image_id in image_ids:
+            file = self.images[image_id].file
+            if file is None:
+                continue
+            try:
+                resolved, inside = resolve_under(root, file)
+            except ValueError as exc:  # an embedded NUL byte
+                raise InputError(f"{self.images[image_id].entry(self.source)}: the image file {file!r} is not a "
+                                 f"path ({exc})") from None
+            if not inside:
+                raise InputError(f"{self.images[image_id].entry(self.source)}: the image file {file!r} resolves to "
+                                 f"{resolved}, outside the image root {os.path.realpath(root)} (--images): image "
+                                 "files must stay inside it")
+
+
+def resolve_under(root: Union[str, os.PathLike], file: Union[str, os.PathLike]) -> Tuple[Path, bool]:
+    """``file`` under the folder ``root``, resolved (``..`` collapsed, symlinks followed, an absolute ``file`` taken
+    as it is), and whether it stays inside the resolved ``root``."""
+    base = Path(os.path.realpath(root))
+    path = Path(os.path.realpath(Path(root) / file))
+    return path, path == base or base in path.parents
+
 
 @dataclass(frozen=True)
 class SystemCaptions:
-    """One system's caption per image (``image_id -> caption``, file order), read from ``source``."""
+    """One system's caption per image (``image_id -> caption``, file order), read from ``source``; ``records``: the
+    record number of each caption in ``source`` (numbered from 0), for errors."""
 
     name: str
     captions: Dict[Hashable, str]
     source: str
+    records: Mapping[Hashable, int] = dataclass_field(default_factory=dict, compare=False, repr=False)
+
+    def caption_where(self, image_id: Hashable) -> str:
+        """The caption of ``image_id`` as errors name it: the file and record it was read from, the system, the
+        image (``"model_a.json: record 3: model_a: the caption of image 391895"``)."""
+        caption = f"{self.name}: the caption of image {image_id!r}"
+        number = self.records.get(image_id)
+        return caption if number is None else f"{self.source}: record {number}: {caption}"
 
 
 def _named(ids: Sequence) -> str:
@@ -536,6 +585,7 @@ def _field(entry: Dict, name: str, where: str) -> Any:
 
 def _coco_ground_truth(data: Dict, source: str) -> GroundTruth:
     files: Dict[Hashable, Optional[str]] = {}
+    entries: Dict[Hashable, str] = {}
     for i, entry in enumerate(_entries(data, "images", source)):
         where = f"{source}: images[{i}]"
         image_id = _image_id(_field(entry, "id", where), f"{where}.id")
@@ -545,7 +595,9 @@ def _coco_ground_truth(data: Dict, source: str) -> GroundTruth:
         if file is not None and not isinstance(file, str):
             raise InputError(f"{where}.file_name is {type(file).__name__}, expected text")
         files[image_id] = file
+        entries[image_id] = where
     references: Dict[Hashable, List[str]] = {}
+    reference_where: Dict[Hashable, List[str]] = {}
     for i, entry in enumerate(_entries(data, "annotations", source)):
         where = f"{source}: annotations[{i}]"
         image_id = _image_id(_field(entry, "image_id", where), f"{where}.image_id")
@@ -555,9 +607,11 @@ def _coco_ground_truth(data: Dict, source: str) -> GroundTruth:
         if image_id not in files:
             raise InputError(f"{where}.image_id {image_id!r} is not an id of images[]")
         references.setdefault(image_id, []).append(_reference(entry["caption"], f"{where}.caption"))
+        reference_where.setdefault(image_id, []).append(f"{where}.caption")
     if not references:
         raise InputError(f"{source}: no caption annotations (an image information file without captions?)")
-    images = {i: EvalImage(i, file, tuple(references[i])) for i, file in files.items() if i in references}
+    images = {i: EvalImage(i, file, tuple(references[i]), where=entries[i], reference_where=tuple(reference_where[i]))
+              for i, file in files.items() if i in references}
     return GroundTruth(images, source, None, tuple(i for i in files if i not in references))
 
 
@@ -616,7 +670,8 @@ def _karpathy_ground_truth(entries: List, source: str, split: Optional[str]) -> 
             unannotated.append(image_id)
             continue
         file = f"{filepath}/{filename}" if filepath else filename
-        images[image_id] = EvalImage(image_id, file, tuple(references))
+        images[image_id] = EvalImage(image_id, file, tuple(references), where=where, reference_where=tuple(
+            f"{where}.sentences[{j}].raw" for j in range(len(references))))
     return GroundTruth(images, source, split, tuple(unannotated))
 
 
@@ -629,7 +684,8 @@ def read_results(path: Union[str, os.PathLike], ground_truth: GroundTruth, *,
     records) and the problem: a file that is not JSON or not a list, a record without ``image_id`` or ``caption``, a
     caption that is not text, an image id given twice, ids that are not annotated images of ``ground_truth`` (the
     first few named). Ids are compared as they are: ``"391895"`` (text) does not match the annotations' 391895 (a
-    number); the error says so. Empty captions are kept (the suite's empty-caption policy decides).
+    number); the error says so. Empty captions are kept here (the suite refuses them, naming this file and record:
+    :meth:`SystemCaptions.caption_where`).
     """
     source = str(path)
     records = _load_json(path, 'a COCO results list [{"image_id", "caption"}]')
@@ -656,7 +712,7 @@ def read_results(path: Union[str, os.PathLike], ground_truth: GroundTruth, *,
     unknown = [i for i in captions if i not in ground_truth.images]
     if unknown:
         raise InputError(f"{source}: record {first_record[unknown[0]]}: {_unknown_ids(unknown, ground_truth)}")
-    return SystemCaptions(name or Path(source).stem, captions, source)
+    return SystemCaptions(name or Path(source).stem, captions, source, first_record)
 
 
 def _unknown_ids(unknown: List[Hashable], ground_truth: GroundTruth) -> str:
@@ -718,13 +774,14 @@ def read_inline(source: Union[str, os.PathLike, Any], *, fields: Optional[Mappin
             if not isinstance(caption, str):
                 raise InputError(f"{where}: the caption is {type(caption).__name__} {caption!r:.40}, expected text")
             references = _inline_references(chunk_references[i], where)
-            images_by_id[image_id] = EvalImage(image_id, file, references, data)
+            images_by_id[image_id] = EvalImage(image_id, file, references, data, where=where, reference_where=tuple(
+                f"{where}: reference {j}" for j in range(len(references))))
             captions[image_id] = caption
             first_record[image_id] = number
     if not captions:
         raise InputError(f"{label}: no records")
     system = SystemCaptions(name or (Path(label).stem if isinstance(source, (str, os.PathLike)) else label),
-                            captions, label)
+                            captions, label, first_record)
     return GroundTruth(images_by_id, label, None), system
 
 

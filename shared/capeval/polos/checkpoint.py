@@ -49,9 +49,22 @@ class _InertGlobal:
         pass
 
 
+# What a Lightning checkpoint's metadata may name besides tensors: Lightning's own classes (callbacks as dict keys,
+# hyper-parameter containers, enums), argparse hyper-parameters and numpy scalars in logged metrics.
+LIGHTNING_MODULES = ("pytorch_lightning.", "lightning.", "lightning_fabric.")
+METADATA_GLOBALS = frozenset({"argparse.Namespace", "numpy.dtype", "numpy.core.multiarray.scalar",
+                              "numpy._core.multiarray.scalar"})
+
+
+def expected_metadata_global(name: str) -> bool:
+    return name in METADATA_GLOBALS or name.startswith(LIGHTNING_MODULES)
+
+
 def load_lightning_checkpoint(path: Path) -> Dict:
-    """A PyTorch-Lightning checkpoint via ``torch.load(weights_only=True)``; non-tensor globals in its metadata
-    (callback states, hyper-parameter containers) are replaced by inert stand-ins instead of being imported."""
+    """A PyTorch-Lightning checkpoint via ``torch.load(weights_only=True)``; the globals its metadata names (callback
+    classes, hyper-parameter containers: :func:`expected_metadata_global`) are replaced by inert stand-ins instead of
+    being imported. Any other global (``shutil.copyfile``, ``posix.system``, …) is refused by name
+    (:class:`ConversionError`, one line) before anything is loaded."""
     import torch
     from torch.serialization import get_unsafe_globals_in_checkpoint, safe_globals
 
@@ -59,6 +72,10 @@ def load_lightning_checkpoint(path: Path) -> Dict:
         unsafe = get_unsafe_globals_in_checkpoint(str(path))
     except (RuntimeError, ValueError):  # not a zip-format checkpoint: plain weights-only loading
         return load_torch_checkpoint(path)
+    unexpected = [name for name in unsafe if not expected_metadata_global(name)]
+    if unexpected:
+        raise ConversionError(f"{path}: refusing to load {', '.join(unexpected)}: not a tensor nor a Lightning "
+                              "metadata type (a checkpoint names no other global)")
     stand_ins = [(type(name.rsplit(".", 1)[-1], (_InertGlobal,), {}), name) for name in unsafe]
     with safe_globals(stand_ins):
         return torch.load(str(path), map_location="cpu", weights_only=True)

@@ -1,6 +1,8 @@
 """``report.html``: one self-contained page (inline CSS, inline SVG, thumbnails as ``data:`` URIs, a small inline
-script; no external URL): the table, the scores with their CIs, significance clusters, the images where two
-systems disagree most, coverage, and the provenance/hashcodes in a collapsible section.
+script; no external URL): a banner naming the metrics scored with tiny random test weights (when any), the table,
+every pairwise comparison on the table's scale, the scores with their CIs, significance clusters, the images where
+two systems disagree most (how many images were compared, how many the page embeds), coverage, and the
+provenance/hashcodes in a collapsible section.
 
 Every text from the document (names, captions, references, provenance) is HTML-escaped. The disagreement browser
 is rendered in full by Python for its default choice (readable without script); the script only re-ranks the
@@ -14,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from capeval.report.cells import BETTER, WORSE, Cell, Table, format_score, scale, title
+from capeval.report.cells import BETTER, TINY_MARK, WORSE, Cell, Table, column_title, finite, format_score, scale
 from capeval.report.disagreements import differences, ranked, system_pairs
 from capeval.report.plot import score_plots, system_colors
 from capeval.report.thumbnails import image_thumbnail
@@ -52,7 +54,15 @@ dl{margin:.4em 0}dt{font-weight:600}dd{margin:0 0 .3em 0}dd,li,.meta,pre{overflo
 ol{margin:.2em 0;padding-left:1.4em}.sel{background:#fff3c4}
 details summary{cursor:pointer;font-weight:600}
 pre{white-space:pre-wrap;font-size:12px;background:#f3f4f6;padding:8px;border-radius:4px}
+.banner{background:#fde7e9;border:2px solid #b00020;color:#7a0016;border-radius:8px;padding:12px 16px;
+margin:0 0 16px;font-weight:600}.tiny{color:#b00020;font-weight:700;font-size:.8em}
+#comparisons{width:100%}#comparisons th{white-space:normal}#comparisons td.pair{text-align:left;white-space:normal;
+overflow-wrap:anywhere}
 @media (max-width:600px){main{padding:8px}section,header{padding:10px}body{font-size:14px}}
+@media (max-width:760px){#comparisons thead{display:none}#comparisons,#comparisons tbody,#comparisons tr{display:block}
+#comparisons tr{border-top:1px solid #9aa3ad;padding:4px 0}#comparisons td,#comparisons td.pair{display:flex;
+justify-content:space-between;gap:12px;border:0;padding:1px 4px;text-align:right}
+#comparisons td::before{content:attr(data-label);font-weight:600;text-align:left;flex:0 0 auto}}
 """
 
 SCRIPT = """
@@ -60,6 +70,7 @@ SCRIPT = """
   var box = document.getElementById("disagreements");
   if (!box.dataset.keys) return;
   var keys = JSON.parse(box.dataset.keys), top = Number(box.dataset.top), list = document.getElementById("cards");
+  var counts = JSON.parse(box.dataset.counts);
   var pairSelect = document.getElementById("pair"), metricSelect = document.getElementById("metric");
   var chosen = new URLSearchParams(location.hash.slice(1));
   if (chosen.has("pair")) pairSelect.value = chosen.get("pair");
@@ -88,7 +99,7 @@ SCRIPT = """
       });
       list.appendChild(card);
     });
-    document.getElementById("shown").textContent = Math.min(top, found.length) + " of " + found.length;
+    document.getElementById("shown").textContent = Math.min(top, found.length) + " of " + counts[Number(pair)][index];
   }
   pairSelect.addEventListener("change", show);
   metricSelect.addEventListener("change", show);
@@ -108,12 +119,22 @@ def signed_score(key: str, delta: float) -> str:
     return ("+" if delta > 0 else "\u2212" if delta < 0 else "\u00b1") + text
 
 
+def tiny_html() -> str:
+    return f'<span class="tiny" title="tiny random test weights: the value means nothing">{esc(TINY_MARK)}</span>'
+
+
 def cell_html(cell: Cell) -> str:
     value = f"<b>{cell.value}</b>" if cell.best else cell.value
     mark = (f'<sup class="mark {MARK_CLASSES[cell.mark]}" title="{MARK_TITLES[cell.mark]}">{cell.mark}</sup>'
             if cell.mark else "")
+    tiny = f" {tiny_html()}" if cell.tiny else ""
     ci = f'<br><span class="ci">[{cell.ci[0]}, {cell.ci[1]}]</span>' if cell.ci else ""
-    return f"<td>{value}{mark}{ci}</td>"
+    return f"<td>{value}{mark}{tiny}{ci}</td>"
+
+
+def tiny_banner(table: Table) -> str:
+    """The warning about tiny random test weights, at the top of the page (nothing when no metric used them)."""
+    return f'<div class="banner" id="tiny-weights" role="alert">{esc(table.warning)}</div>' if table.warning else ""
 
 
 def system_label(system: str, baseline: Optional[str]) -> str:
@@ -141,24 +162,50 @@ def clusters_table(report: Mapping, table: Table) -> str:
             f"<tbody>{rows}</tbody></table></div>")
 
 
-def comparisons_table(report: Mapping) -> str:
-    columns = ("system_a", "system_b", "metric", "delta", "p_bootstrap", "p_randomization", "p_bootstrap_adjusted",
-               "p_randomization_adjusted", "significant")
-    rows = "".join("<tr>" + "".join(f"<td>{esc(row.get(c, ''))}</td>" for c in columns) + "</tr>"
-                   for row in report.get("comparisons", []))
-    head = "".join(f"<th>{c}</th>" for c in columns)
-    return ("<details><summary>Every pairwise comparison (delta = system_b − system_a, as computed)</summary>"
-            '<div class="scroll">'
+P_COLUMNS = (("p_bootstrap", "p bootstrap"), ("p_randomization", "p randomization"),
+             ("p_bootstrap_adjusted", "adjusted p bootstrap"), ("p_randomization_adjusted", "adjusted p randomization"))
+
+
+def p_text(p) -> str:
+    """A p-value rounded to four decimals (``<0.0001`` below that; ``n/a`` when the document has none)."""
+    if not finite(p):
+        return "n/a"
+    text = f"{p:.4f}"
+    return "<0.0001" if text == "0.0000" and p > 0 else text
+
+
+def comparison_row(row: Mapping, tiny: Sequence[str]) -> str:
+    key, delta = row.get("metric", ""), row.get("delta")
+    cells = [("Systems", f'{esc(row.get("system_b", ""))} − {esc(row.get("system_a", ""))}', ' class="pair"'),
+             ("Metric", esc(column_title(key, tiny)), ""),
+             ("Δ", signed_score(key, delta) if finite(delta) else "n/a", ""),
+             *((label, p_text(row.get(name)), "") for name, label in P_COLUMNS),
+             ("Significant", {True: "yes", False: "no"}.get(row.get("significant"), "n/a"), "")]
+    return "<tr>" + "".join(f'<td data-label="{esc(label)}"{extra}>{text}</td>'
+                            for label, text, extra in cells) + "</tr>"
+
+
+def comparisons_table(report: Mapping, table: Table) -> str:
+    """Every comparison of the document: Δ = second − first system on the table's scale and decimals, p-values
+    rounded to four decimals; one row per comparison (a list of labelled rows on a narrow screen)."""
+    rows = "".join(comparison_row(row, table.tiny) for row in report.get("comparisons", []))
+    labels = ("Systems (Δ = first − second)", "Metric", "Δ", *(label for _, label in P_COLUMNS), "Significant")
+    head = "".join(f"<th>{esc(label)}</th>" for label in labels)
+    correction = report.get("significance", {}).get("correction")
+    adjusted = f"; adjusted: {correction}" if correction else ""
+    return ("<details><summary>Every pairwise comparison</summary>"
+            f'<p class="note">Δ on the table\'s scale ({esc(table.scale_note)}); p-values to four decimals'
+            f'{esc(adjusted)}.</p><div class="scroll">'
             f'<table id="comparisons"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div></details>')
 
 
 def _mini_table(image: Mapping, pair: Tuple[str, str], keys: Sequence[str], deltas: List[Optional[float]],
-                selected: int) -> str:
+                selected: int, tiny: Sequence[str]) -> str:
     def cells(values) -> str:
         return "".join(f'<td data-col="{i}"{" class=sel" if i == selected else ""}>{v}</td>'
                        for i, v in enumerate(values))
 
-    head = "".join(f'<th data-col="{i}"{" class=sel" if i == selected else ""}>{esc(title(k))}</th>'
+    head = "".join(f'<th data-col="{i}"{" class=sel" if i == selected else ""}>{esc(column_title(k, tiny))}</th>'
                    for i, k in enumerate(keys))
     rows = "".join(f"<tr><th>{esc(s)}</th>{cells(format_score(k, image['scores'][s].get(k)) for k in keys)}</tr>"
                    for s in pair)
@@ -169,13 +216,13 @@ def _mini_table(image: Mapping, pair: Tuple[str, str], keys: Sequence[str], delt
 
 def image_card(image: Mapping, order: int, pair_index: int, pair: Tuple[str, str], keys: Sequence[str],
                deltas: List[Optional[float]], selected: int, thumbnail: Tuple[Optional[str], str],
-               colors: Mapping[str, str]) -> str:
+               colors: Mapping[str, str], tiny: Sequence[str]) -> str:
     uri, why = thumbnail
     picture = (f'<img src="{uri}" alt="image {esc(image["image_id"])}">' if uri
                else f'<p class="noimg">{esc(why)}</p>')
     file = f' · <span class="file">{esc(image["file"])}</span>' if image.get("file") else ""
     key, delta = keys[selected], deltas[selected]
-    delta_text = f"Δ {esc(title(key))} = {signed_score(key, delta)}" if delta is not None else ""
+    delta_text = f"Δ {esc(column_title(key, tiny))} = {signed_score(key, delta)}" if delta is not None else ""
     captions = "".join(f'<dt style="color:{colors[s]}">{esc(s)}</dt><dd>{esc(image["captions"][s])}</dd>'
                        for s in pair)
     references = "".join(f"<li>{esc(r)}</li>" for r in image.get("references", []))
@@ -184,7 +231,7 @@ def image_card(image: Mapping, order: int, pair_index: int, pair: Tuple[str, str
             f'<p class="meta"><span class="rank"></span> image {esc(image["image_id"])}{file}</p>'
             f'<p class="delta">{delta_text}</p><dl class="captions">{captions}</dl>'
             f'<p class="note">References ({len(image.get("references", []))})</p><ol class="references">'
-            f"{references}</ol>{_mini_table(image, pair, keys, deltas, selected)}</div></li>")
+            f"{references}</ol>{_mini_table(image, pair, keys, deltas, selected, tiny)}</div></li>")
 
 
 def default_metric(keys: Sequence[str]) -> int:
@@ -203,9 +250,10 @@ def disagreement_browser(report: Mapping, table: Table, images_root: Optional[Pa
     selected = default_metric(keys)
     colors = system_colors(table.systems, table.baseline)
     thumbnails: Dict[int, Tuple[Optional[str], str]] = {}
-    shown, hidden = [], []
+    shown, hidden, counts = [], [], []
     for pair_index, (a, b) in enumerate(pairs):
         per_key = [differences(images, a, b, k) for k in keys]
+        counts.append([sum(d is not None for d in deltas) for deltas in per_key])
         chosen = sorted({i for deltas in per_key for i in ranked(deltas, top)})
         default_rank = ranked(per_key[selected], top) if pair_index == 0 else []
         for i in sorted(chosen, key=lambda i: (i not in default_rank, default_rank.index(i) if i in default_rank
@@ -213,24 +261,28 @@ def disagreement_browser(report: Mapping, table: Table, images_root: Optional[Pa
             if i not in thumbnails:
                 thumbnails[i] = image_thumbnail(images_root, images[i].get("file"))
             card = image_card(images[i], i, pair_index, (a, b), keys, [d[i] for d in per_key], selected,
-                              thumbnails[i], colors)
+                              thumbnails[i], colors, table.tiny)
             if i in default_rank:
                 shown.append(card.replace('<span class="rank"></span>',
                                           f'<span class="rank">#{default_rank.index(i) + 1}</span>', 1))
             else:
                 hidden.append(card.replace('<li class="card"', '<li hidden class="card"', 1))
-    key_info = [{"key": k, "title": title(k), "factor": scale(k), "digits": 1 if scale(k) != 1 else 4} for k in keys]
+    key_info = [{"key": k, "title": column_title(k, table.tiny), "factor": scale(k),
+                 "digits": 1 if scale(k) != 1 else 4} for k in keys]
     pair_options = "".join(f'<option value="{n}">{esc(a)} − {esc(b)}</option>' for n, (a, b) in enumerate(pairs))
-    metric_options = "".join(f'<option value="{esc(k)}"{" selected" if n == selected else ""}>{esc(title(k))}'
-                             "</option>" for n, k in enumerate(keys))
-    count = sum(d is not None for d in differences(images, *pairs[0], keys[selected]))
-    return (f'<section id="disagreements" data-top="{top}" data-keys="{esc(json.dumps(key_info))}">'
-            "<h2>Where two systems disagree most</h2>"
+    metric_options = "".join(f'<option value="{esc(k)}"{" selected" if n == selected else ""}>'
+                             f"{esc(column_title(k, table.tiny))}</option>" for n, k in enumerate(keys))
+    count = counts[0][selected]
+    return (f'<section id="disagreements" data-top="{top}" data-keys="{esc(json.dumps(key_info))}" '
+            f'data-counts="{esc(json.dumps(counts))}"><h2>Where two systems disagree most</h2>'
             '<p class="note">Images ranked by the absolute difference of the two systems\' per-image scores on the '
             "chosen metric (Δ = first − second, on the table's scale).</p>"
             f'<div class="controls"><label>Systems<select id="pair">{pair_options}</select></label>'
-            f'<label>Metric<select id="metric">{metric_options}</select></label>'
-            f'<p class="note">showing <span id="shown">{min(top, count)} of {count}</span> images</p></div>'
+            f'<label>Metric<select id="metric">{metric_options}</select></label></div>'
+            f'<p class="note" id="counts"><span id="compared">{len(images)}</span> images compared. Showing '
+            f'<span id="shown">{min(top, count)} of {count}</span> images that both systems have a score for, the '
+            f'largest difference first. This page embeds <span id="embedded">{len(thumbnails)}</span> of the '
+            f"compared images as examples: the {top} largest differences of each pair of systems on each metric.</p>"
             f'<ol id="cards">{"".join(shown + hidden)}</ol></section>')
 
 
@@ -257,13 +309,13 @@ def render_html(report: Mapping, table: Table, images_root: Optional[Path] = Non
     title_text = f"capeval report: {len(table.systems)} systems, {report['coverage']['text']}"
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>{esc(title_text)}</title><style>{STYLE}</style></head><body><main>"
+            f"<title>{esc(title_text)}</title><style>{STYLE}</style></head><body><main>{tiny_banner(table)}"
             f'<header><h1>Caption evaluation report</h1><p class="coverage" id="coverage">{coverage}</p>'
             f'<p class="note">capeval {esc(report.get("capeval_version", ""))} · {esc(report.get("created", ""))}'
             "</p></header>"
             f'<section id="table"><h2>Scores</h2><p class="note">{esc(table.scale_note)} {esc(table.legend)}</p>'
             f'{score_table(table)}<p class="note" id="footer">{" · ".join(map(esc, table.footer))}</p>'
-            f"{clusters_table(report, table)}{comparisons_table(report)}</section>"
+            f"{clusters_table(report, table)}{comparisons_table(report, table)}</section>"
             f'<section id="plots"><h2>Scores with their confidence intervals</h2>'
             f'<div class="plots">{score_plots(report, table.keys, table.systems, table.baseline)}</div></section>'
             f"{disagreement_browser(report, table, images_root)}{provenance_section(report, table)}"

@@ -7,7 +7,7 @@ import html
 import re
 from typing import Mapping, Optional
 
-from capeval.report.cells import Cell, Table, build_table
+from capeval.report.cells import TINY_MARK, Cell, Table, build_table
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|#~])")
 
@@ -21,8 +21,9 @@ def escape(text: str) -> str:
 
 def cell_text(cell: Cell) -> str:
     value = f"**{cell.value}**" if cell.best else cell.value
+    tiny = f" {TINY_MARK}" if cell.tiny else ""
     ci = f" [{cell.ci[0]}, {cell.ci[1]}]" if cell.ci else ""
-    return f"{value}{cell.mark}{ci}"
+    return f"{value}{cell.mark}{tiny}{ci}"
 
 
 def system_label(system: str, baseline: Optional[str]) -> str:
@@ -30,7 +31,8 @@ def system_label(system: str, baseline: Optional[str]) -> str:
 
 
 def render(table: Table) -> str:
-    lines = [f"Scores: {table.scale_note} {table.legend}", "",
+    warning = [escape(table.warning), ""] if table.warning else []
+    lines = [*warning, f"Scores: {table.scale_note} {table.legend}", "",
              "| " + " | ".join(["System", *map(escape, table.titles)]) + " |",
              "|:--|" + "--:|" * len(table.keys)]
     for system in table.systems:

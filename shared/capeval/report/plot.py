@@ -7,7 +7,7 @@ import html
 import math
 from typing import List, Mapping, Sequence
 
-from capeval.report.cells import finite, format_score, scale, score_entry, title
+from capeval.report.cells import column_title, finite, format_score, scale, score_entry, tiny_weight_keys
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
 BASELINE_COLOR = "#555555"
@@ -37,7 +37,8 @@ def _label(text: str, limit: int = 15) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def metric_plot(report: Mapping, key: str, systems: Sequence[str], colors: Mapping[str, str]) -> str:
+def metric_plot(report: Mapping, key: str, systems: Sequence[str], colors: Mapping[str, str],
+                tiny: Sequence[str] = ()) -> str:
     factor = scale(key)
     rows = []
     for system in systems:
@@ -55,7 +56,7 @@ def metric_plot(report: Mapping, key: str, systems: Sequence[str], colors: Mappi
         return round(LABEL_WIDTH + (value - low) / (high - low) * plot_width, 2)
 
     scaled = " (×100)" if factor != 1 else ""
-    name = html.escape(title(key) + scaled)
+    name = html.escape(column_title(key, tiny) + scaled)
     parts = [f'<svg class="plot" viewBox="0 0 {WIDTH} {height}" role="img" aria-label="{name}">',
              f"<title>{name}: score and CI per system</title>",
              f'<text x="4" y="16" class="plot-title">{name}</text>']
@@ -87,5 +88,6 @@ def metric_plot(report: Mapping, key: str, systems: Sequence[str], colors: Mappi
 
 
 def score_plots(report: Mapping, keys: Sequence[str], systems: Sequence[str], baseline) -> str:
-    colors = system_colors(systems, baseline)
-    return "".join(f'<figure class="panel">{metric_plot(report, key, systems, colors)}</figure>' for key in keys)
+    colors, tiny = system_colors(systems, baseline), tiny_weight_keys(report)
+    return "".join(f'<figure class="panel">{metric_plot(report, key, systems, colors, tiny)}</figure>'
+                   for key in keys)

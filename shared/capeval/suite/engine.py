@@ -21,6 +21,7 @@ not with the decoded input.
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, Hashable, List, Mapping, Optional, Sequence
 
@@ -33,9 +34,10 @@ from capeval.core.inputs import ValidInputs, check_caption
 from capeval.core.provenance import hashcode
 from capeval.core.scoring import get_scorer_spec, scorers
 from capeval.core.version import __version__
-from capeval.functional.corpus_statistics import CorpusStatistics, mean_statistics
+from capeval.functional.corpus_statistics import CorpusStatistics, defined_mean_statistics, mean_statistics
 from capeval.suite.images import decode_images, image_identity, image_sources
 from capeval.suite.metrics import expand_metrics
+from capeval.suite.texts import refuse_line_breaks
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +56,8 @@ class SuiteScores:
     statistics: Dict[str, Dict[str, CorpusStatistics]]
     metrics: Dict[str, Dict]
     counts: Dict[str, int] = field(default_factory=dict)
+    # {system: {key: images whose score is undefined (NaN)}}, where there are any
+    undefined_images: Dict[str, Dict[str, int]] = field(default_factory=dict)
 
 
 def score_suite(ground_truth, systems: Sequence, metrics: Sequence[str], *,
@@ -73,6 +77,8 @@ def score_suite(ground_truth, systems: Sequence, metrics: Sequence[str], *,
     options = _checked_options(names, options or {})
     image_ids, captions, references = _evaluation_set(ground_truth, systems)
     plan = _Plan(names, options, has_references=references is not None)
+    if plan.coco:
+        refuse_line_breaks(ground_truth, systems, image_ids)
     sources = (image_sources(ground_truth, image_ids, images=images, images_root=images_root)
                if plan.needs_images else None)
     runtime = {"device": device, "dtype": dtype, "batch_size": batch_size, "cache_dir": cache_dir}
@@ -92,7 +98,8 @@ def score_suite(ground_truth, systems: Sequence, metrics: Sequence[str], *,
         corpus={s: {k: run.corpus[s][k] for k in keys} for s in systems_names},
         per_image={s: {k: run.per_image[s][k] for k in keys} for s in systems_names},
         statistics={s: {k: run.statistics[s][k] for k in keys} for s in systems_names},
-        metrics={k: run.metrics[k] for k in keys}, counts=counts)
+        metrics={k: run.metrics[k] for k in keys}, counts=counts,
+        undefined_images={s: dict(run.undefined[s]) for s in systems_names if run.undefined[s]})
 
 
 def _checked_options(names: List[str], options: Mapping[str, Mapping]) -> Dict[str, Dict]:
@@ -136,8 +143,8 @@ def _evaluation_set(ground_truth, systems: Sequence):
     image_ids = [i for i in ground_truth.images if i in covered]
     if not image_ids:
         raise InputError("the systems caption none of the ground truth's images")
-    captions = {system.name: [check_caption(system.captions[i], f"{system.name}: the caption of image {i!r}")
-                              for i in image_ids] for system in systems}
+    captions = {system.name: [check_caption(system.captions[i], system.caption_where(i)) for i in image_ids]
+                for system in systems}
     references = [[check_caption(r, f"reference {j} of image {i!r}")
                    for j, r in enumerate(ground_truth.images[i].references)] for i in image_ids]
     without = [i for i, refs in zip(image_ids, references) if not refs]
@@ -202,6 +209,8 @@ class _Pass:
         self.per_image: Dict[str, Dict[str, List]] = {s: {} for s in captions}
         self.corpus: Dict[str, Dict[str, float]] = {s: {} for s in captions}
         self.statistics: Dict[str, Dict[str, CorpusStatistics]] = {s: {} for s in captions}
+        self.undefined: Dict[str, Dict[str, int]] = {s: {} for s in captions}
+        self.over_defined: set = set()  # keys whose corpus value is the mean over their defined images
         self.metrics: Dict[str, Dict] = {}
         self.keys_of: Dict[str, List[str]] = {}
         self.decodes = 0
@@ -213,9 +222,11 @@ class _Pass:
     def _describe(self, name: str, keys: List[str]) -> None:
         scorer = self.loaded[name]
         self.keys_of[name] = keys
+        self.over_defined.update(key for key in keys if key in scorer.mean_over_defined)
         for key in keys:
             self.metrics[key] = {"scorer": name, "hashcode": scorer.hashcode, "provenance": scorer.provenance,
-                                 "corpus_level": bool(scorer.is_corpus_level()), "higher_is_better": True}
+                                 "corpus_level": bool(scorer.is_corpus_level()), "higher_is_better": True,
+                                 "mean_over_defined": key in scorer.mean_over_defined}
 
     def coco(self, names: List[str]) -> None:
         """The COCO metrics over the whole input of every system (references tokenized once)."""
@@ -260,7 +271,7 @@ class _Pass:
                 bar.close()
         for system in systems:
             for key, values in columns[system].items():
-                self._record(system, key, values, _mean(values))
+                self._record(system, key, values)
 
     def _score_chunk(self, name: str, systems: List[str], rows: List[int], decoded, refs, columns) -> None:
         scorer, spec = self.loaded[name], scorers()[name]
@@ -287,7 +298,7 @@ class _Pass:
         weights = _ensembeval_weights(options)
         for system in self.captions:
             values = weighted_sum({key: self.per_image[system][key] for key in weights}, weights).tolist()
-            self._record(system, ENSEMBEVAL, values, _mean(values))
+            self._record(system, ENSEMBEVAL, values)
         provenance = {"capeval": __version__, "metric": ENSEMBEVAL, "options": {"weights": weights},
                       "components": {key: self.metrics[key]["hashcode"] for key in weights}, "weights": [],
                       "tiny_random_weights": any(self.metrics[key]["provenance"].get("tiny_random_weights")
@@ -296,10 +307,19 @@ class _Pass:
         self.metrics[ENSEMBEVAL] = {"scorer": ENSEMBEVAL, "hashcode": hashcode(provenance), "provenance": provenance,
                                     "corpus_level": is_corpus_level(dict(options)), "higher_is_better": True}
 
-    def _record(self, system: str, key: str, values: List[float], corpus: float) -> None:
+    def _record(self, system: str, key: str, values: List[float]) -> None:
+        """A per-sample key's scores, its corpus value as its scorer averages and its statistics; images where it is
+        undefined (NaN) are counted."""
         self.per_image[system][key] = list(values)
-        self.corpus[system][key] = corpus
-        self.statistics[system][key] = mean_statistics(values)
+        undefined = sum(1 for v in values if math.isnan(v))
+        if undefined:
+            self.undefined[system][key] = undefined
+        if key in self.over_defined:
+            self.corpus[system][key] = _mean([v for v in values if not math.isnan(v)])
+            self.statistics[system][key] = defined_mean_statistics(values)
+        else:
+            self.corpus[system][key] = _mean(values)
+            self.statistics[system][key] = mean_statistics(values)
 
     def _feature_entries(self) -> Dict[str, int]:
         """Features the shared CLIP backbones have computed (or read from a persisted cache) so far: entries added

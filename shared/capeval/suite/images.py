@@ -19,7 +19,8 @@ def image_sources(ground_truth, image_ids: Sequence[Hashable], *, images: Option
                   images_root=None) -> List[Any]:
     """What each image is read from: ``images[id]`` when given (anything :func:`capeval.core.inputs.load_image`
     takes), else the image the ground truth embeds, else its file under ``images_root``. Images with none of them,
-    or whose file does not exist, are an :class:`InputError` naming the first few (before any model loads)."""
+    or whose file does not exist, are an :class:`InputError` naming the first few, and so is a file that resolves
+    outside ``images_root`` (naming its entry: :meth:`GroundTruth.check_inside`), before any model loads."""
     sources, missing, absent = [], [], []
     for image_id in image_ids:
         if images is not None and image_id in images:
@@ -27,6 +28,8 @@ def image_sources(ground_truth, image_ids: Sequence[Hashable], *, images: Option
         elif getattr(ground_truth.images[image_id], "data", None) is not None:
             source = ground_truth.images[image_id].data
         else:
+            if images_root is not None:
+                ground_truth.check_inside([image_id], images_root)
             source = ground_truth.image_path(image_id, images_root)
         if source is None:
             missing.append(image_id)

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from capeval.core.errors import InputError
+from capeval.core.errors import InputError, ScoredThenFailedError
 from capeval.core.records import (GroundTruth, SystemCaptions, common_ground_truth, coverage, read_ground_truth,
                                   read_inline, read_results)
 from capeval.core.scoring import get_scorer_spec
 from capeval.core.version import __version__
+from capeval.report.cells import tiny_weight_keys
 from capeval.suite.engine import score_suite
 from capeval.suite.metrics import expand_metrics
 
@@ -66,14 +67,47 @@ def evaluate_captions(results: Sequence[PathLike] = (), *, annotations: Optional
     scores = score_suite(plan.ground_truth, plan.systems, plan.metrics, images_root=images, options=options,
                          device=device, dtype=dtype, batch_size=batch_size, cache_dir=cache_dir,
                          show_progress=show_progress)
-    comparison = compare_systems(scores.statistics, baseline=baseline, resamples=resamples, seed=seed,
-                                 p_values=p_values)
-    report = build_report(plan, scores, comparison)
-    if output is not None:
-        from capeval.report.write import write_report
+    try:
+        comparison = compare_systems(scores.statistics, baseline=baseline, resamples=resamples, seed=seed,
+                                     p_values=p_values, undefined=undefined_means(scores))
+        report = build_report(plan, scores, comparison)
+        if output is not None:
+            from capeval.report.write import write_report
 
-        write_report(report, output, images_root=images)  # marks against the report's baseline
+            write_report(report, output, images_root=images)  # marks against the report's baseline
+    except Exception as exc:
+        saved = save_scores(plan, scores, output)
+        raise ScoredThenFailedError(f"the systems were scored, then the report failed ({type(exc).__name__}: {exc}); "
+                           f"every per-image score is saved in {saved}") from exc
     return report
+
+
+def undefined_means(scores) -> Dict[str, Dict[str, str]]:
+    """``{key: {system: cause}}`` for the means that are NaN because the metric is undefined (NaN) on some images
+    and its scorer averages NaN in (keys averaged over their defined images are undefined only on no image)."""
+    causes: Dict[str, Dict[str, str]] = {}
+    for system, counts in scores.undefined_images.items():
+        for key, count in counts.items():
+            if not scores.metrics[key].get("mean_over_defined"):
+                causes.setdefault(key, {})[system] = (f"undefined (NaN) on {count} of {len(scores.image_ids)} "
+                                                      "images, so its mean is")
+    return causes
+
+
+def save_scores(plan: "EvaluationPlan", scores, output: Optional[PathLike]) -> str:
+    """Write every per-image score (``scores.json``: image ids, per system and key) into ``output``, or a new
+    temporary folder; the path written."""
+    import json
+    import tempfile
+
+    folder = output if output is not None else tempfile.mkdtemp(prefix="capeval-scores-")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "scores.json")
+    document = {"image_ids": list(scores.image_ids), "coverage": plan.coverage, "keys": scores.keys,
+                "corpus": scores.corpus, "per_image": scores.per_image, "undefined_images": scores.undefined_images}
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(document, handle, default=str)
+    return path
 
 
 @dataclass(frozen=True)
@@ -99,6 +133,8 @@ def prepare_evaluation(results: Sequence[PathLike] = (), *, annotations: Optiona
     ground_truth, systems = _read_systems(results, annotations, split, records, names, images, fields, image_format,
                                           config)
     covered = coverage(ground_truth, systems, require_all=require_all)
+    if images is not None:
+        ground_truth.check_inside(systems[0].captions, images)
     system_names = [system.name for system in systems]
     if baseline is not None and baseline not in system_names:
         raise InputError(f"--baseline {baseline!r} is not one of the systems {system_names} (the names are the "
@@ -147,6 +183,8 @@ def build_report(plan: EvaluationPlan, scores, comparison: Mapping) -> Dict:
     report = {"capeval_version": __version__, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
               "coverage": plan.coverage, "baseline": plan.baseline, "metrics": scores.metrics, "keys": scores.keys,
               "systems": systems}
+    report["tiny_random_weights"] = tiny_weight_keys(report)
+    report["undefined_images"] = scores.undefined_images  # {system: {key: images where it is NaN}}
     report.update({key: value for key, value in comparison.items() if key != "systems"})
     report["images"] = _image_rows(plan, scores)
     return report
