@@ -77,7 +77,7 @@ def test_values_are_the_suites_and_the_tests_the_comparisons(evaluated):
     ({"results": RESULTS, "annotations": EXAMPLE / "captions_val2014.json", "metrics": ["bleu"],
       "options": {"rouge_l": {}}}, "not among the suite's metrics"),
     ({"results": RESULTS, "annotations": EXAMPLE / "captions_val2014.json", "resamples": 0},
-     "resamples: need at least 1, got 0"),
+     "resamples: 0 is too few for a 95% percentile interval"),
 ])
 def test_inputs_are_refused_before_any_model_loads(kwargs, message, monkeypatch):
     import capeval.core.scoring
