@@ -204,7 +204,7 @@ def test_official_mobile_sam_converts_loads_and_encodes_identically(official_che
     if artifact == "mobile-sam":  # through the command line
         from capeval.cli import main
 
-        assert main(["convert", artifact, str(path), str(tmp_path / "mobile-sam")]) == 0
+        assert main(["convert", artifact, str(path), "--output", str(tmp_path / "mobile-sam")]) == 0
         out = tmp_path / "mobile-sam"
     else:
         out = convert(artifact, path, tmp_path / "mobile-sam")

@@ -75,7 +75,7 @@ def test_cli_writes_markdown_csv_json_and_plot(tiny_hub, tmp_path, monkeypatch, 
     monkeypatch.setenv("CAPEVAL_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "board"
     assert main(["leaderboard", "--metrics", "rouge_l", "mpnet_score", "--benchmarks", "thumb", "--data-dir",
-                 str(tmp_path / "data"), "--output-dir", str(out), "--resamples", "30", "--device", "cpu",
+                 str(tmp_path / "data"), "--output", str(out), "--resamples", "30", "--device", "cpu",
                  "--test", "bootstrap", "--correction", "none"]) == 0
     assert "### thumb" in capsys.readouterr().out
     board = json.loads((out / "leaderboard.json").read_text())

@@ -82,7 +82,7 @@ def test_cli_leaderboard_on_a_release_with_a_null_rating(tmp_path, monkeypatch, 
     write_raw_thumb(tmp_path / "data", ratings)
     monkeypatch.setenv("CAPEVAL_CACHE", str(tmp_path / "cache"))
     command = ["leaderboard", "--metrics", "bleu1", "rouge_l", "--benchmarks", "thumb", "--data-dir",
-               str(tmp_path / "data"), "--output-dir", str(tmp_path / "board"), "--resamples", "30"]
+               str(tmp_path / "data"), "--output", str(tmp_path / "board"), "--resamples", "30"]
     assert main(command) == 2
     error = capsys.readouterr().err.strip()
     assert len(error.splitlines()) == 1 and "Traceback" not in error
@@ -105,6 +105,6 @@ def test_a_rating_that_is_not_a_number_names_the_file_record_and_field(tmp_path,
     ratings[4] = "four"
     write_raw_thumb(tmp_path / "data", ratings)
     assert main(["leaderboard", "--metrics", "bleu1", "--benchmarks", "thumb", "--data-dir", str(tmp_path / "data"),
-                 "--output-dir", str(tmp_path / "board")]) == 2
+                 "--output", str(tmp_path / "board")]) == 2
     assert "THumB-1.0.jsonl: record line 5: field 'human_score': 'four' is not a finite number" in \
         capsys.readouterr().err

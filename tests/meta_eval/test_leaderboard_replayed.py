@@ -32,7 +32,7 @@ def test_replayed_judge_rows_are_ranked_and_marked(tmp_path, capsys):
                "human_judgement": [{"caption": "a dog", "rating": r} for r in (1, 2, 3)]}}))
     cache = _judge_cache(tmp_path / "fleur.jsonl", rows)
     assert main(["leaderboard", "--metrics", "bleu1", "--replay", f"fleur={cache}", "--benchmarks", "thumb",
-                 "flickr8k_expert", "--data-dir", str(tmp_path / "data"), "--output-dir", str(tmp_path / "out"),
+                 "flickr8k_expert", "--data-dir", str(tmp_path / "data"), "--output", str(tmp_path / "out"),
                  "--resamples", "50"]) == 0
     markdown = capsys.readouterr().out
     assert "| fleur (replayed) |" in markdown and f"replayed from {cache}" in markdown
@@ -55,7 +55,7 @@ def test_rows_missing_from_the_cache_are_refused_or_dropped_with_nan_policy_omit
     write_raw_thumb(tmp_path / "data", [float(k % 5) for k in range(len(rows))])
     cache = _judge_cache(tmp_path / "fleur.jsonl", rows[1:])  # the first row was never judged
     argv = ["leaderboard", "--metrics", "bleu1", "--replay", f"fleur={cache}", "--benchmarks", "thumb", "--data-dir",
-            str(tmp_path / "data"), "--output-dir", str(tmp_path / "out"), "--resamples", "20"]
+            str(tmp_path / "data"), "--output", str(tmp_path / "out"), "--resamples", "20"]
     assert main(argv) == 2
     assert "1 of 24 rows (row 0 (image 'img0.jpg', caption 'a zz000'))" in capsys.readouterr().err
     assert main([*argv, "--nan-policy", "omit"]) == 0
@@ -68,7 +68,7 @@ def test_a_replay_names_its_judge_model_and_tiny_weights_records_are_marked(tmp_
     write_raw_thumb(tmp_path / "data", [float(k % 5) for k in range(len(rows))])
     cache = _judge_cache(tmp_path / "fleur.jsonl", rows, model="llava-hf/llava-1.5-13b-hf@5dda288+tiny-random")
     argv = ["leaderboard", "--metrics", "bleu1", "--replay", f"fleur={cache}", "--benchmarks", "thumb", "--data-dir",
-            str(tmp_path / "data"), "--output-dir", str(tmp_path / "out"), "--resamples", "20"]
+            str(tmp_path / "data"), "--output", str(tmp_path / "out"), "--resamples", "20"]
     assert main(argv) == 0
     markdown = capsys.readouterr().out
     assert "| fleur (TINY RANDOM TEST WEIGHTS, replayed) |" in markdown and "| bleu1 |" in markdown
@@ -87,7 +87,7 @@ def test_a_cache_mixing_two_models_is_refused_one_line_and_nothing_written(tmp_p
     cache = _judge_cache(tmp_path / "fleur.jsonl", rows[:12])
     _judge_cache(cache, rows[12:], model="other@1")
     assert main(["leaderboard", "--metrics", "bleu1", "--replay", f"fleur={cache}", "--benchmarks", "thumb",
-                 "--data-dir", str(tmp_path / "data"), "--output-dir", str(tmp_path / "out"),
+                 "--data-dir", str(tmp_path / "data"), "--output", str(tmp_path / "out"),
                  "--resamples", "20"]) == 2
     err = capsys.readouterr().err
     assert "the records of fleur come from more than one judge: model m@0 (line 1) and model other@1 (line 13)" in err

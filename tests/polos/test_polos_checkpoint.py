@@ -72,7 +72,7 @@ def test_official_checkpoint_converts_and_loads_directly(tmp_path):
     (tmp_path / "hparams.yaml").write_text("model: PolosEstimator\npretrained_model: princeton-nlp/sup-simcse-roberta-base"
                                            "\nlayer: mix\npool: cls\nactivations: Tanh\nfinal_activation: false\n"
                                            "hidden_sizes: 2304,1152\n")
-    assert main(["convert", "polos", str(tmp_path / "reprod.ckpt"), str(tmp_path / "out")]) == 0
+    assert main(["convert", "polos", str(tmp_path / "reprod.ckpt"), "--output", str(tmp_path / "out")]) == 0
     head, config = load_head(str(tmp_path / "out"))
     assert config["feature_dim"] == 6144 and config["hidden"] == [2304, 1152]
     assert (config["text_dim"], config["clip_dim"], config["num_layers"]) == (768, 512, 13)
@@ -131,7 +131,7 @@ def test_unsupported_official_configurations_are_refused(tmp_path, capsys):
         load_head(str(tmp_path / "reprod.ckpt"))
     (tmp_path / "b").mkdir()  # no hparams.yaml beside these
     torch.save({"state_dict": {"unrelated": torch.zeros(1)}}, tmp_path / "b" / "other.ckpt")
-    assert main(["convert", "polos", str(tmp_path / "b" / "other.ckpt"), str(tmp_path / "out2")]) == 2
+    assert main(["convert", "polos", str(tmp_path / "b" / "other.ckpt"), "--output", str(tmp_path / "out2")]) == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and error.startswith("capeval convert: error: ")
     assert "other.ckpt" in error and "not an official Polos checkpoint" in error
@@ -188,7 +188,7 @@ def test_a_linked_hparams_yaml_is_read_through_the_link_and_a_broken_one_is_name
         link.symlink_to(target)
         with pytest.raises(ValueError, match=message):
             load_head(str(tmp_path / "reprod.ckpt"))
-        assert main(["convert", "polos", str(tmp_path / "reprod.ckpt"), str(tmp_path / "out")]) == 2
+        assert main(["convert", "polos", str(tmp_path / "reprod.ckpt"), "--output", str(tmp_path / "out")]) == 2
         error = capsys.readouterr().err
         assert error.count("\n") == 1 and str(link) in error and message in error
     link.unlink()

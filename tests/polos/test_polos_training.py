@@ -78,7 +78,7 @@ def _lightning_best_checkpoint(pearsons, top_k=2):
 def test_training_learns_and_the_artifact_reloads(tiny_hub, judgments, capsys):
     tmp_path = judgments
     code = main(["train", "polos", "--train", str(tmp_path / "train.jsonl"), "--val", str(tmp_path / "val.jsonl"),
-                 "--images", str(tmp_path), "--out", str(tmp_path / "head"), "--lr", "3e-3", "--max-epochs", "8",
+                 "--images", str(tmp_path), "--output", str(tmp_path / "head"), "--lr", "3e-3", "--max-epochs", "8",
                  "--hidden", "64,32", "--device", "cpu"])
     assert code == 0
     # formerly ``best = max(history)``, epoch 0 included: the old rule could keep the untrained head; the saved head is
@@ -184,7 +184,7 @@ def test_early_stopping_and_the_kept_head_follow_lightning(tiny_hub, judgments, 
 def test_at_least_one_epoch_is_required(tiny_hub, judgments, capsys):
     """The kept head is a trained epoch's (never the head before training), so zero epochs is an input error."""
     assert main(["train", "polos", "--train", str(judgments / "val.jsonl"), "--val", str(judgments / "val.jsonl"),
-                 "--images", str(judgments), "--out", str(judgments / "head"), "--max-epochs", "0", "--hidden", "8,8",
+                 "--images", str(judgments), "--output", str(judgments / "head"), "--max-epochs", "0", "--hidden", "8,8",
                  "--device", "cpu"]) == 2
     assert "max_epochs must be at least 1" in capsys.readouterr().err
     assert not (judgments / "head").exists()
@@ -280,12 +280,12 @@ def test_sharded_features_merge_to_the_one_process_features_and_train_identicall
 
     train = ["--lr", "3e-3", "--max-epochs", "3", "--hidden", "16,8", "--device", "cpu"]
     assert main(["train", "polos", "--train", str(tmp_path / "small.jsonl"), "--val", str(tmp_path / "val.jsonl"),
-                 "--images", str(tmp_path), "--out", str(tmp_path / "scratch"), *train]) == 0
+                 "--images", str(tmp_path), "--output", str(tmp_path / "scratch"), *train]) == 0
     calls = []
     with pytest.MonkeyPatch.context() as patch:  # training from features must not run the encoders
         patch.setattr(FeatureBank, "encode", lambda *a, **k: calls.append(1))
         assert main(["train", "polos", "--train", str(tmp_path / "merged"), "--val", str(tmp_path / "val-features"),
-                     "--out", str(tmp_path / "from-features"), *train]) == 0
+                     "--output", str(tmp_path / "from-features"), *train]) == 0
     assert calls == []
     histories = [json.loads((tmp_path / d / "training.json").read_text())["history"] for d in ("scratch",
                                                                                                "from-features")]
@@ -326,13 +326,13 @@ def test_feature_merge_and_training_refuse_incomplete_or_foreign_shards(tiny_hub
     # a lone shard is not a training set; features of other encoders do not fit the head
     train = ["--val", str(tmp_path / "val.jsonl"), "--images", str(tmp_path), "--hidden", "16,8", "--max-epochs", "1",
              "--device", "cpu"]
-    assert main(["train", "polos", "--train", str(tmp_path / "f1"), "--out", str(tmp_path / "h"), *train]) == 2
+    assert main(["train", "polos", "--train", str(tmp_path / "f1"), "--output", str(tmp_path / "h"), *train]) == 2
     assert "holds shard 1/3 only (11 of 32 records)" in capsys.readouterr().err
     assert main(["merge", *(str(tmp_path / f"f{i}") for i in range(3)), "--output", str(tmp_path / "m")]) == 0
     meta = json.loads((tmp_path / "m" / "polos_features.json").read_text())
     meta["encoders"]["text_encoder"] = "some-other-simcse"
     (tmp_path / "m" / "polos_features.json").write_text(json.dumps(meta))
-    assert main(["train", "polos", "--train", str(tmp_path / "m"), "--out", str(tmp_path / "h"), *train]) == 2
+    assert main(["train", "polos", "--train", str(tmp_path / "m"), "--output", str(tmp_path / "h"), *train]) == 2
     assert "were computed with encoders" in capsys.readouterr().err
     assert main(["train", "polos-features", "--data", str(tmp_path / "val.jsonl"), "--shard", "3/3",
                  "--output", str(tmp_path / "x"), *common]) == 2
@@ -347,7 +347,7 @@ def test_bad_hidden_sizes_are_one_line_errors(judgments, capsys, hidden, message
     tmp_path = judgments
     capsys.readouterr()
     assert main(["train", "polos", "--train", str(tmp_path / "train.jsonl"), "--val", str(tmp_path / "val.jsonl"),
-                 "--images", str(tmp_path), "--out", str(tmp_path / "head"), "--hidden", hidden, "--device",
+                 "--images", str(tmp_path), "--output", str(tmp_path / "head"), "--hidden", hidden, "--device",
                  "cpu"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("capeval train: error: --hidden") and message in err, err

@@ -171,7 +171,7 @@ def test_convert_pac_s_from_fabricated_official_checkpoint(tiny_hub, tmp_path):
     # the official file: {"state_dict": OpenAI-format CLIP}, partly fp16, with DataParallel "module." keys
     state = {f"module.{k}": (v.half() if k.endswith("weight") and v.ndim == 2 else v) for k, v in model.state_dict().items()}
     torch.save({"state_dict": state, "epoch": 3}, tmp_path / "clip_ViT-B-32.pth")
-    assert main(["convert", "pac-s", str(tmp_path / "clip_ViT-B-32.pth"), str(tmp_path / "out")]) == 0
+    assert main(["convert", "pac-s", str(tmp_path / "clip_ViT-B-32.pth"), "--output", str(tmp_path / "out")]) == 0
     assert (tmp_path / "out" / "README.md").exists()
     converted = ClipBackbone(str(tmp_path / "out"), device="cpu")
     expected = model.float()
@@ -195,7 +195,7 @@ def test_convert_refuses_pickled_objects(tmp_path, capsys):
 
     with open(tmp_path / "evil.pth", "wb") as f:
         pickle.dump({"state_dict": Evil()}, f)
-    assert main(["convert", "pac-s", str(tmp_path / "evil.pth"), str(tmp_path / "out")]) == 2
+    assert main(["convert", "pac-s", str(tmp_path / "evil.pth"), "--output", str(tmp_path / "out")]) == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and error.startswith("capeval convert: error: ")  # one line, no traceback
     assert re.search("(?i)weights.only|unsupported|global", error) and "evil.pth" in error

@@ -1,7 +1,8 @@
-"""One grammar for every `capeval` command: every option has help, output goes to `--output` (the old spellings
-still parse, unlisted), every command takes `--json` and then prints exactly one JSON document on stdout,
-`ray-score` takes every scoring option of `score` (one shared builder), one `--weights [METRIC=]SOURCE` grammar,
-and `throughput` (was `bench`) is told apart from `benchmark`."""
+"""One grammar for every `capeval` command: every option has help, output goes to `--output` (the spellings of
+before the first release, `--out`, `--output-dir`, `--dry-run`, `convert`'s positional folder and the `bench`
+command, are gone), every command takes `--json` and then prints exactly one JSON document on stdout, `ray-score`
+takes every scoring option of `score` (one shared builder), one `--weights [METRIC=]SOURCE` grammar, and
+`throughput` is told apart from `benchmark`."""
 
 import argparse
 import json
@@ -11,9 +12,9 @@ import sys
 import pytest
 from capeval.cli import COMMANDS, build_parser, main
 
-# the output spellings used before `--output` was the only one; each must still parse
-LEGACY_OUTPUT = {("train", "polos"): "--out", ("train", "vcrscore"): "--out", ("leaderboard",): "--output-dir",
-                 ("publish-spaces",): "--dry-run"}
+# the output spellings used before `--output` was the only one: none parses any more
+OLD_OUTPUT = {("train", "polos"): "--out", ("train", "vcrscore"): "--out", ("leaderboard",): "--output-dir",
+              ("publish-spaces",): "--dry-run"}
 OLD_OUTPUT_NAMES = ("--out", "--output-dir", "--out-dir", "--dry-run")
 # options of `score` that say where records come from or where results go, not how they are scored
 SCORE_IO = {"--input", "--split", "--config", "--from-features", "--model", "--output", "--shard", "--chunk-size",
@@ -54,18 +55,23 @@ def test_every_option_has_help(words):
 
 
 @pytest.mark.parametrize("words", sorted(LEAVES), ids=" ".join)
-def test_output_is_spelled_output_and_old_spellings_are_hidden_aliases(words):
+def test_output_is_spelled_output_only(words):
     parser = LEAVES[words]
     shown = parser.format_help()
     for old in OLD_OUTPUT_NAMES:
         assert f"{old} " not in shown and f"{old}\n" not in shown, f"capeval {' '.join(words)} lists {old}"
+        assert old not in parser._option_string_actions, f"capeval {' '.join(words)} parses {old}"
     outputs = [a for a in parser._actions if a.dest in ("output", "out", "out_dir", "output_dir")]
-    for action in outputs:
-        assert action.help == argparse.SUPPRESS or action.option_strings == ["--output"], (words, action)
-    if words in LEGACY_OUTPUT:
-        listed = [a for a in outputs if a.help != argparse.SUPPRESS]
-        assert listed and listed[0].option_strings == ["--output"]
-        assert parser._option_string_actions[LEGACY_OUTPUT[words]].dest == "output"  # the old spelling still parses
+    assert all(action.option_strings == ["--output"] for action in outputs), words
+    if words in OLD_OUTPUT:
+        assert outputs, words
+
+
+def test_convert_takes_its_folder_as_output_only(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:  # a usage error: one line, exit 2
+        main(["convert", "pac-s", str(tmp_path / "x.pth"), str(tmp_path / "out")])
+    assert exit_.value.code == 2
+    assert "--output" in capsys.readouterr().err and not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("words", sorted(LEAVES), ids=" ".join)
@@ -87,12 +93,12 @@ def test_ray_score_takes_every_scoring_option_of_score_from_the_same_builder():
                (theirs.help, theirs.type, theirs.default, theirs.choices), option
 
 
-def test_throughput_and_benchmark_are_told_apart_and_bench_still_runs():
+def test_throughput_and_benchmark_are_told_apart_and_bench_is_no_command():
     listed = subprocess.run([sys.executable, "-m", "capeval.cli", "--help"], capture_output=True, text=True).stdout
     assert "throughput" in listed and "benchmark" in listed
     assert "bench " not in listed and "bench\n" not in listed and "{" not in listed.split("COMMAND")[0]
     old = subprocess.run([sys.executable, "-m", "capeval.cli", "bench", "--help"], capture_output=True, text=True)
-    assert old.returncode == 0 and "throughput" in old.stdout
+    assert old.returncode == 2 and "invalid choice: 'bench'" in old.stderr
 
 
 def test_resamples_is_checked_per_command(capsys):

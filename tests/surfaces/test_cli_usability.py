@@ -244,7 +244,7 @@ def test_score_options_are_checked_before_any_model_loads(option, message, tmp_p
     ["benchmark", "bleu", "thumb", "--resamples", "-1"], ["leaderboard", "--device", "gpu0"],
     ["leaderboard", "--resamples", "-1"],
     ["ray-score", "clip_s", "--input", "in.parquet", "--output", "out", "--batch-size", "0"],
-    ["train", "polos", "--train", "t.csv", "--val", "v.csv", "--out", "out", "--device", "cuda:64"],
+    ["train", "polos", "--train", "t.csv", "--val", "v.csv", "--output", "out", "--device", "cuda:64"],
     ["train", "polos-features", "--data", "t.csv", "--output", "out", "--batch-size", "-1"]])
 def test_every_command_checks_device_dtype_and_batch_size_alike(argv, capsys, monkeypatch):
     _forbid_model_loading(monkeypatch)

@@ -42,7 +42,7 @@ E2E = os.environ.get("CAPEVAL_SPACES_E2E", "")
 @pytest.fixture(scope="module")
 def spaces(tmp_path_factory):
     out = tmp_path_factory.mktemp("spaces")
-    assert main(["publish-spaces", "--dry-run", str(out)]) == 0
+    assert main(["publish-spaces", "--output", str(out)]) == 0
     return out
 
 
@@ -93,7 +93,7 @@ def test_requirements_and_card_errors(tmp_path):
     (tmp_path / "README.md").write_text("# no header\n")
     with pytest.raises(InputError, match="no YAML header"):
         card_fields(tmp_path / "README.md")
-    assert main(["publish-spaces", "--dry-run", str(tmp_path / "out"), "--wheel", str(tmp_path / "README.md")]) == 2
+    assert main(["publish-spaces", "--output", str(tmp_path / "out"), "--wheel", str(tmp_path / "README.md")]) == 2
     with pytest.raises(InputError, match="packages.txt is missing"):
         system_packages(tmp_path)
     (tmp_path / "packages.txt").write_text("default-jre-headless\nlibgl1 # comment\n")
@@ -189,7 +189,7 @@ def test_space_installs_in_a_fresh_venv_starts_and_renders(tmp_path, name):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_address[1]}"
     try:
-        assert main(["publish-spaces", "--dry-run", str(tmp_path / "spaces"), "--modules", name,
+        assert main(["publish-spaces", "--output", str(tmp_path / "spaces"), "--modules", name,
                      "--wheel-url", base + "/{name}/{wheel}"]) == 0
         figures = fresh_venv_run(tmp_path, tmp_path / "spaces" / name)
         print(f"\n{name}: {json.dumps(figures)}")

@@ -54,7 +54,7 @@ def test_convert_score_from_features_and_retrain(shared_data, tmp_path, capsys):
     from capeval.cli import main
 
     official = shared_data.parent / "reference" / "vcrscore" / "model_GBR_VCR.pickle"
-    assert main(["convert", "vcrscore-gbr", str(official), str(tmp_path / "gbr")]) == 0
+    assert main(["convert", "vcrscore-gbr", str(official), "--output", str(tmp_path / "gbr")]) == 0
     rows = [[70.0, 0.44036316871643066, 0.6823944449424744], [10.0, -2.0, 0.1]]
     (tmp_path / "f.jsonl").write_text("\n".join(json.dumps({"features": r}) for r in rows))
     capsys.readouterr()
@@ -73,7 +73,7 @@ def test_convert_score_from_features_and_retrain(shared_data, tmp_path, capsys):
     human = np.round(1 + 4 * (0.6 * feats[:, 0] / 100 + 0.4 * feats[:, 2]))  # 1..5 ratings
     (tmp_path / "train.jsonl").write_text("\n".join(json.dumps({"features": f.tolist(), "score": float(h)})
                                                    for f, h in zip(feats, human)))
-    assert main(["train", "vcrscore", "--data", str(tmp_path / "train.jsonl"), "--out", str(tmp_path / "re")]) == 0
+    assert main(["train", "vcrscore", "--data", str(tmp_path / "train.jsonl"), "--output", str(tmp_path / "re")]) == 0
     report = json.loads((tmp_path / "re" / "training.json").read_text())
     assert report["held_out_spearman"] > 0.9
     retrained = load_json(tmp_path / "re" / "vcrscore_gbr.json")
@@ -141,7 +141,7 @@ def test_gbr_converter_refusals_are_one_clean_line(tmp_path, capsys, case):
     path = tmp_path / "model.pickle"
     path.write_bytes(data)
     capsys.readouterr()
-    assert main(["convert", "vcrscore-gbr", str(path), str(tmp_path / "out")]) == 2
+    assert main(["convert", "vcrscore-gbr", str(path), "--output", str(tmp_path / "out")]) == 2
     captured = capsys.readouterr()
     lines = captured.err.splitlines()
     assert len(lines) == 1, captured.err
@@ -160,7 +160,7 @@ def test_gbr_pickles_with_the_global_random_state_or_a_zero_init_convert(tmp_pat
 
     fitted, x = _fitted(**kwargs)
     (tmp_path / "m.pickle").write_bytes(pickle.dumps(fitted))
-    assert main(["convert", "vcrscore-gbr", str(tmp_path / "m.pickle"), str(tmp_path / "out")]) == 0
+    assert main(["convert", "vcrscore-gbr", str(tmp_path / "m.pickle"), "--output", str(tmp_path / "out")]) == 0
     model = load_json(tmp_path / "out" / "vcrscore_gbr.json")
     np.testing.assert_array_equal(predict(model, x[:50]), fitted.predict(x[:50]))
 
@@ -261,12 +261,12 @@ def test_bad_csv_feature_cells_and_training_scores_are_one_line_errors(tmp_path,
                          (float("nan"), "'score' must be a finite number")):
         data = [*rows[:4], {**rows[4], "score": bad}, *rows[5:]]
         (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in data))
-        assert main(["train", "vcrscore", "--data", str(tmp_path / "train.jsonl"), "--out", str(tmp_path / "o")]) == 2
+        assert main(["train", "vcrscore", "--data", str(tmp_path / "train.jsonl"), "--output", str(tmp_path / "o")]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and f"train.jsonl row 4: {message}" in err, err
     data = [*rows[:2], {"features": rows[2]["features"]}, *rows[3:]]
     (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in data))
-    assert main(["train", "vcrscore", "--data", str(tmp_path / "train.jsonl"), "--out", str(tmp_path / "o")]) == 2
+    assert main(["train", "vcrscore", "--data", str(tmp_path / "train.jsonl"), "--output", str(tmp_path / "o")]) == 2
     assert "train.jsonl row 2 has no 'score'" in capsys.readouterr().err
 
 

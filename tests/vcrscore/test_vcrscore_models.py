@@ -46,7 +46,7 @@ def test_mcip_converter_round_trip(tmp_path):
     torch.manual_seed(0)
     original = CLIP(**cfg).eval()
     torch.save(original.state_dict(), tmp_path / "MCIP-ViT-L-14-336.pth")
-    assert main(["convert", "mcip", str(tmp_path / "MCIP-ViT-L-14-336.pth"), str(tmp_path / "mcip")]) == 0
+    assert main(["convert", "mcip", str(tmp_path / "MCIP-ViT-L-14-336.pth"), "--output", str(tmp_path / "mcip")]) == 0
     backbone = ClipBackbone(str(tmp_path / "mcip"), device="cpu")
     assert backbone.image_size == 336
     texts = ["a bluebery cake is on a plate", "a plate of food"]
@@ -119,7 +119,7 @@ def test_mcip_converter_refusals_are_one_clean_line(tmp_path, capsys, case):
     path = tmp_path / "MCIP-ViT-L-14-336.pth"
     path.write_bytes(data)
     capsys.readouterr()
-    assert main(["convert", "mcip", str(path), str(tmp_path / "out")]) == 2
+    assert main(["convert", "mcip", str(path), "--output", str(tmp_path / "out")]) == 2
     captured = capsys.readouterr()
     lines = captured.err.splitlines()
     assert len(lines) == 1, captured.err

@@ -198,7 +198,7 @@ def test_end_to_end_on_the_real_images_with_the_official_regressor(shared_data, 
     from capeval.vcrscore.gradient_boosting import load_json, predict
 
     assert main(["convert", "vcrscore-gbr", str(shared_data.parent / "reference" / "vcrscore" /
-                                                "model_GBR_VCR.pickle"), str(tmp_path / "gbr")]) == 0
+                                                "model_GBR_VCR.pickle"), "--output", str(tmp_path / "gbr")]) == 0
     root = shared_data / "images"
     candidates = json.loads((root / "caption_evaluation" / "candidates.json").read_text())
     refs = json.loads((root / "caption_evaluation" / "references.json").read_text())

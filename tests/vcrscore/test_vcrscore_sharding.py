@@ -36,11 +36,11 @@ def test_sharded_vcrscore_features_merge_and_train_like_one_process(tiny_hub, tm
         assert main(base + ["--shard", f"{i}/3", "--chunk-size", "2", "--output", str(tmp_path / f"s{i}.jsonl")]) == 0
     shards = [str(tmp_path / f"s{i}.jsonl") for i in range(3)]
     capsys.readouterr()
-    assert main(["train", "vcrscore", "--data", shards[1], "--out", str(tmp_path / "lone")]) == 2
+    assert main(["train", "vcrscore", "--data", shards[1], "--output", str(tmp_path / "lone")]) == 2
     assert "a row of shard 1/3 only; join every shard with `capeval merge` first" in capsys.readouterr().err
     assert main(["merge", *shards, "--output", str(tmp_path / "merged.jsonl")]) == 0
     capsys.readouterr()
-    assert main(["train", "vcrscore", "--data", str(tmp_path / "merged.jsonl"), "--out", str(tmp_path / "m")]) == 0
+    assert main(["train", "vcrscore", "--data", str(tmp_path / "merged.jsonl"), "--output", str(tmp_path / "m")]) == 0
 
     # one process, independently: the scorer over every record at once, then the same regressor fit
     scorer = load_scorer("vcrscore", device="cpu")

@@ -38,22 +38,11 @@ COMMANDS = {
     "install-modules": ("install_modules",
                         'make evaluate.load("capeval/<name>") resolve offline from this installation'),
 }
-# old command name -> its command: still run, not listed
-OLD_NAMES = {"bench": "throughput"}
 
 
 def _command_named(argv: List[str]) -> Optional[str]:
     """The command word of ``argv`` (its first positional argument; the top level takes no valued options)."""
     return next((arg for arg in argv if not arg.startswith("-")), None)
-
-
-def _current_names(argv: List[str]) -> List[str]:
-    """``argv`` with an old command name replaced by the command's name."""
-    word = _command_named(argv)
-    if word not in OLD_NAMES:
-        return argv
-    at = argv.index(word)
-    return [*argv[:at], OLD_NAMES[word], *argv[at + 1:]]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -93,7 +82,6 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 def _run(argv: List[str]) -> int:
-    argv = _current_names(argv)
     args = build_parser(_command_named(argv)).parse_args(argv)
     try:
         if getattr(args, "json", False):  # stdout holds the one JSON document: anything else printed goes to stderr

@@ -20,7 +20,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help=f"benchmarks to rank on (default: all: {', '.join(BENCHMARKS)})")
     parser.add_argument("--data-dir", help="folder holding the raw releases or converted folders (default "
                                            "$CAPEVAL_BENCHMARK_DIR; without one: the hub datasets capeval/<name>)")
-    parser.add_argument("--output", "--output-dir", default="leaderboard", metavar="DIR",
+    parser.add_argument("--output", default="leaderboard", metavar="DIR",
                         help="folder for leaderboard.{md,csv,json,png} (default: leaderboard)")
     parser.add_argument("--unit", choices=UNITS, default="image",
                         help="rows resampled/swapped together: an image's rows (default), a caption's rater rows "

@@ -84,14 +84,10 @@ UNCHECKED = (None, int, str)  # declared types that a shared type replaces
 
 
 def check_shared_options(parser: argparse.ArgumentParser) -> None:
-    """Give the shared options of ``parser`` and of its sub-commands (``capeval train <name>``) their types, and
-    show each ``--output`` under that spelling only: older spellings declared with it (``--out``, ``--output-dir``)
-    still parse (the parser keeps them) but are left out of the help, the usage and the error messages."""
+    """Give the shared options of ``parser`` and of its sub-commands (``capeval train <name>``) their types."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for sub in action.choices.values():
                 check_shared_options(sub)
         elif action.dest in SHARED_TYPES and action.option_strings and action.type in UNCHECKED:
             action.type = SHARED_TYPES[action.dest]
-        if "--output" in action.option_strings:
-            action.option_strings = ["--output"]

@@ -1,5 +1,5 @@
 """``capeval publish-spaces``: build every module folder into a Gradio Space that installs and starts on its own,
-and push it (or, with ``--output DIR``, formerly ``--dry-run DIR``, only write the Space folders under ``DIR``).
+and push it (or, with ``--output DIR``, only write the Space folders under ``DIR``).
 
 A Space folder holds the module's card (``README.md``, whose YAML pins the Gradio ``sdk_version``), script,
 ``app.py``, ``packages.txt`` (the Debian packages the Hub installs with apt: every module folder declares its own,
@@ -31,7 +31,7 @@ _YAML_FIELD = re.compile(r"^(sdk_version|python_version|app_file):\s*(\S+)\s*$",
 def configure(parser) -> None:
     parser.add_argument("--org", default="capeval", help="the Hub organisation of the Spaces (default: capeval)")
     parser.add_argument("--modules", nargs="*", help="only these modules (default: all)")
-    parser.add_argument("--output", "--dry-run", metavar="DIR",
+    parser.add_argument("--output", metavar="DIR",
                         help="write the Space folders under DIR/<name> and push nothing (default: build them in a "
                              "temporary folder and push each)")
     parser.add_argument("--wheel", help="a built capeval wheel to ship (default: build one from this checkout)")

@@ -1,4 +1,4 @@
-"""``capeval throughput`` (formerly ``capeval bench``): CLIP-S throughput on a full-size random CLIP vs a naive
+"""``capeval throughput``: CLIP-S throughput on a full-size random CLIP vs a naive
 per-sample loop. Not ``capeval benchmark``, which measures how well a metric agrees with human judgments."""
 
 from __future__ import annotations

@@ -489,7 +489,7 @@ def configure_training(parser) -> None:
                                                        "(merged), read instead of running the encoders")
     parser.add_argument("--val", required=True, help="validation judgments or feature folder, same formats")
     parser.add_argument("--images", help="directory the image paths are relative to")
-    parser.add_argument("--output", "--out", required=True,
+    parser.add_argument("--output", required=True,
                         help="output directory (hub-ready head artifact + model card)")
     parser.add_argument("--init", help="head to fine-tune (registry name, hub id, directory or reprod.ckpt); "
                                        "default: a new head, as the official recipe")

@@ -104,7 +104,7 @@ def configure_training(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", nargs="+", required=True,
                         help='feature rows {"features": [f1, f2, f3], "score": human score} (JSONL/JSON, CSV or '
                              'parquet)')
-    parser.add_argument("--output", "--out", required=True, help="output directory for vcrscore_gbr.json + card")
+    parser.add_argument("--output", required=True, help="output directory for vcrscore_gbr.json + card")
     parser.add_argument("--drop-zero", action="store_true", help="drop rows whose human score is 0 (as the paper)")
     parser.add_argument("--held-out", type=float, default=0.2, help="fraction held out for Spearman")
     parser.add_argument("--seed", type=int, default=0, help="seed of the held-out split (default: 0)")
