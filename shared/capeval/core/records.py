@@ -353,13 +353,6 @@ class RecordColumns:
                              f"its fields ({exc.__class__.__name__}: {exc})") from None
 
 
-def record_columns(records: Sequence[Dict], images_dir: Optional[Union[str, os.PathLike]], scorer, *,
-                   fields: Optional[Mapping[str, str]] = None, image_format: Optional[str] = None):
-    """One chunk of records → ``(captions, images, references)``: :class:`RecordColumns` for a single chunk (a run of
-    several chunks should keep one :class:`RecordColumns`, which checks them together and warns once)."""
-    return RecordColumns(scorer, fields=fields, images_dir=images_dir, image_format=image_format)(records)
-
-
 def parse_shard(text: Optional[str]):
     """``"i/n"`` → (i, n) with 0 ≤ i < n; records with ``index % n == i`` belong to shard i."""
     if not text:

@@ -35,7 +35,7 @@ from capeval.core.provenance import hashcode
 from capeval.core.scoring import get_scorer_spec, scorers
 from capeval.core.version import __version__
 from capeval.functional.corpus_statistics import CorpusStatistics, defined_mean_statistics, mean_statistics
-from capeval.suite.images import decode_images, image_identity, image_sources
+from capeval.suite.images import decode_images, image_sources, source_identity
 from capeval.suite.metrics import expand_metrics
 from capeval.suite.texts import refuse_line_breaks
 
@@ -345,7 +345,7 @@ def chunks_of_images(sources: Optional[List], n: int, chunk_images: int) -> List
         return [list(range(start, min(start + chunk_images, n))) for start in range(0, n, chunk_images)]
     rows_of: Dict[Hashable, List[int]] = {}
     for i, source in enumerate(sources):
-        rows_of.setdefault(image_identity(source), []).append(i)
+        rows_of.setdefault(source_identity(source), []).append(i)
     distinct = list(rows_of.values())
     return [sorted(i for rows in distinct[start:start + chunk_images] for i in rows)
             for start in range(0, len(distinct), chunk_images)]

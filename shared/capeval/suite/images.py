@@ -48,7 +48,7 @@ def _first(items) -> str:
     return ", ".join(items[:MAX_NAMED]) + (", …" if len(items) > MAX_NAMED else "")
 
 
-def image_identity(source: Any) -> Hashable:
+def source_identity(source: Any) -> Hashable:
     """Sources that are the same image: the same file path, else the same object."""
     return ("file", os.fspath(source)) if isinstance(source, (str, os.PathLike)) else ("object", id(source))
 
@@ -59,7 +59,7 @@ def decode_images(sources: Sequence[Any], image_ids: Sequence[Hashable], threads
     sharing a file share the decoded image), and how many were decoded (files and bytes, not in-memory images).
     Errors name the image id."""
     first: Dict[Hashable, int] = {}
-    owner = [first.setdefault(image_identity(source), i) for i, source in enumerate(sources)]
+    owner = [first.setdefault(source_identity(source), i) for i, source in enumerate(sources)]
     todo = sorted(set(owner))
 
     def load(i: int) -> Image.Image:
