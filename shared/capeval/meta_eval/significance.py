@@ -115,58 +115,53 @@ def _exceeding(statistics: np.ndarray, observed: float) -> int:
     return int(above.sum())
 
 
-def sacrebleu_bootstrap_p(deltas: np.ndarray, delta: float) -> float:
-    """sacrebleu ``--paired-bs`` (Koehn 2004 as Moses'): the absolute resampled differences centred on their mean
-    against the absolute observed difference, ``(#(|δ*| − mean|δ*| > |δ|) + 1) / (R + 1)``; two-sided."""
-    deltas = deltas[~np.isnan(deltas)]
-    if np.isnan(delta) or not len(deltas):
-        return NAN
-    spread = np.abs(deltas)
-    return (_exceeding(spread - spread.mean(), abs(delta)) + 1) / (len(deltas) + 1)
-
-
-def sacrebleu_randomization_p(null: np.ndarray, delta: float) -> float:
-    """sacrebleu ``--paired-ar`` (multeval's approximate randomisation): ``(#(|δ*| > |δ|) + 1) / (R + 1)`` over the
-    differences of the swapped pseudo-systems; two-sided."""
-    null = np.abs(null[~np.isnan(null)])
-    if np.isnan(delta) or not len(null):
-        return NAN
-    return (_exceeding(null, abs(delta)) + 1) / (len(null) + 1)
-
-
 def _at_least(statistics: np.ndarray, observed: float) -> int:
     """How many ``statistics`` are at least ``observed``, ties within float rounding of it included."""
     at_least = (statistics >= observed) | np.isclose(statistics, observed, rtol=TIE_RTOL, atol=TIE_ATOL)
     return int(at_least.sum())
 
 
+def _monte_carlo_p(statistics: np.ndarray, observed: float, count, *, centred: bool = False, plus_one: bool = True
+                   ) -> float:
+    """``(count(|stat*| vs |stat|) + 1) / (R + 1)`` over the defined resamples (``centred``: the absolute values
+    less their mean, Koehn's bootstrap statistic; ``plus_one=False``: ``count / R``, for a full enumeration)."""
+    statistics = np.abs(statistics[~np.isnan(statistics)])
+    if np.isnan(observed) or not len(statistics):
+        return NAN
+    if centred:
+        statistics = statistics - statistics.mean()
+    return (count(statistics, abs(observed)) + plus_one) / (len(statistics) + plus_one)
+
+
+def sacrebleu_bootstrap_p(deltas: np.ndarray, delta: float) -> float:
+    """sacrebleu ``--paired-bs`` (Koehn 2004 as Moses'): the absolute resampled differences centred on their mean
+    against the absolute observed difference, ``(#(|δ*| − mean|δ*| > |δ|) + 1) / (R + 1)``; two-sided."""
+    return _monte_carlo_p(deltas, delta, _exceeding, centred=True)
+
+
+def sacrebleu_randomization_p(null: np.ndarray, delta: float) -> float:
+    """sacrebleu ``--paired-ar`` (multeval's approximate randomisation): ``(#(|δ*| > |δ|) + 1) / (R + 1)`` over the
+    differences of the swapped pseudo-systems; two-sided."""
+    return _monte_carlo_p(null, delta, _exceeding)
+
+
 def noreen_bootstrap_p(deltas: np.ndarray, delta: float) -> float:
     """Koehn's paired bootstrap statistic as sacrebleu centres it, counted as Noreen (1989) counts a Monte Carlo
     test: ``(#(|δ*| − mean|δ*| ≥ |δ|) + 1) / (R + 1)``, ties included (a system compared with itself gets 1)."""
-    deltas = deltas[~np.isnan(deltas)]
-    if np.isnan(delta) or not len(deltas):
-        return NAN
-    spread = np.abs(deltas)
-    return (_at_least(spread - spread.mean(), abs(delta)) + 1) / (len(deltas) + 1)
+    return _monte_carlo_p(deltas, delta, _at_least, centred=True)
 
 
 def noreen_randomization_p(null: np.ndarray, delta: float) -> float:
     """Approximate randomisation over sampled swaps, ties counted (Noreen 1989; Riezler & Maxwell 2005):
     ``(#(|δ*| ≥ |δ|) + 1) / (R + 1)``, a valid p-value at any number of units; two-sided."""
-    null = np.abs(null[~np.isnan(null)])
-    if np.isnan(delta) or not len(null):
-        return NAN
-    return (_at_least(null, abs(delta)) + 1) / (len(null) + 1)
+    return _monte_carlo_p(null, delta, _at_least)
 
 
 def exact_randomization_p(null: np.ndarray, delta: float) -> float:
     """The exact sign-flip (permutation) test: ``null`` holds ``|δ*|`` of every swap pattern (each pattern and its
     complement once: :func:`capeval.meta_eval.resampling.sign_patterns`), ``p = #(|δ*| ≥ |δ|) / patterns``; the
     observed split is one of them, so ``p ≥ 2 / 2ⁿ``."""
-    null = np.abs(null[~np.isnan(null)])
-    if np.isnan(delta) or not len(null):
-        return NAN
-    return _at_least(null, abs(delta)) / len(null)
+    return _monte_carlo_p(null, delta, _at_least, plus_one=False)
 
 
 def percentile_interval(values: np.ndarray, confidence: float, what: str = "the difference"):
