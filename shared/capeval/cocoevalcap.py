@@ -5,8 +5,9 @@
     coco_eval.params["image_id"] = coco_result.getImgIds()
     coco_eval.evaluate()                             # .eval, .imgToEval, .evalImgs as pycocoevalcap fills them
 
-BLEU-1..4, METEOR, ROUGE-L and CIDEr are pycocoevalcap 1.2's own values (:func:`capeval.text.coco.score_coco_group`:
-one tokenizer JVM, METEOR beside the Python metrics); SPICE where its jars exist. ``metrics=["coco", "clip_s"]``
+BLEU-1..4, METEOR, ROUGE-L and CIDEr are pycocoevalcap 1.2's own values (:func:`capeval.text.coco.score_coco_group`),
+computed without Java by default (``backend="python"``: the PTB tokenizer and METEOR 1.5 in Python, equal to the
+jars; ``backend="java"`` runs pycocoevalcap's jars); SPICE, on Java, where its jars exist. ``metrics=["coco", "clip_s"]``
 adds any capeval metric by name (scored by the suite engine; ``images``: the image root folder)."""
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections import defaultdict
 from typing import Any, Dict, Hashable, List, Mapping, Optional, Sequence, Tuple
 
 from capeval.core.errors import InputError
-from capeval.text.coco import COCO_GROUP, COCO_KEYS, coco_group_names, score_coco_group
+from capeval.text.coco import COCO_GROUP, COCO_KEYS, check_backend, coco_group_names, score_coco_group
 
 # pycocoevalcap's names of the COCO keys, and the scorer names its messages print
 METHOD_NAMES = {"bleu_1": "Bleu_1", "bleu_2": "Bleu_2", "bleu_3": "Bleu_3", "bleu_4": "Bleu_4", "meteor": "METEOR",
@@ -35,9 +36,10 @@ class COCOEvalCap:
     ``metrics``: ``None`` = pycocoevalcap's set available here (SPICE only where its jars exist); else names among
     ``"coco"``, ``bleu``/``meteor``/``rouge_l``/``cider``/``spice`` and any capeval metric (``images``: the folder
     the annotations' ``file_name`` are relative to; ``options``: per metric, its scorer options, and the suite's
-    ``device``/``dtype``/``batch_size``/``cache_dir``). ``quiet``: print nothing."""
+    ``device``/``dtype``/``batch_size``/``cache_dir``). ``backend``: ``"python"`` (no Java) or ``"java"``
+    (pycocoevalcap's jars) for the COCO metrics. ``quiet``: print nothing."""
 
-    def __init__(self, coco: Any, cocoRes: Any, *, metrics: Optional[Sequence[str]] = None,
+    def __init__(self, coco: Any, cocoRes: Any, *, metrics: Optional[Sequence[str]] = None, backend: str = "python",
                  images: Optional[str] = None, quiet: bool = False, **options: Any):
         self.evalImgs: List[Dict] = []
         self.eval: Dict[str, Any] = {}
@@ -47,6 +49,7 @@ class COCOEvalCap:
         self._results = _read_results(cocoRes)
         self.params: Dict[str, Any] = {"image_id": list(self._references)}
         self.metrics, self.images, self.quiet, self.options = metrics, images, quiet, options
+        self.backend = check_backend(backend)
 
     def evaluate(self) -> None:
         """Score ``params['image_id']``; fill ``eval``, ``imgToEval`` and ``evalImgs``."""
@@ -57,7 +60,7 @@ class COCOEvalCap:
         self._print("setting up scorers...")
         if text:
             self._print("computing %s score..." % ", ".join(SCORER_NAMES[name] for name in text))
-            values = score_coco_group([captions], references, metrics=text)[0]
+            values = score_coco_group([captions], references, metrics=text, backend=self.backend)[0]
             for key, value in values.items():
                 method = METHOD_NAMES[key]
                 self.setEval(value.corpus, method)

@@ -70,12 +70,13 @@ def alone(tokenized, meteor):
     return out
 
 
-@pytest.fixture(scope="module")
-def group(flickr):
+@pytest.fixture(scope="module", params=["python", "java"])
+def group(request, flickr):
+    """The group on each backend: the Python tokenizer and METEOR (the default), and pycocoevalcap's jars."""
     references, systems = flickr
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return coco.score_coco_group(systems, references)
+        return coco.score_coco_group(systems, references, backend=request.param)
 
 
 def test_each_system_equals_pycocoevalcap_alone(group, alone):
@@ -89,10 +90,12 @@ def test_each_system_equals_pycocoevalcap_alone(group, alone):
 
 
 def test_a_system_alone_and_among_others_gets_the_same_values(flickr, group):
-    """Alone, on the jar the group call kept (its paraphrase table loaded once per process)."""
+    """Alone, on the jar a java group call kept (its paraphrase table loaded once per process)."""
     references, systems = flickr
+    coco.score_coco_group([systems[0][:2]], references[:2], metrics=["meteor"], backend="java")
     kept = coco._KEPT_METEOR[0]
-    alone = coco.score_coco_group([systems[1]], references, metrics=["bleu", "meteor", "rouge_l", "cider"])[0]
+    alone = coco.score_coco_group([systems[1]], references, metrics=["bleu", "meteor", "rouge_l", "cider"],
+                                  backend="java")[0]
     assert coco._KEPT_METEOR == [kept] and kept.alive()
     assert list(alone) == ["bleu_1", "bleu_2", "bleu_3", "bleu_4", "meteor", "rouge_l", "cider"]
     for key, value in alone.items():
@@ -134,7 +137,8 @@ def test_resampled_statistics_equal_pycocoevalcap_on_the_resampled_corpus(group,
             assert rouge[r] == pytest.approx(np.mean(per_image), abs=1e-12)
 
 
-def test_meteor_statistics_reproduce_the_jar_when_captions_equal_a_reference(flickr, meteor):
+@pytest.mark.parametrize("backend", ["python", "java"])
+def test_meteor_statistics_reproduce_the_jar_when_captions_equal_a_reference(flickr, meteor, backend):
     """The printed METEOR is the jar's EVAL over every segment; a segment matched word for word in one chunk adds no
     chunk to that aggregate. One image in four captioned by its own first reference (and one in eight by a
     reference with two words swapped: all matched, two chunks or more): the statistics' corpus value and resampled
@@ -151,7 +155,8 @@ def test_meteor_statistics_reproduce_the_jar_when_captions_equal_a_reference(fli
     for i in range(2, n, 8):
         words = references[i][1].split()
         captions[i] = " ".join([words[1], words[0], *words[2:]])
-    (value,) = [v["meteor"] for v in coco.score_coco_group([captions], references, metrics=["meteor"])]
+    (value,) = [v["meteor"] for v in coco.score_coco_group([captions], references, metrics=["meteor"],
+                                                           backend=backend)]
     with contextlib.redirect_stdout(io.StringIO()):
         gts = PTBTokenizer().tokenize({i: [{"caption": r} for r in refs] for i, refs in enumerate(references)})
         res = PTBTokenizer().tokenize({i: [{"caption": c}] for i, c in enumerate(captions)})

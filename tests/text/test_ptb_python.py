@@ -10,6 +10,7 @@ import random
 import re
 import subprocess
 import unicodedata
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Dict, List, Sequence
 
@@ -37,9 +38,9 @@ ADVERSARIAL: Dict[str, List[str]] = {
         'he said "hello" to her', '"quoted"', '" spaced "', '""', '"""', 'a "b" c "d', "'single' quotes", "''double''",
         "``latex''", "`tick", "```", "''''", "‘curly single’", "“curly double”", "«guillemets»", "« spaced »",
         "„low double“", "‚low single‘", "‹angle›", "‛reversed", "‟reversed double", "“”", "‘’", "’’", "‘‘", "«»",
-        "»«", "„„", "‚‚", "‟‟", "\x91cp1252\x92 \x93quotes\x94", "&quot;entity&quot;", "&QUOT;x&quot;", "&Quot;", "&apos;x",
-        "x&apos;s", "x&APOS;s &Apos;", "n&apos;t don&APOS;t", "he said,'no'", "'tis 'Tis", "\"A\" '1' `$` \"$5\"", "'a b' 'ab' 'a", "quote at end '",
-        'x"', '"x', "“a”b‘c’d", "'''a'''", '"\'"', "'\"'"],
+        "»«", "„„", "‚‚", "‟‟", "\x91cp1252\x92 \x93quotes\x94", "&quot;entity&quot;", "&QUOT;x&quot;", "&Quot;",
+        "&apos;x", "x&apos;s", "x&APOS;s &Apos;", "n&apos;t don&APOS;t", "he said,'no'", "'tis 'Tis",
+        "\"A\" '1' `$` \"$5\"", "'a b' 'ab' 'a", "quote at end '", 'x"', '"x', "“a”b‘c’d", "'''a'''", '"\'"', "'\"'"],
     "apostrophes and contractions": [
         "can't won't don't shan't ain't isn't", "CAN'T Won't DON'T", "I'm you're we've they'll he'd she's it's",
         "I'M YOU'RE WE'VE THEY'LL HE'D SHE'S", "can’t don’t it’s we’re", "can‘t don`t it`s", "don&apos;t it&apos;s",
@@ -154,7 +155,7 @@ def _classes_as_blocks() -> Dict[str, List[List[str]]]:
 # Seeded random soups of the same classes
 # ---------------------------------------------------------------------------------------------------------------
 _FRAGMENTS = sorted({piece for texts in ADVERSARIAL.values() for text in texts if len(text) < 40
-                     for piece in text.split(" ") if piece} | {"The", "He", "A", "I", "the", "a", "dog", "U.S.", "etc."})
+                     for piece in text.split(" ") if piece} | {"The", "He", "A", "I", "the", "dog", "U.S.", "etc."})
 _CHARACTERS = list("aAbBcCdDeEhHiIlLmMnNoOpPsStTyYzZ0123456789") * 2 + [" "] * 25 + list(
     ".,;:!?'\"`-_/\\()[]{}<>@#$%^&*+=~|") + list("’‘“”«»„‚‟‹›‛—–―‐…½¼⅓²₂¢£€¥\xa0\u2009\u3000\t\xad\u0301éßΣΑ北😀\x00")
 
@@ -195,11 +196,12 @@ def _soups() -> Dict[str, List[List[str]]]:
 # ---------------------------------------------------------------------------------------------------------------
 # Comparison
 # ---------------------------------------------------------------------------------------------------------------
-def _differences(blocks: Sequence[Sequence[str]], expected: Sequence[Sequence[str]]) -> List[tuple]:
-    """``(block, line, text, jar, python)`` of every line where the Python tokenizer differs from the jar."""
+def _differences(blocks: Sequence[Sequence[str]], expected: Sequence[Sequence[str]], got=None) -> List[tuple]:
+    """``(block, line, text, jar, python)`` of every line where the Python tokenizer (``got``, or run here) differs
+    from the jar."""
     found = []
     for b, (block, want) in enumerate(zip(blocks, expected)):
-        have = ptb.tokenize_block(block)
+        have = ptb.tokenize_block(block) if got is None else got[b]
         assert len(have) == len(want) == len(block)
         found += [(b, i, block[i], w, h) for i, (w, h) in enumerate(zip(want, have)) if w != h]
     return found
@@ -238,13 +240,40 @@ def test_random_soups_are_tokenized_as_the_jar_does(generated, name):
     assert not differences, _report(name, blocks, differences)
 
 
+def test_every_character_is_tokenized_as_the_jar_does():
+    """The measured character tables: every Basic-Multilingual-Plane character (but the refused line breaks and
+    surrogate halves) alone, inside a word and a compound, before a decimal part and doubled."""
+    lines = [f"{c} a{c}b-c {c}.5 {c}{c}" for c in map(chr, range(0x10000))
+             if not "\ud800" <= c <= "\udfff" and c not in ptb.LINE_BREAKS and c != "\n"]
+    blocks = [lines[start:start + 5000] for start in range(0, len(lines), 5000)]
+    differences = _differences(blocks, coco.ptb_tokenize_blocks(blocks))
+    print(_report("every character", blocks, differences))
+    assert not differences, _report("every character", blocks, differences)
+
+
+def test_a_token_class_matches_only_from_its_first_characters():
+    """The scanner tries at a position only the classes whose first characters hold the character there: no class
+    matches anywhere in the adversarial corpus from a character outside its set."""
+    texts = [text for texts in ADVERSARIAL.values() for text in texts if len(text) < 200]
+    texts += [" ".join(block) for block in ACROSS_LINES]
+    for first, token_class in ptb.token_classes():
+        allowed = re.compile(first)
+        for text in map(ptb.utf16_units, texts):
+            for pos in range(len(text)):
+                if token_class(text, pos) is not None:
+                    assert allowed.match(text[pos]), (first, text, pos)
+
+
 def test_every_shared_text_is_tokenized_as_the_jar_does(shared_data):
     """Every caption, reference and description of every benchmark and of FLEUR's outputs, in production-sized blocks
-    (one JVM for all of them)."""
+    (one JVM for all of them, running while Python tokenizes)."""
     verify = _verify_script()
     sources = verify.shared_texts(shared_data)
     blocks = [block for texts in sources.values() for block in verify.blocks_of(texts, verify.BLOCK)]
-    differences = _differences(blocks, coco.ptb_tokenize_blocks(blocks))
+    with ThreadPoolExecutor(1) as pool:
+        jar = pool.submit(coco.ptb_tokenize_blocks, blocks)
+        got = [ptb.tokenize_block(block) for block in blocks]
+        differences = _differences(blocks, jar.result(), got)
     print(_report(f"../shared/data ({len(sources)} sources)", blocks, differences))
     assert sum(len(block) for block in blocks) > 500_000
     assert not differences, _report("../shared/data", blocks, differences)

@@ -132,6 +132,10 @@ def add_runtime_options(parser: argparse.ArgumentParser, *, batch_size: Optional
     parser.add_argument("--preprocess-workers", type=non_negative_int, default=0,
                         help="clip_s, pac_s, polos, ensembeval: run the official CLIP image preprocessing in N worker "
                              "processes (same pixels; for many-core hosts feeding a GPU; default: threads)")
+    parser.add_argument("--coco-backend", choices=["python", "java"],
+                        help="bleu, meteor, rouge_l, cider: python (the PTB tokenizer and METEOR 1.5 in Python, equal "
+                             "to pycocoevalcap's jars; no Java) or java (pycocoevalcap's jars, for cross-checking; "
+                             "default: python)")
     parser.add_argument("--cider-idf", help="ensembeval: CIDEr with document frequencies fixed by this folder/file "
                                             "(`capeval train cider-idf`); makes every score per-sample (so --shard, "
                                             "--chunk-size and ray-score run it in one pass)")
@@ -158,6 +162,13 @@ def empty_caption(text: str):
         raise argparse.ArgumentTypeError(f"use error, skip or a finite score, not {text!r}") from None
 
 
+FLAGS = {"backend": "--coco-backend"}  # scorer option -> its flag, where the flag is not --<option>
+
+
+def flag(option: str) -> str:
+    return FLAGS.get(option, f"--{option.replace('_', '-')}")
+
+
 def scorer_options(args: argparse.Namespace, spec, metric_as_given: str) -> Dict:
     """The ``load_scorer`` options of :func:`add_runtime_options` for the metric of ``spec`` (``metric_as_given``: its
     name on the command line, which ``--weights METRIC=`` may use); an option the metric lacks is an InputError."""
@@ -167,12 +178,12 @@ def scorer_options(args: argparse.Namespace, spec, metric_as_given: str) -> Dict
     weights = chosen_weights(args.weights, [metric_as_given]).get(metric_as_given)
     for option, value in (("batch_size", args.batch_size), ("weights", weights), ("dtype", args.dtype),
                           ("precision", args.precision), ("preprocess_workers", args.preprocess_workers or None),
-                          ("cider_idf", args.cider_idf)):
+                          ("cider_idf", args.cider_idf), ("backend", args.coco_backend)):
         if value is None:  # not given: the scorer's own default
             continue
         if option not in spec.options:  # the registry says which metrics take it
             takers = sorted(name for name, other in scorers().items() if option in other.options)
-            raise InputError(f"--{option.replace('_', '-')} applies to {', '.join(takers)}, not {spec.name}")
+            raise InputError(f"{flag(option)} applies to {', '.join(takers)}, not {spec.name}")
         options[option] = value
     return options
 
@@ -186,13 +197,13 @@ def suite_options(args: argparse.Namespace, names: Sequence[str]) -> Dict[str, D
     options: Dict[str, Dict] = {name: {"weights": source} for name, source in chosen_weights(args.weights,
                                                                                             names).items()}
     wanted = {"precision": args.precision, "preprocess_workers": args.preprocess_workers or None,
-              "cider_idf": args.cider_idf}
+              "cider_idf": args.cider_idf, "backend": args.coco_backend}
     for option, value in wanted.items():
         if value is None:
             continue
         takers = [name for name in names if option in get_scorer_spec(name).options]
         if not takers:
-            raise InputError(f"--{option.replace('_', '-')} applies to none of the metrics {list(names)}")
+            raise InputError(f"{flag(option)} applies to none of the metrics {list(names)}")
         for name in takers:
             options.setdefault(name, {})[option] = value
     return options

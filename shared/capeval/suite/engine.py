@@ -85,7 +85,7 @@ def score_suite(ground_truth, systems: Sequence, metrics: Sequence[str], *,
     backbones = SharedBackbones({k: v for k, v in runtime.items() if v is not None})
     loaded = {name: backbones.load(name, options.get(name, {})) for name in plan.loaded}
     run = _Pass(image_ids, captions, references, loaded, backbones, show_progress)
-    run.coco(plan.coco)
+    run.coco(plan.coco, plan.coco_backend)
     run.chunked(plan.chunked, sources, chunk_images)
     if ENSEMBEVAL in names:
         run.ensembeval(options.get(ENSEMBEVAL, {}))
@@ -169,6 +169,11 @@ class _Plan:
             wanted += [c for c in _ensembeval_scorers(options.get(ENSEMBEVAL, {})) if c not in wanted]
         self.loaded = wanted
         self.coco = [name for name in wanted if name in COCO_GROUP]
+        backends = {name: options.get(name, {}).get("backend", "python") for name in self.coco
+                    if "backend" in registry[name].options}
+        if len(set(backends.values())) > 1:
+            raise InputError(f"the COCO metrics of a suite run in one pass on one backend, not {backends}")
+        self.coco_backend = next(iter(backends.values()), "python")
         self.chunked = [name for name in wanted if name not in COCO_GROUP]
         self.needs_images = any(registry[name].images != "unused" for name in self.chunked)
         for name in [*wanted, *([ENSEMBEVAL] if ENSEMBEVAL in names else [])]:
@@ -228,14 +233,14 @@ class _Pass:
                                  "corpus_level": bool(scorer.is_corpus_level()), "higher_is_better": True,
                                  "mean_over_defined": key in scorer.mean_over_defined}
 
-    def coco(self, names: List[str]) -> None:
-        """The COCO metrics over the whole input of every system (references tokenized once)."""
+    def coco(self, names: List[str], backend: str) -> None:
+        """The COCO metrics over the whole input of every system (references tokenized once), on ``backend``."""
         if not names:
             return
         from capeval.text.coco import score_coco_group
 
         with self._progress(1, f"scoring {', '.join(names)}", "pass") as bar:
-            values = score_coco_group(list(self.captions.values()), self.references, metrics=names)
+            values = score_coco_group(list(self.captions.values()), self.references, metrics=names, backend=backend)
             bar.update(1)
         keys = list(values[0])
         for name in names:

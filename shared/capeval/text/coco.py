@@ -9,7 +9,6 @@ import atexit
 import contextlib
 import functools
 import io
-import math
 import os
 import subprocess
 import tempfile
@@ -25,17 +24,11 @@ from capeval.core.inputs import ValidInputs, as_list, check_captions, check_refe
 from capeval.core.scoring import Scorer, summarize
 from capeval.functional.corpus_statistics import CorpusStatistics, mean_statistics
 from capeval.functional.overlap import NOUN_TAGS, VERB_TAGS, exact_overlap, fuzzy_overlap, unique_tokens
-
-
-def ptb_tokenize(predictions: Sequence[str], references: Sequence[Sequence[str]]):
-    """pycocoevalcap's Java PTB tokenizer over candidates and references (``{i: [tokenized, ...]}`` dicts)."""
-    from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
-
-    gts = {i: [{"caption": r} for r in refs] for i, refs in enumerate(references)}
-    res = {i: [{"caption": p}] for i, p in enumerate(predictions)}
-    tokenizer = PTBTokenizer()
-    with contextlib.redirect_stdout(io.StringIO()):
-        return tokenizer.tokenize(gts), tokenizer.tokenize(res)
+from capeval.text.bleu import BleuReferences, bleu_from_statistics, bleu_scores, combine_bleu
+from capeval.text.cider import CiderReferences
+from capeval.text.ngrams import ReferenceNgrams
+from capeval.text.ptb import LINE_BREAKS, PTB_PUNCTUATION
+from capeval.text.rouge import RougeReferences
 
 
 BLEU_KEYS = tuple(f"bleu_{n}" for n in range(1, 5))
@@ -43,43 +36,28 @@ OVERLAP_KEYS = ("exact_noun_overlap", "fuzzy_noun_overlap", "exact_verb_overlap"
 
 
 class CocoCaptionScorer(Scorer):
-    """One pycocoevalcap metric (``metric``, a subclass's). Corpus values are pycocoevalcap's own (BLEU's and
-    METEOR's corpus values are not the means of their per-sample values); per-sample values come from the same
-    corpus-level call. pycocoevalcap runs on the CPU in one corpus-level call: the runtime options change nothing."""
+    """One metric of the COCO group (``metric``, a subclass's), computed by :func:`score_coco_group`, the one
+    implementation behind ``load_scorer``, ``capeval score``, the suite and ``COCOEvalCap``: pycocoevalcap 1.2's
+    corpus values (BLEU's and METEOR's are not the means of their per-sample values) and per-sample values.
+    ``backend``: ``"python"`` (no Java) or ``"java"`` (pycocoevalcap's jars). CPU only: the runtime options change
+    nothing."""
 
     images, references = "unused", "required"
     metric = ""
 
-    def __init__(self, *, device=None, dtype=None, batch_size=None):
+    def __init__(self, *, backend: str = "python", device=None, dtype=None, batch_size=None):
         self.name = self.metric
+        self.backend = check_backend(backend)
 
     def score_keys(self, inputs: ValidInputs) -> Tuple[str, ...]:
         return BLEU_KEYS if self.metric == "bleu" else (self.metric,)
 
-    def _scorer(self):
-        from pycocoevalcap.bleu.bleu import Bleu
-        from pycocoevalcap.cider.cider import Cider
-        from pycocoevalcap.meteor.meteor import Meteor
-        from pycocoevalcap.rouge.rouge import Rouge
-
-        if self.metric == "spice":
-            return _spice()
-        return {"bleu": lambda: Bleu(4), "meteor": Meteor, "rouge_l": Rouge, "cider": Cider}[self.metric]()
-
     def _score(self, inputs: ValidInputs) -> Dict:
-        predictions, references = inputs.predictions, inputs.references
-        gts, res = ptb_tokenize(predictions, references)
-        scorer = self._scorer()
-        with contextlib.redirect_stdout(io.StringIO()):
-            corpus, per_sample = scorer.compute_score(gts, res)
-        if self.metric == "bleu":
-            result = summarize(dict(zip(BLEU_KEYS, per_sample)))
-            result.update(zip(BLEU_KEYS, map(float, corpus)))
-            return result
-        if self.metric == "spice":
-            per_sample = [s["All"]["f"] for s in per_sample]
-        result = summarize({self.metric: per_sample})
-        result[self.metric] = float(corpus)
+        _refuse_line_breaks([inputs.predictions], inputs.references, systems_field="predictions")
+        (values,) = score_coco_group([inputs.predictions], inputs.references, metrics=[self.metric],
+                                     backend=self.backend)
+        result = summarize({key: value.per_sample for key, value in values.items()})
+        result.update({key: value.corpus for key, value in values.items()})
         return result
 
 
@@ -178,9 +156,12 @@ class CiderScorer(CocoCaptionScorer):
 
 
 class SpiceScorer(CocoCaptionScorer):
-    """SPICE (needs the Stanford CoreNLP jars)."""
+    """SPICE (Java and the Stanford CoreNLP jars; its captions PTB-tokenized in Python, the same tokens)."""
 
     metric = "spice"
+
+    def __init__(self, *, device=None, dtype=None, batch_size=None):
+        super().__init__(device=device, dtype=dtype, batch_size=batch_size)
 
 
 def noun_verb_overlap(*, spacy_model: Optional[str] = None, device=None, dtype=None,
@@ -196,13 +177,6 @@ def noun_verb_overlap(*, spacy_model: Optional[str] = None, device=None, dtype=N
 COCO_GROUP: Tuple[str, ...] = ("bleu", "meteor", "rouge_l", "cider", "spice")
 COCO_KEYS: Dict[str, Tuple[str, ...]] = {"bleu": BLEU_KEYS, "meteor": ("meteor",), "rouge_l": ("rouge_l",),
                                          "cider": ("cider",), "spice": ("spice",)}
-PTB_PUNCTUATION = frozenset(["''", "'", "``", "`", "-LRB-", "-RRB-", "-LCB-", "-RCB-", ".", "?", "!", ",", ":", "-",
-                             "--", "...", ";"])
-# Characters other than "\n" that the PTB lexer ends a line at: pycocoevalcap would pair the following lines'
-# tokens with the wrong images, so the group refuses them ("\n" is replaced by a space, as pycocoevalcap does).
-LINE_BREAKS = ("\r", "\x0b", "\x0c", "\x85", "\u2028", "\u2029")
-BLEU_TINY, BLEU_SMALL = 1e-15, 1e-9  # pycocoevalcap's BleuScorer constants
-CIDER_N, CIDER_SIGMA = 4, 6.0
 _SPICE_WARNED = []
 
 
@@ -240,15 +214,20 @@ def coco_group_names() -> Tuple[str, ...]:
 
 
 def score_coco_group(systems: Sequence[Sequence[str]], references: Sequence[Sequence[str]], *,
-                     metrics: Optional[Sequence[str]] = None) -> List[Dict[str, CocoValue]]:
+                     metrics: Optional[Sequence[str]] = None, backend: str = "python"
+                     ) -> List[Dict[str, CocoValue]]:
     """Score every system's captions (``systems[s][i]`` describes image i) against the same references with
     pycocoevalcap 1.2's BLEU-1..4, METEOR, ROUGE-L, CIDEr-D (and SPICE): one dict per system, keys ``bleu_1`` ..
     ``bleu_4``, ``meteor``, ``rouge_l``, ``cider``, ``spice``, each value equal (==) to pycocoevalcap run on that
-    system alone. One JVM tokenizes the references once and every system's captions, each text block in its own
-    lexer exactly as pycocoevalcap's separate calls; CIDEr-D's document frequencies and the references' n-grams are
-    computed once; the METEOR jar runs beside the Python metrics (one jar per process, kept between calls: it
-    loads its paraphrase table once)."""
+    system alone. The references are tokenized once and every system's captions as its own text block, exactly as
+    pycocoevalcap's separate calls; CIDEr-D's document frequencies and the references' n-grams are computed once.
+
+    ``backend="python"`` (the default) needs no Java: the PTB tokenizer (:mod:`capeval.text.ptb`) and METEOR 1.5
+    (:mod:`capeval.text.meteor`) in Python, equal to the jars. ``backend="java"`` runs pycocoevalcap's jars (one
+    tokenizer JVM for every block; the METEOR jar beside the Python metrics, one per process, kept between calls),
+    for cross-checking. SPICE always runs on Java and Stanford CoreNLP."""
     names = _group_metrics(metrics)
+    check_backend(backend)
     references = as_list(references, "references") if not isinstance(references, str) else None
     if not references:
         raise InputError("references must be a non-empty list with one reference list per image")
@@ -256,25 +235,22 @@ def score_coco_group(systems: Sequence[Sequence[str]], references: Sequence[Sequ
     systems = _check_systems(systems, len(references))
     _refuse_line_breaks(systems, references)
     spice = _spice() if "spice" in names else None
-    meteor = take_meteor_jar() if "meteor" in names else None
+    meteor = take_meteor_jar() if "meteor" in names and backend == "java" else None
     finished = False
     try:
-        tokenized = ptb_tokenize_blocks([[r for refs in references for r in refs], *systems])
+        tokenized = tokenize_blocks([[r for refs in references for r in refs], *systems], backend)
         refs_tok = _regroup(tokenized[0], [len(refs) for refs in references])
         candidates = tokenized[1:]
         meteor_run = _MeteorRun(meteor, candidates, refs_tok) if meteor else None
         results: List[Dict[str, CocoValue]] = [{} for _ in systems]
-        bleu_refs = [cook_bleu_refs(refs) for refs in refs_tok] if "bleu" in names else None
-        cider_refs = CiderReferences(refs_tok) if "cider" in names else None
+        overlap = OverlapReferences(refs_tok, [n for n in names if n in OVERLAP_METRICS])
         for result, cands in zip(results, candidates):
-            if bleu_refs is not None:
-                result.update(bleu_values(cands, bleu_refs))
-            if "rouge_l" in names:
-                result["rouge_l"] = rouge_value(cands, refs_tok)
-            if cider_refs is not None:
-                result["cider"] = cider_refs.value(cands)
+            result.update(overlap.values(cands))
         if meteor_run is not None:
             for result, value in zip(results, meteor_run.values()):
+                result["meteor"] = value
+        elif "meteor" in names:
+            for result, value in zip(results, python_meteor_values(candidates, refs_tok)):
                 result["meteor"] = value
         if spice is not None:
             for result, cands in zip(results, candidates):
@@ -287,6 +263,45 @@ def score_coco_group(systems: Sequence[Sequence[str]], references: Sequence[Sequ
             meteor.close()
     order = [key for name in COCO_GROUP if name in names for key in COCO_KEYS[name]]
     return [{key: result[key] for key in order} for result in results]
+
+
+BACKENDS = ("python", "java")
+
+
+def check_backend(backend: str) -> str:
+    if backend not in BACKENDS:
+        raise InputError(f"backend: {backend!r} is not one of {BACKENDS} (python: no Java; java: pycocoevalcap's "
+                         "jars, for cross-checking)")
+    return backend
+
+
+def tokenize_blocks(blocks: Sequence[Sequence[str]], backend: str) -> List[List[str]]:
+    """Each block tokenized as one pycocoevalcap ``PTBTokenizer.tokenize`` call would (:func:`ptb_tokenize_blocks`
+    on the jar, or :func:`capeval.text.ptb.tokenize_block`, equal to it, in Python)."""
+    if backend == "java":
+        return ptb_tokenize_blocks(blocks)
+    from capeval.text.ptb import tokenize_block
+
+    return [tokenize_block(block) for block in blocks]
+
+
+METEOR_PROCESSES_FROM = 4000  # segments: from this many on, METEOR's alignments are split over two processes
+
+
+def python_meteor_values(systems: List[List[str]], references: List[List[str]]) -> List[CocoValue]:
+    """Every system's METEOR in Python (:mod:`capeval.text.meteor`): the jar's segment scores, its corpus score and
+    statistics whose sums the jar scores as it scores a corpus (no JVM, on resamples either)."""
+    from capeval.text.meteor import combine, segment_score, shared_meteor
+
+    candidates = [c for captions in systems for c in captions]
+    processes = min(2, os.cpu_count() or 1) if len(candidates) >= METEOR_PROCESSES_FROM else 1
+    stats = shared_meteor().statistics_batch(candidates, references * len(systems), processes=processes)
+    values = []
+    for start in range(0, len(candidates), len(references)):
+        per_unit = stats[start:start + len(references)]
+        values.append(CocoValue(float(combine(per_unit.sum(axis=0))[0]), segment_score(per_unit).tolist(),
+                                CorpusStatistics(per_unit, combine)))
+    return values
 
 
 def _group_metrics(metrics: Optional[Sequence[str]]) -> List[str]:
@@ -314,8 +329,12 @@ def _check_systems(systems: Sequence[Sequence[str]], n: int) -> List[List[str]]:
     return checked
 
 
-def _refuse_line_breaks(systems: List[List[str]], references: List[List[str]]) -> None:
-    texts = [(f"systems[{s}][{i}]", c) for s, captions in enumerate(systems) for i, c in enumerate(captions)]
+def _refuse_line_breaks(systems: List[List[str]], references: List[List[str]], systems_field: str = "systems"
+                        ) -> None:
+    """``systems_field``: how errors name the captions (``systems[s][i]``; ``predictions[i]`` for one system)."""
+    one = systems_field != "systems"
+    texts = [(f"{systems_field}{'' if one else f'[{s}]'}[{i}]", c)
+             for s, captions in enumerate(systems) for i, c in enumerate(captions)]
     texts += [(f"references[{i}][{j}]", r) for i, refs in enumerate(references) for j, r in enumerate(refs)]
     for where, text in texts:
         found = [b for b in LINE_BREAKS if b in text]
@@ -365,121 +384,49 @@ def _read_tokens(path: str, n: int) -> List[str]:
     return [" ".join(w for w in line.rstrip().split(" ") if w not in PTB_PUNCTUATION) for line in lines[:n]]
 
 
-# BLEU: per-image sufficient statistics [testlen, closest reflen, guess_1..4, correct_1..4]
+# BLEU-1..4, ROUGE-L, CIDEr-D: pure Python/numpy, equal to pycocoevalcap's (capeval.text.bleu / rouge / cider)
 
-def cook_bleu_refs(refs: List[str]):
-    """pycocoevalcap's cooked references of one image (lengths and clipped n-gram maxima)."""
-    from pycocoevalcap.bleu.bleu_scorer import cook_refs
-
-    return cook_refs(refs)
+OVERLAP_METRICS = ("bleu", "rouge_l", "cider")
 
 
-def bleu_statistics(candidate: str, cooked_refs) -> List[int]:
-    """One image's BLEU statistics as pycocoevalcap's BleuScorer with ``option='closest'`` counts them."""
-    from pycocoevalcap.bleu.bleu_scorer import cook_test
-
-    comps = cook_test(candidate, cooked_refs, eff="closest")
-    return [comps["testlen"], comps["reflen"], *comps["guess"], *comps["correct"]]
-
-
-def bleu_from_statistics(stats: Sequence[float], order: int) -> float:
-    """BLEU-``order`` from one image's or summed statistics: pycocoevalcap's formula, smoothing constants and
-    operation order (its per-image and corpus values differ only in the statistics they are given)."""
-    testlen, reflen, guess, correct = stats[0], stats[1], stats[2:6], stats[6:10]
-    bleu = 1.
-    for k in range(order):
-        bleu *= float(correct[k] + BLEU_TINY) / (guess[k] + BLEU_SMALL)
-    value = bleu ** (1. / order)
-    ratio = (testlen + BLEU_TINY) / (reflen + BLEU_SMALL)
-    if ratio < 1:
-        value *= math.exp(1 - 1 / ratio)
-    return value
-
-
-def combine_bleu(sums: np.ndarray, order: int) -> np.ndarray:
-    """Corpus BLEU-``order`` of each row of summed statistics (exact: the statistics are integer counts)."""
-    return np.array([bleu_from_statistics([float(v) for v in row], order) for row in sums], dtype=np.float64)
-
-
-def bleu_values(candidates: List[str], cooked_refs: List) -> Dict[str, CocoValue]:
-    stats = [bleu_statistics(c, refs) for c, refs in zip(candidates, cooked_refs)]
+def bleu_values(stats: np.ndarray) -> Dict[str, CocoValue]:
+    """BLEU-1..4 of one system from its per-image statistics (``BleuReferences.statistics``)."""
+    rows = stats.tolist()
+    per_image = [bleu_scores(row) for row in rows]
+    totals = [sum(column) for column in zip(*rows)]
     per_unit = np.asarray(stats, dtype=np.float64)
-    totals = [sum(column) for column in zip(*stats)]
-    values = {}
-    for order, key in enumerate(BLEU_KEYS, start=1):
-        per_sample = [bleu_from_statistics(s, order) for s in stats]
-        values[key] = CocoValue(bleu_from_statistics(totals, order), per_sample,
-                                CorpusStatistics(per_unit, functools.partial(combine_bleu, order=order)))
-    return values
+    return {key: CocoValue(bleu_from_statistics(totals, order), [scores[order - 1] for scores in per_image],
+                           CorpusStatistics(per_unit, functools.partial(combine_bleu, order=order)))
+            for order, key in enumerate(BLEU_KEYS, start=1)}
 
 
-# ROUGE-L and CIDEr-D: means of per-image scores
-
-def rouge_value(candidates: List[str], references: List[List[str]]) -> CocoValue:
-    from pycocoevalcap.rouge.rouge import Rouge
-
-    rouge = Rouge()
-    scores = np.array([rouge.calc_score([c], refs) for c, refs in zip(candidates, references)])
+def mean_value(scores: np.ndarray) -> CocoValue:
+    """A metric whose corpus value is the mean of its per-image scores (ROUGE-L, CIDEr-D), as pycocoevalcap's."""
     return CocoValue(float(np.mean(scores)), [float(s) for s in scores], mean_statistics(scores))
 
 
-class CiderReferences:
-    """CIDEr-D's reference side, computed once for every system: document frequencies over the images' reference
-    sets and each reference's tf-idf vector (pycocoevalcap's CiderScorer recomputes both per call and per image)."""
+class OverlapReferences:
+    """The reference side of BLEU, ROUGE-L and CIDEr-D (``metrics``, a subset of :data:`OVERLAP_METRICS`), computed
+    once for every system; BLEU and CIDEr-D share the references' n-grams."""
 
-    def __init__(self, references: List[List[str]]):
-        from pycocoevalcap.cider.cider_scorer import cook_refs
+    def __init__(self, references: List[List[str]], metrics: Sequence[str]):
+        ngrams = ReferenceNgrams(references) if {"bleu", "cider"} & set(metrics) else None
+        self.ngrams = ngrams
+        self.bleu = BleuReferences(ngrams) if "bleu" in metrics else None
+        self.rouge = RougeReferences(references) if "rouge_l" in metrics else None
+        self.cider = CiderReferences(ngrams) if "cider" in metrics else None
 
-        cooked = [cook_refs(refs, CIDER_N) for refs in references]
-        self.document_frequency: Dict[tuple, float] = {}
-        for refs in cooked:
-            for ngram in set(ngram for ref in refs for ngram in ref):
-                self.document_frequency[ngram] = self.document_frequency.get(ngram, 0.0) + 1
-        self.ref_len = np.log(float(len(cooked)))
-        self.vectors = [[self._tfidf(ref) for ref in refs] for refs in cooked]
-
-    def _tfidf(self, counts):
-        vec = [{} for _ in range(CIDER_N)]
-        norm = [0.0] * CIDER_N
-        length = 0
-        for ngram, term_freq in counts.items():
-            df = np.log(max(1.0, self.document_frequency.get(ngram, 0.0)))
-            n = len(ngram) - 1
-            vec[n][ngram] = float(term_freq) * (self.ref_len - df)
-            norm[n] += pow(vec[n][ngram], 2)
-            if n == 1:  # pycocoevalcap counts the bigrams as the length
-                length += term_freq
-        return vec, [np.sqrt(x) for x in norm], length
-
-    @staticmethod
-    def _similarity(hyp, ref) -> np.ndarray:
-        (vec_hyp, norm_hyp, length_hyp), (vec_ref, norm_ref, length_ref) = hyp, ref
-        delta = float(length_hyp - length_ref)
-        val = np.array([0.0] * CIDER_N)
-        for n in range(CIDER_N):
-            for ngram, weight in vec_hyp[n].items():
-                ref_weight = vec_ref[n].get(ngram, 0.0)
-                val[n] += min(weight, ref_weight) * ref_weight
-            if norm_hyp[n] != 0 and norm_ref[n] != 0:
-                val[n] /= norm_hyp[n] * norm_ref[n]
-            val[n] *= np.e ** (-(delta ** 2) / (2 * CIDER_SIGMA ** 2))
-        return val
-
-    def value(self, candidates: List[str]) -> CocoValue:
-        from pycocoevalcap.cider.cider_scorer import cook_test
-
-        scores = []
-        for candidate, refs in zip(candidates, self.vectors):
-            hyp = self._tfidf(cook_test(candidate, CIDER_N))
-            score = np.array([0.0] * CIDER_N)
-            for ref in refs:
-                score += self._similarity(hyp, ref)
-            score_avg = np.mean(score)
-            score_avg /= len(refs)
-            score_avg *= 10.0
-            scores.append(score_avg)
-        scores = np.array(scores)
-        return CocoValue(float(np.mean(scores)), [float(s) for s in scores], mean_statistics(scores))
+    def values(self, candidates: List[str]) -> Dict[str, CocoValue]:
+        """One system's values: ``bleu_1`` .. ``bleu_4``, ``rouge_l``, ``cider`` (those asked for)."""
+        values: Dict[str, CocoValue] = {}
+        encoded = self.ngrams.encode(candidates) if self.ngrams is not None else None
+        if self.bleu is not None:
+            values.update(bleu_values(self.bleu.statistics(encoded)))
+        if self.rouge is not None:
+            values["rouge_l"] = mean_value(self.rouge.scores(candidates))
+        if self.cider is not None:
+            values["cider"] = mean_value(self.cider.scores(encoded))
+        return values
 
 
 # METEOR: pycocoevalcap's jar protocol, SCORE lines streamed, one EVAL line per system

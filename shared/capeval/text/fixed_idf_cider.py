@@ -1,4 +1,5 @@
-"""CIDEr-D with a fixed IDF: PTB tokenisation (pycocoevalcap, needs Java) + :mod:`capeval.functional.fixed_idf_cider`.
+"""CIDEr-D with a fixed IDF: PTB tokenisation (:mod:`capeval.text.ptb`, pycocoevalcap's tokens without Java) +
+:mod:`capeval.functional.fixed_idf_cider`.
 
 Official CIDEr takes its IDF from the scored corpus, so a caption's score changes with the other captions
 scored beside it (and is 0 when one caption is scored alone: log(1) = 0). A fixed IDF, built once from a
@@ -21,11 +22,10 @@ IDF_FILE = "cider_idf.json"
 
 
 def ptb_tokenize(texts: Sequence[str]) -> List[str]:
-    """pycocoevalcap's PTBTokenizer (Stanford CoreNLP PTB tokeniser, lower case, punctuation removed), one call."""
-    from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
+    """pycocoevalcap's PTBTokenizer (lower case, punctuation removed) on ``texts`` as one call, in Python."""
+    from capeval.text.ptb import tokenize_block
 
-    tokenized = PTBTokenizer().tokenize({i: [{"caption": text}] for i, text in enumerate(texts)})
-    return [tokenized[i][0] for i in range(len(texts))]
+    return tokenize_block(list(texts))
 
 
 def tokenize_reference_sets(reference_sets: Sequence[Sequence[str]]) -> List[List[str]]:

@@ -1,0 +1,281 @@
+"""METEOR 1.5's word alignment of a test sentence with one reference, re-implemented for capeval.
+
+Behaviour reproduced (Lavie & Agarwal 2007; Denkowski & Lavie 2011, 2014; details observed on ``meteor-1.5.jar``):
+
+- Candidate matches come from four modules in order: exact (same Java string hash), stem (same hash of the
+  Snowball stem, different words), synonym (a shared WordNet synset, directly or through the word's base form,
+  different words) and paraphrase (a phrase of one side listed in the table with a phrase of the other side, both
+  directions). Each line-2 (reference) position keeps its candidates in that order. Two identical sentences are
+  matched by the exact module alone.
+- A candidate that is its position's only one and whose words no other candidate covers is fixed up front.
+- A left-to-right beam search over reference positions (beam 40) picks the others. Partial alignments are ranked
+  by their weighted match count (exact 1, other modules 0.5, each side's ``length x weight`` truncated to an
+  integer as it is added, so a one-word non-exact match weighs 0 and is taken only where it joins chunks), then
+  fewer chunks, then a smaller distance, ties kept in insertion order. The distance the jar accumulates is
+  reproduced as it is: when a path is extended, the offset ``|ref start - test start|`` of each considered
+  candidate is added to the path being extended (so to the candidates considered after it and to the path that
+  skips the position), not to the extension.
+- The result's statistics: per module, matched content and function words of each side, and the chunk count.
+
+The design (bit masks for used words, a linked list of chosen matches, sentence features prepared once) is
+capeval's own; no METEOR code is copied or translated.
+"""
+
+from __future__ import annotations
+
+from operator import itemgetter
+from typing import Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
+
+EXACT, STEM, SYNONYM, PARAPHRASE = range(4)
+MODULES = 4
+BEAM_SIZE = 40
+
+# a candidate match: (ref start, ref length, test start, test length, module, search weight, test mask, ref mask,
+# offset |ref start - test start|)
+Match = Tuple[int, int, int, int, int, int, int, int, int]
+
+
+class Sentence:
+    """One side of an alignment, with every per-word feature the modules compare (position maps built on use)."""
+
+    __slots__ = ("words", "hashes", "stems", "function", "ids", "phrases", "heads", "function_count", "_maps",
+                 "_grams")
+
+    def __init__(self, words: Tuple[str, ...], hashes: Tuple[int, ...], stems: Tuple[int, ...],
+                 function: Tuple[bool, ...], ids: Tuple[int, ...],
+                 phrases: Tuple[Tuple[int, int, Dict[Tuple[int, ...], Tuple[Tuple[int, Tuple[int, ...]], ...]]], ...]):
+        self.words, self.hashes, self.stems, self.function = words, hashes, stems, function
+        self.ids = ids  # paraphrase-table word ids (-1: not in the table)
+        # its phrases in the paraphrase table: (start, length, paraphrases by their first one or two word ids:
+        # (rank among the phrase's paraphrases, paraphrase word ids)); and all those first words
+        self.phrases = phrases
+        self.heads = frozenset().union(*(groups.keys() for _, _, groups in phrases))
+        self.function_count = sum(function)
+        self._maps = self._grams = None
+
+    def maps(self):
+        """(hash -> positions, stem hash -> positions, word -> positions), built when the sentence is first
+        aligned as the test side."""
+        if self._maps is None:
+            hashes: Dict[int, List[int]] = {}
+            stems: Dict[int, List[int]] = {}
+            words: Dict[str, List[int]] = {}
+            for i, (h, s, w) in enumerate(zip(self.hashes, self.stems, self.words)):
+                hashes.setdefault(h, []).append(i)
+                stems.setdefault(s, []).append(i)
+                words.setdefault(w, []).append(i)
+            self._maps = (hashes, stems, words)
+        return self._maps
+
+    def grams(self) -> Dict[Tuple[int, ...], List[int]]:
+        """Paraphrase-table word-id unigrams and bigrams -> their positions, built when first needed."""
+        if self._grams is None:
+            ids = self.ids
+            grams: Dict[Tuple[int, ...], List[int]] = {}
+            for k, word in enumerate(ids):
+                if word >= 0:
+                    grams.setdefault((word,), []).append(k)
+                    if k + 1 < len(ids) and ids[k + 1] >= 0:
+                        grams.setdefault(ids[k:k + 2], []).append(k)
+            self._grams = grams
+        return self._grams
+
+
+def _match(s2: int, l2: int, s1: int, l1: int, module: int) -> Match:
+    weight = l1 + l2 if module == EXACT else l1 // 2 + l2 // 2
+    return (s2, l2, s1, l1, module, weight, ((1 << l1) - 1) << s1, ((1 << l2) - 1) << s2, abs(s2 - s1))
+
+
+def candidate_matches(test: Sentence, ref: Sentence, synonyms: Dict[str, Set[str]]) -> List[List[Match]]:
+    """Every module's candidate matches, listed under their reference start position in the jar's order.
+    ``synonyms``: word -> the words sharing a WordNet synset with it (directly or through base forms) whose Java
+    hash differs."""
+    n1, n2 = len(test.words), len(ref.words)
+    hash_positions, stem_positions, word_positions = test.maps()
+    test_hashes, ref_hashes = test.hashes, ref.hashes
+    matches: List[List[Match]] = [[] for _ in range(n2)]
+    for j, h in enumerate(ref_hashes):
+        for i in hash_positions.get(h, ()):
+            matches[j].append((j, 1, i, 1, EXACT, 2, 1 << i, 1 << j, abs(j - i)))  # _match, inlined
+    if n1 == n2 and test_hashes == ref_hashes:
+        return matches
+    for j, s in enumerate(ref.stems):
+        for i in stem_positions.get(s, ()):
+            if test_hashes[i] != ref_hashes[j]:
+                matches[j].append((j, 1, i, 1, STEM, 0, 1 << i, 1 << j, abs(j - i)))
+    pairs = []
+    for j, word in enumerate(ref.words):
+        partners = synonyms.get(word)
+        if partners:
+            for other in partners.intersection(word_positions):
+                pairs += [(j, i) for i in word_positions[other]]
+    for j, i in sorted(pairs):
+        matches[j].append((j, 1, i, 1, SYNONYM, 0, 1 << i, 1 << j, abs(j - i)))
+    found = _paraphrase_occurrences(ref, test.ids, test.grams())
+    for j, length, _, paraphrase, i in found:
+        matches[j].append(_match(j, length, i, len(paraphrase), PARAPHRASE))
+    found = _paraphrase_occurrences(test, ref.ids, ref.grams())
+    for i, length, _, paraphrase, j in found:
+        matches[j].append(_match(j, len(paraphrase), i, length, PARAPHRASE))
+    return matches
+
+
+def _paraphrase_occurrences(sentence: Sentence, ids: Tuple[int, ...],
+                            gram_positions: Dict[Tuple[int, ...], List[int]]) -> List:
+    """Where the paraphrases of ``sentence``'s phrases occur in the other sentence (word ids ``ids``): (phrase
+    start, phrase length, rank, paraphrase, position), in the jar's order: by phrase start, length, rank, position."""
+    found = []
+    for head in gram_positions.keys() & sentence.heads:
+        positions = gram_positions[head]
+        for start, length, groups in sentence.phrases:
+            for rank, paraphrase in groups.get(head, ()):
+                size = len(paraphrase)
+                for p in positions:
+                    if size <= 2 or ids[p:p + size] == paraphrase:
+                        found.append((start, length, rank, paraphrase, p))
+    found.sort()
+    return found
+
+
+def _fixed_matches(matches: List[List[Match]], n1: int, n2: int) -> List[Optional[Match]]:
+    """The matches that are their position's only candidate and share no word with another candidate."""
+    cover1, cover2 = [0] * n1, [0] * n2
+    for candidates in matches:
+        for s2, l2, s1, l1, *_ in candidates:
+            if l1 == 1 and l2 == 1:
+                cover1[s1] += 1
+                cover2[s2] += 1
+                continue
+            for k in range(s1, s1 + l1):
+                cover1[k] += 1
+            for k in range(s2, s2 + l2):
+                cover2[k] += 1
+    fixed: List[Optional[Match]] = [None] * n2
+    for j, candidates in enumerate(matches):
+        if len(candidates) == 1:
+            s2, l2, s1, l1 = candidates[0][:4]
+            if all(cover2[k] == 1 for k in range(s2, s2 + l2)) and all(cover1[k] == 1 for k in range(s1, s1 + l1)):
+                fixed[j] = candidates[0]
+    return fixed
+
+
+_RANK = itemgetter(0, 1, 2)  # (-weighted matches, chunks, distance): the jar's order of partial alignments
+
+
+def _search(matches: List[List[Match]], fixed: List[Optional[Match]], n2: int) -> List[Optional[Match]]:
+    """The jar's beam search; returns the chosen match at each reference start position."""
+    chosen = list(fixed)
+    open_positions = [j for j in range(n2) if fixed[j] is None and matches[j]]
+    if not open_positions:
+        return chosen
+    # a path: (-weighted matches, chunks, distance, next position, end of the last test match or -1, used test
+    # words, used ref words, chosen matches as a linked list); the positions before the first open one are the
+    # same for every path
+    neg, chunks, distance, idx, last, used1, used2 = 0, 0, 0, 0, -1, 0, 0
+    for m in fixed:
+        if m is not None:
+            used1 |= m[6]
+            used2 |= m[7]
+    first = open_positions[0]
+    while idx < first:
+        m = fixed[idx]
+        if m is None:
+            if last != -1:
+                chunks += 1
+                last = -1
+            idx += 1
+        else:
+            neg -= m[5]
+            if last != -1 and m[2] != last:
+                chunks += 1
+            idx, last = m[0] + m[1], m[2] + m[3]
+            distance += m[8]
+    # below, a path's "next position" is only kept while it lies inside a chosen match (> current): a path that
+    # skips a position would move it to current + 1, which the loop's next step is anyway
+    paths = [(neg, chunks, distance, idx, last, used1, used2, None)]
+    unsorted = False
+    for current in range(first, n2):
+        if unsorted:
+            paths.sort(key=_RANK)
+        if len(paths) > BEAM_SIZE:
+            del paths[BEAM_SIZE:]
+        candidates = matches[current]
+        m = fixed[current]
+        extended = []
+        unsorted = False
+        if m is not None:
+            weight, offset, end, last_end = m[5], m[8], m[0] + m[1], m[2] + m[3]
+            for path in paths:
+                neg, chunks, distance, idx, last, used1, used2, links = path
+                if idx > current:  # inside a chosen match
+                    extended.append(path)
+                else:
+                    extended.append((neg - weight, chunks + (last != -1 and m[2] != last), distance + offset, end,
+                                     last_end, used1, used2, links))
+                    unsorted = True
+        elif not candidates:
+            for path in paths:
+                if path[4] == -1 or path[3] > current:
+                    extended.append(path)
+                else:
+                    extended.append((path[0], path[1] + 1, path[2], path[3], -1, path[5], path[6], path[7]))
+                    unsorted = True
+        else:
+            unsorted = True
+            for path in paths:
+                neg, chunks, distance, idx, last, used1, used2, links = path
+                if idx > current:
+                    extended.append(path)
+                    continue
+                for m in candidates:
+                    if used1 & m[6] or used2 & m[7]:
+                        continue
+                    extended.append((neg - m[5], chunks + (last != -1 and m[2] != last), distance, m[0] + m[1],
+                                     m[2] + m[3], used1 | m[6], used2 | m[7], (m, links)))
+                    distance += m[8]  # the jar adds it to the path being extended
+                extended.append((neg, chunks + (last != -1), distance, idx, -1, used1, used2, links))
+        paths = extended
+    if unsorted:
+        paths.sort(key=_RANK)
+    closed = [(neg, chunks + (last != -1), distance, idx, last, u1, u2, links)
+              for neg, chunks, distance, idx, last, u1, u2, links in paths[:BEAM_SIZE]]
+    closed = [min(closed, key=_RANK)]  # the first of the best, as a stable sort puts it
+    link = closed[0][7]
+    while link is not None:
+        m, link = link
+        chosen[m[0]] = m
+    return chosen
+
+
+def align_statistics(test: Sentence, ref: Sentence, matches: List[List[Match]]) -> Tuple[int, ...]:
+    """The jar's 23 segment statistics of the alignment of ``test`` with ``ref`` from these candidate matches:
+    lengths, function-word counts, per module (test content, ref content, test function, ref function) matched
+    words, chunks, matched words per side."""
+    n1, n2 = len(test.words), len(ref.words)
+    chosen = _search(matches, _fixed_matches(matches, n1, n2), n2)
+    per_module = [0] * (4 * MODULES)
+    chunks = matched1 = matched2 = 0
+    last_end = -1
+    j = 0
+    while j < n2:
+        m = chosen[j]
+        if m is None:
+            if last_end != -1:
+                chunks += 1
+                last_end = -1
+            j += 1
+            continue
+        s2, l2, s1, l1, module = m[:5]
+        for k in range(s1, s1 + l1):
+            per_module[4 * module + (2 if test.function[k] else 0)] += 1
+        for k in range(s2, s2 + l2):
+            per_module[4 * module + (3 if ref.function[k] else 1)] += 1
+        matched1 += l1
+        matched2 += l2
+        if last_end != -1 and s1 != last_end:
+            chunks += 1
+        j = s2 + l2
+        last_end = s1 + l1
+    if last_end != -1:
+        chunks += 1
+    return (n1, n2, test.function_count, ref.function_count, *per_module, chunks, matched1, matched2)
