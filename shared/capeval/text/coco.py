@@ -75,7 +75,17 @@ def _spice_lib_jars():
 
 
 def _spice():
+    require_java("SPICE")
     return _spice_lib_jars().Spice()
+
+
+def require_java(what: str) -> None:
+    """A one-line error when ``java`` is not on PATH (the Python backend needs none)."""
+    import shutil
+
+    if shutil.which("java") is None:
+        raise ModelNotAvailableError(f"{what} runs on Java, and `java` (Java 17) is not on PATH; the default "
+                                     "backend='python' computes BLEU, METEOR, ROUGE-L and CIDEr-D without it")
 
 
 def spacy_model_record(package: str, nlp) -> Dict[str, str]:
@@ -361,6 +371,7 @@ def ptb_tokenize_blocks(blocks: Sequence[Sequence[str]]) -> List[List[str]]:
     """Each block of texts tokenized as one pycocoevalcap ``PTBTokenizer.tokenize`` call would (lines joined into
     one file, lower-cased, punctuation tokens dropped), all blocks in one JVM: ``-ioFileList`` gives every block its
     own file and lexer, so a line's tokens never depend on another block (the lexer looks across a line end)."""
+    require_java("backend='java' (pycocoevalcap's PTB tokenizer jar)")
     command = ["java", "-XX:+UseSerialGC", "-cp", _tokenizer_jar(), "edu.stanford.nlp.process.PTBTokenizer",
                "-preserveLines", "-lowerCase", "-ioFileList", "files.txt"]
     with tempfile.TemporaryDirectory(prefix="capeval-ptb-") as folder:
@@ -439,6 +450,7 @@ class MeteorJar:
     def __init__(self):
         from pycocoevalcap.meteor import meteor as meteor_module
 
+        require_java("backend='java' (pycocoevalcap's METEOR jar)")
         folder = os.path.dirname(os.path.abspath(meteor_module.__file__))
         command = ["java", "-jar", "-Xmx2G", "-XX:+UseSerialGC", meteor_module.METEOR_JAR, "-", "-", "-stdio", "-l",
                    "en", "-norm"]
