@@ -3,7 +3,7 @@ and push it (or, with ``--output DIR``, only write the Space folders under ``DIR
 
 A Space folder holds the module's card (``README.md``, whose YAML pins the Gradio ``sdk_version``), script,
 ``app.py``, ``packages.txt`` (the Debian packages the Hub installs with apt: every module folder declares its own,
-an empty file when it needs none, e.g. ``default-jre-headless`` for pycocoevalcap's Java tokenizer and METEOR),
+an empty file when it needs none; ``default-jre-headless`` only for a Space that scores SPICE),
 the built capeval wheel and a ``requirements.txt`` whose capeval line installs that wheel by URL:
 the Hub installs ``requirements.txt`` before it copies the repository into the image, so a relative path would
 not exist yet; the wheel is fetched from the Space repository itself (``resolve/main/<wheel>``).
