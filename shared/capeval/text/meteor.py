@@ -35,18 +35,20 @@ pycocoevalcap.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import threading
 from concurrent.futures import ProcessPoolExecutor
 from decimal import Context, Decimal
 from fractions import Fraction
+from itertools import chain, repeat
 from typing import Dict, FrozenSet, Hashable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from capeval.core.errors import InputError
-from capeval.text.meteor_align import MODULES, Match, Sentence, align_statistics, candidate_matches
+from capeval.text.meteor_align import MODULES, Match, Sentence, align_statistics, candidate_matches, gram_key
 from capeval.text.meteor_data import (JAR_NAME, MAX_PHRASE_WORDS, PARAPHRASE_NAME, JarData, ParaphraseIndex,
                                       meteor_folder, paraphrase_index, read_jar_data)
 from capeval.text.meteor_text import english_stem, java_hash, meteor_words, request_segments
@@ -155,6 +157,12 @@ def _score_bound(test: Sentence, ref: Sentence, matches: List[List[Match]]) -> f
     for candidates in matches:
         for s2, l2, s1, l1, module, *_ in candidates:
             weight = MODULE_WEIGHTS[module]
+            if l1 == 1 and l2 == 1:
+                if weight > best1[s1]:
+                    best1[s1] = weight
+                if weight > best2[s2]:
+                    best2[s2] = weight
+                continue
             for k in range(s1, s1 + l1):
                 if weight > best1[k]:
                     best1[k] = weight
@@ -242,10 +250,16 @@ class Meteor:
         if processes > 1 and len(candidates) > 1:
             return _in_processes(self, candidates, references, processes)
         self.load()
-        requests = [request_segments(c, refs) for c, refs in zip(candidates, references)]
-        sentences = self._prepare({text for test, refs in requests for text in (test, *refs)})
-        return np.array([self._segment(sentences[test], [sentences[r] for r in refs]) for test, refs in requests],
-                        dtype=np.float64).reshape(len(requests), COLUMNS)
+        collecting = gc.isenabled()
+        gc.disable()  # the work allocates millions of acyclic tuples: the collector would only rescan them
+        try:
+            requests = [request_segments(c, refs) for c, refs in zip(candidates, references)]
+            sentences = self._prepare({text for test, refs in requests for text in (test, *refs)})
+            rows = [self._segment(sentences[test], [sentences[r] for r in refs]) for test, refs in requests]
+        finally:
+            if collecting:
+                gc.enable()
+        return np.array(rows, dtype=np.float64).reshape(len(requests), COLUMNS)
 
     def _segment(self, test: Sentence, references: List[Sentence]) -> List[float]:
         """The statistics of the best-scoring reference (the first of equal ones), as the jar picks it. References
@@ -309,10 +323,11 @@ class Meteor:
         return sentences
 
     def _sentence(self, words: Tuple[str, ...], found) -> Sentence:
-        features = [self._word(w) for w in words]
+        known = self._words.get
+        features = [known(w) or self._word(w) for w in words]
         ids, phrases = found
-        return Sentence(words, tuple(f[0] for f in features), tuple(f[1] for f in features),
-                        tuple(f[2] for f in features), ids, phrases)
+        hashes, stems, function = zip(*features) if features else ((), (), ())
+        return Sentence(words, hashes, stems, function, ids, phrases)
 
     def _word(self, word: str) -> Tuple[int, int, bool]:
         features = self._words.get(word)
@@ -397,11 +412,15 @@ def _synsets(jar: JarData, word: str) -> FrozenSet[int]:
 
 def _phrases(index: ParaphraseIndex, word_lists: List[Tuple[str, ...]], groups: _Bounded):
     """Per sentence: its paraphrase-table word ids and its phrases in the table, as (start, length, the phrase's
-    paraphrases grouped by their first one or two word ids: (rank, word ids)); ``groups`` caches the groupings."""
-    ids = [tuple(index.vocabulary.get(w, -1) for w in words) for words in word_lists]
-    flat = np.array([i for sentence in ids for i in (*sentence, -1)], dtype=np.int64)
-    owner = np.repeat(np.arange(len(ids)), [len(s) + 1 for s in ids])
-    start = np.concatenate([np.arange(len(s) + 1) for s in ids]) if ids else np.zeros(0, np.int64)
+    paraphrases grouped by the :func:`gram_key` of their first one or two word ids: (rank, word ids)); ``groups``
+    caches the groupings."""
+    vocabulary = index.vocabulary.get
+    ids = [tuple(map(vocabulary, words, repeat(-1))) for words in word_lists]
+    sizes = np.array([len(s) + 1 for s in ids], dtype=np.int64)
+    flat = np.fromiter(chain.from_iterable((*sentence, -1) for sentence in ids), dtype=np.int64,
+                       count=int(sizes.sum()))
+    owner = np.repeat(np.arange(len(ids)), sizes)
+    start = np.arange(len(flat)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
     rows, lengths, phrases = [], [], []
     for length in range(1, MAX_PHRASE_WORDS + 1):
         if len(flat) < length:
@@ -409,21 +428,23 @@ def _phrases(index: ParaphraseIndex, word_lists: List[Tuple[str, ...]], groups: 
         windows = np.lib.stride_tricks.sliding_window_view(flat, length)
         candidates = np.nonzero((windows >= 0).all(axis=1))[0]
         found = index.find(windows[candidates], length)
-        rows += candidates[found >= 0].tolist()
-        lengths += [length] * int((found >= 0).sum())
-        phrases += found[found >= 0].tolist()
-    batch = {p: groups.get(p) for p in set(phrases)}
+        rows.append(candidates[found >= 0])
+        lengths.append(np.full(int((found >= 0).sum()), length, dtype=np.int64))
+        phrases.append(found[found >= 0])
+    rows, lengths, phrases = (np.concatenate(a) if a else np.zeros(0, np.int64) for a in (rows, lengths, phrases))
+    batch = {p: groups.get(p) for p in set(phrases.tolist())}
     missing = [p for p, g in batch.items() if g is None]
     for phrase, paraphrases in (index.paraphrases(missing) if missing else {}).items():
-        grouped: Dict[Tuple[int, ...], List] = {}
+        grouped: Dict[int, List] = {}
         for rank, words in enumerate(paraphrases):
-            grouped.setdefault(words[:2], []).append((rank, words))
+            grouped.setdefault(gram_key(words), []).append((rank, words))
         batch[phrase] = {head: tuple(found) for head, found in grouped.items()}
         groups.put(phrase, batch[phrase])
-    found_phrases: List[List] = [[] for _ in ids]
-    for s, j, length, phrase in zip(owner[rows].tolist(), start[rows].tolist(), lengths, phrases):
-        found_phrases[s].append((j, length, batch[phrase]))
-    return [(sentence, tuple(found)) for sentence, found in zip(ids, found_phrases)]
+    order = np.argsort(owner[rows], kind="stable")
+    bounds = np.concatenate(([0], np.cumsum(np.bincount(owner[rows], minlength=len(ids))))).tolist()
+    found = list(zip(start[rows][order].tolist(), lengths[order].tolist(),
+                     map(batch.__getitem__, phrases[order].tolist())))
+    return [(sentence, tuple(found[a:b])) for sentence, a, b in zip(ids, bounds[:-1], bounds[1:])]
 
 
 # --- processes -----------------------------------------------------------------------------------------------

@@ -38,20 +38,19 @@ Match = Tuple[int, int, int, int, int, int, int, int, int]
 class Sentence:
     """One side of an alignment, with every per-word feature the modules compare (position maps built on use)."""
 
-    __slots__ = ("words", "hashes", "stems", "function", "ids", "phrases", "heads", "function_count", "_maps",
-                 "_grams")
+    __slots__ = ("words", "hashes", "stems", "function", "ids", "phrases", "function_count", "_maps",
+                 "_grams", "_heads")
 
     def __init__(self, words: Tuple[str, ...], hashes: Tuple[int, ...], stems: Tuple[int, ...],
                  function: Tuple[bool, ...], ids: Tuple[int, ...],
-                 phrases: Tuple[Tuple[int, int, Dict[Tuple[int, ...], Tuple[Tuple[int, Tuple[int, ...]], ...]]], ...]):
+                 phrases: Tuple[Tuple[int, int, Dict[int, Tuple[Tuple[int, Tuple[int, ...]], ...]]], ...]):
         self.words, self.hashes, self.stems, self.function = words, hashes, stems, function
         self.ids = ids  # paraphrase-table word ids (-1: not in the table)
-        # its phrases in the paraphrase table: (start, length, paraphrases by their first one or two word ids:
-        # (rank among the phrase's paraphrases, paraphrase word ids)); and all those first words
+        # its phrases in the paraphrase table: (start, length, paraphrases by the gram_key of their first one or two
+        # word ids: (rank among the phrase's paraphrases, paraphrase word ids))
         self.phrases = phrases
-        self.heads = frozenset().union(*(groups.keys() for _, _, groups in phrases))
         self.function_count = sum(function)
-        self._maps = self._grams = None
+        self._maps = self._grams = self._heads = None
 
     def maps(self):
         """(hash -> positions, stem hash -> positions, word -> positions), built when the sentence is first
@@ -67,18 +66,31 @@ class Sentence:
             self._maps = (hashes, stems, words)
         return self._maps
 
-    def grams(self) -> Dict[Tuple[int, ...], List[int]]:
-        """Paraphrase-table word-id unigrams and bigrams -> their positions, built when first needed."""
+    def grams(self) -> Dict[int, List[int]]:
+        """The :func:`gram_key` of its paraphrase-table word-id unigrams and bigrams -> their positions, built when
+        first aligned."""
         if self._grams is None:
             ids = self.ids
-            grams: Dict[Tuple[int, ...], List[int]] = {}
-            for k, word in enumerate(ids):
+            grams: Dict[int, List[int]] = {}
+            for k, (word, following) in enumerate(zip(ids, (*ids[1:], -1))):
                 if word >= 0:
-                    grams.setdefault((word,), []).append(k)
-                    if k + 1 < len(ids) and ids[k + 1] >= 0:
-                        grams.setdefault(ids[k:k + 2], []).append(k)
+                    grams.setdefault(word, []).append(k)
+                    if following >= 0:
+                        grams.setdefault((word + 1) << 32 | following, []).append(k)
             self._grams = grams
         return self._grams
+
+    def heads(self) -> FrozenSet[int]:
+        """The :func:`gram_key` of every paraphrase of its phrases, built when first aligned."""
+        if self._heads is None:
+            self._heads = frozenset().union(*(groups for _, _, groups in self.phrases))
+        return self._heads
+
+
+def gram_key(ids: Tuple[int, ...]) -> int:
+    """One int for the first one or two (non-negative, below 2 ** 32) word ids of ``ids``: cheaper to hash than a
+    tuple."""
+    return ids[0] if len(ids) == 1 else (ids[0] + 1) << 32 | ids[1]
 
 
 def _match(s2: int, l2: int, s1: int, l1: int, module: int) -> Match:
@@ -94,45 +106,53 @@ def candidate_matches(test: Sentence, ref: Sentence, synonyms: Dict[str, Set[str
     hash_positions, stem_positions, word_positions = test.maps()
     test_hashes, ref_hashes = test.hashes, ref.hashes
     matches: List[List[Match]] = [[] for _ in range(n2)]
-    for j, h in enumerate(ref_hashes):
-        for i in hash_positions.get(h, ()):
-            matches[j].append((j, 1, i, 1, EXACT, 2, 1 << i, 1 << j, abs(j - i)))  # _match, inlined
     if n1 == n2 and test_hashes == ref_hashes:
+        for j, h in enumerate(ref_hashes):
+            matches[j] = [(j, 1, i, 1, EXACT, 2, 1 << i, 1 << j, abs(j - i)) for i in hash_positions[h]]
         return matches
-    for j, s in enumerate(ref.stems):
-        for i in stem_positions.get(s, ()):
-            if test_hashes[i] != ref_hashes[j]:
-                matches[j].append((j, 1, i, 1, STEM, 0, 1 << i, 1 << j, abs(j - i)))
-    pairs = []
-    for j, word in enumerate(ref.words):
+    no_positions = ()
+    for j, (h, s, word, row) in enumerate(zip(ref_hashes, ref.stems, ref.words, matches)):
+        # one position's candidates in module order (each _match, inlined)
+        for i in hash_positions.get(h, no_positions):
+            row.append((j, 1, i, 1, EXACT, 2, 1 << i, 1 << j, abs(j - i)))
+        for i in stem_positions.get(s, no_positions):
+            if test_hashes[i] != h:
+                row.append((j, 1, i, 1, STEM, 0, 1 << i, 1 << j, abs(j - i)))
         partners = synonyms.get(word)
         if partners:
-            for other in partners.intersection(word_positions):
-                pairs += [(j, i) for i in word_positions[other]]
-    for j, i in sorted(pairs):
-        matches[j].append((j, 1, i, 1, SYNONYM, 0, 1 << i, 1 << j, abs(j - i)))
-    found = _paraphrase_occurrences(ref, test.ids, test.grams())
-    for j, length, _, paraphrase, i in found:
-        matches[j].append(_match(j, length, i, len(paraphrase), PARAPHRASE))
-    found = _paraphrase_occurrences(test, ref.ids, ref.grams())
-    for i, length, _, paraphrase, j in found:
-        matches[j].append(_match(j, len(paraphrase), i, length, PARAPHRASE))
+            common = partners.intersection(word_positions)
+            if common:
+                found = [i for other in common for i in word_positions[other]]
+                found.sort()
+                row += [(j, 1, i, 1, SYNONYM, 0, 1 << i, 1 << j, abs(j - i)) for i in found]
+    if ref.phrases:
+        for j, length, _, i, size in _phrases_in(ref.phrases, ref.heads(), test.grams(), test.ids):
+            matches[j].append(_match(j, length, i, size, PARAPHRASE))
+    if test.phrases:
+        for i, length, _, j, size in _phrases_in(test.phrases, test.heads(), ref.grams(), ref.ids):
+            matches[j].append(_match(j, size, i, length, PARAPHRASE))
     return matches
 
 
-def _paraphrase_occurrences(sentence: Sentence, ids: Tuple[int, ...],
-                            gram_positions: Dict[Tuple[int, ...], List[int]]) -> List:
-    """Where the paraphrases of ``sentence``'s phrases occur in the other sentence (word ids ``ids``): (phrase
-    start, phrase length, rank, paraphrase, position), in the jar's order: by phrase start, length, rank, position."""
+def _phrases_in(phrases, heads: FrozenSet[int], gram_positions: Dict[int, List[int]], ids: Tuple[int, ...]) -> List:
+    """Where the paraphrases of these phrases (their gram keys ``heads``) occur in the other sentence (its word ids
+    ``ids``, its gram keys' positions ``gram_positions``): (phrase start, phrase length, rank, position, paraphrase
+    length), in the jar's order: by phrase start, length, rank, position."""
+    common = heads.intersection(gram_positions)
+    if not common:
+        return []
     found = []
-    for head in gram_positions.keys() & sentence.heads:
-        positions = gram_positions[head]
-        for start, length, groups in sentence.phrases:
-            for rank, paraphrase in groups.get(head, ()):
+    for start, length, groups in phrases:
+        for head in common:
+            entries = groups.get(head)
+            if entries is None:
+                continue
+            positions = gram_positions[head]
+            for rank, paraphrase in entries:
                 size = len(paraphrase)
                 for p in positions:
                     if size <= 2 or ids[p:p + size] == paraphrase:
-                        found.append((start, length, rank, paraphrase, p))
+                        found.append((start, length, rank, p, size))
     found.sort()
     return found
 
