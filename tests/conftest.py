@@ -104,6 +104,18 @@ def tiny_hub(tmp_path_factory):
         os.environ["HF_HUB_CACHE"] = old
 
 
+@pytest.fixture
+def empty_weights_cache(tmp_path, monkeypatch):
+    """An empty offline hub cache: any model load fails (with a ModelNotAvailableError naming the weights)."""
+    import huggingface_hub.constants as hub_constants
+
+    cache = tmp_path / "empty-hub"
+    cache.mkdir()
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", str(cache))
+    return cache
+
+
 @pytest.fixture(scope="session")
 def shared_data():
     """``../shared/data``: required in CI (fails loudly), skipped with a reason elsewhere."""

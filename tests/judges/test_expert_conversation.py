@@ -6,14 +6,13 @@ hjkim811/EXPERT-llava-13b-lora``), infers the conversation from the model name: 
 turn and explanation turn, on the prompts the tiny judge is actually asked, against the two templates written here
 from LLaVA's conversation.py (c121f04)."""
 
-import json
-
 import numpy as np
 import pytest
 from PIL import Image
 
 from capeval import InputError, load_scorer
 from capeval.judges.expert import EXPERT_EXPLANATION_PROMPT
+from judge_records import official_answers
 from test_expert_score_text import _official_text
 
 SYSTEM = ("A chat between a curious human and an artificial intelligence assistant. The assistant gives helpful, "
@@ -66,17 +65,9 @@ def test_the_prompts_are_the_templates_character_for_character(tiny_hub, capeval
     scorer, result, asked = _asked(options, record)
     assert sorted(asked[0]) == sorted(template(SCORING.format(c)) for c in CAPTIONS)
     expected = []
-    for line in record.read_text().splitlines():
-        entry = json.loads(line)
-        outputs, caption = entry["outputs"], entry["inputs"]["caption"]
-        if outputs["score"] is None:
-            continue
-        probabilities = outputs["digit_probabilities"]
-        first = [probabilities["first"][str(d)] for d in range(10)]
-        second = probabilities["second"] and [probabilities["second"][str(d)] for d in range(10)]
-        # expert.py: conv.messages[-1][-1] = str(score.cpu().item()) + '</s>', then the conversation's separator
-        expected.append(template(SCORING.format(caption), _official_text(outputs["raw_score"], first, second) + "</s>",
-                                 EXPERT_EXPLANATION_PROMPT.format(caption=caption)))
+    # expert.py: conv.messages[-1][-1] = str(score.cpu().item()) + '</s>', then the conversation's separator
+    for caption, answer in official_answers(record, _official_text):
+        expected.append(template(SCORING.format(caption), answer, EXPERT_EXPLANATION_PROMPT.format(caption=caption)))
     second_turns = [prompt for prompts in asked[1:] for prompt in prompts]
     assert expected and sorted(second_turns) == sorted(expected)
     assert result["provenance"]["options"]["prompt_format"] == options.get("prompt_format", "llava_v0")

@@ -3,8 +3,6 @@ score it accumulated from ``output_dict.scores``, which transformers 4.37.2 (LLa
 (``LlamaForCausalLM.forward``: ``logits = logits.float()``): the softmax and the sum are float32 tensors.
 Checked on the arithmetic and on the second-turn prompts the tiny judge is asked."""
 
-import json
-
 import numpy as np
 import pytest
 import torch
@@ -13,6 +11,7 @@ from PIL import Image
 from capeval import load_scorer
 from capeval.judges.expert import EXPERT_EXPLANATION_PROMPT, EXPERT_PROMPT, expert_score_text
 from capeval.judges.prompts import render_llava_v1
+from judge_records import official_answers
 
 
 def _official_text(number, first, second):
@@ -77,15 +76,7 @@ def test_the_tiny_judge_is_asked_the_explanation_after_the_official_score_text(t
     scorer.score(captions, images=images)
     second_turns = [prompt for prompts in asked[1:] for prompt in prompts]
     expected = []
-    for line in record.read_text().splitlines():
-        entry = json.loads(line)
-        outputs, caption = entry["outputs"], entry["inputs"]["caption"]
-        if outputs["score"] is None:
-            continue
-        probabilities = outputs["digit_probabilities"]
-        first = [probabilities["first"][str(d)] for d in range(10)]
-        second = probabilities["second"] and [probabilities["second"][str(d)] for d in range(10)]
-        answer = _official_text(outputs["raw_score"], first, second) + "</s>"
+    for caption, answer in official_answers(record, _official_text):
         expected.append(render_llava_v1([("user", EXPERT_PROMPT.format(caption=caption)), ("assistant", answer),
                                          ("user", EXPERT_EXPLANATION_PROMPT.format(caption=caption)),
                                          ("assistant", None)]))

@@ -4,14 +4,13 @@ its loop accumulates term by term on float16 tensors (LLaVA's float16 logits and
 probs[1]`` for 1.0). Checked bit for bit against that loop on torch float16 tensors, and on the second-turn prompts
 the tiny judge is asked."""
 
-import json
-
 import numpy as np
 import torch
 from PIL import Image
 
 from capeval import load_scorer
 from capeval.judges.scorer import fleur_score_text
+from judge_records import official_answers
 
 SYSTEM = ("A chat between a curious human and an artificial intelligence assistant. The assistant gives helpful, "
           "detailed, and polite answers to the human's questions.")
@@ -89,16 +88,8 @@ def test_the_tiny_judge_is_asked_why_after_the_official_score_text(tiny_hub, tmp
     scorer.judge.generate = lambda prompts, *args, **kwargs: asked.append(prompts) or generate(prompts, *args, **kwargs)
     scorer.score(captions, images=images)
     expected = []
-    for line in record.read_text().splitlines():
-        entry = json.loads(line)
-        outputs, caption = entry["outputs"], entry["inputs"]["caption"]
-        if outputs["score"] is None:
-            continue
-        probabilities = outputs["digit_probabilities"]
-        first = [probabilities["first"][str(d)] for d in range(10)]
-        second = probabilities["second"] and [probabilities["second"][str(d)] for d in range(10)]
-        # fleur_exp.py: conv.messages[-1][-1] = str(score.item()) + '</s>', the conversation adds sep2
-        answer = _official_text(outputs["raw_score"], first, second) + "</s>"
+    # fleur_exp.py: conv.messages[-1][-1] = str(score.item()) + '</s>', the conversation adds sep2
+    for caption, answer in official_answers(record, _official_text):
         first_turn = ("Your task is to evaluate and rate the caption on a scale of 0.0 to 1.0 based on the given "
                       "Grading Criteria. (Print Real Number Score ONLY)\n\nGrading Criteria:\n\n0.0: The caption "
                       "does not describe the image at all.\n1.0: The caption accurately and clearly describes the "

@@ -247,18 +247,6 @@ CASES = {
 }
 
 
-@pytest.fixture
-def empty_weights_cache(tmp_path, monkeypatch):
-    """An empty offline hub cache: any model load fails (with a ModelNotAvailableError naming the weights)."""
-    import huggingface_hub.constants as hub_constants
-
-    cache = tmp_path / "empty-hub"
-    cache.mkdir()
-    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
-    monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", str(cache))
-    return cache
-
-
 def _error_line(argv, capsys) -> str:
     try:
         code = main(argv)

@@ -20,18 +20,6 @@ SYSTEMS = ("baseline", "model_a", "model_b")
 DOORS = ("annotations", "karpathy", "records")
 
 
-@pytest.fixture
-def empty_weights_cache(tmp_path, monkeypatch):
-    """An empty offline hub cache: any model load fails (with a ModelNotAvailableError naming the weights)."""
-    import huggingface_hub.constants as hub_constants
-
-    cache = tmp_path / "empty-hub"
-    cache.mkdir()
-    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
-    monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", str(cache))
-    return cache
-
-
 class Inputs:
     """A copy of examples/coco_small under ``root`` with one door's inputs: the annotations (COCO or Karpathy) and
     each system's COCO results file, or each system's records file (JSONL, references inline)."""

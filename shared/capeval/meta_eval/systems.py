@@ -82,11 +82,11 @@ def compare_systems(statistics: Mapping[str, Mapping[str, CorpusStatistics]], *,
     values = {key: np.array([_value(s) for s in table[key]]) for key in keys}
     undefined: Dict[str, Dict[str, str]] = {key: {} for key in keys}
     for key in keys:
-        for name, value in zip(order, values[key]):
+        for k, name in enumerate(order):
             if name in given.get(key, {}):
                 undefined[key][name] = _undefined(f"{key} of {name}", given[key][name])
-                values[key][order.index(name)] = NAN
-            elif not np.isfinite(value):
+                values[key][k] = NAN
+            elif not np.isfinite(values[key][k]):
                 undefined[key][name] = _undefined(f"{key} of {name}", "the corpus value is not finite (nothing to "
                                                   "count on these images)")
     unresampled = too_few_units(n_units, "every CI and p-value")
