@@ -27,7 +27,7 @@ from capeval.functional.overlap import NOUN_TAGS, VERB_TAGS, exact_overlap, fuzz
 from capeval.text.bleu import BleuReferences, bleu_from_statistics, bleu_scores, combine_bleu
 from capeval.text.cider import CiderReferences
 from capeval.text.ngrams import ReferenceNgrams
-from capeval.text.ptb import LINE_BREAKS, PTB_PUNCTUATION
+from capeval.text.ptb import PTB_PUNCTUATION, refuse_line_break
 from capeval.text.rouge import RougeReferences
 
 
@@ -347,10 +347,7 @@ def _refuse_line_breaks(systems: List[List[str]], references: List[List[str]], s
              for s, captions in enumerate(systems) for i, c in enumerate(captions)]
     texts += [(f"references[{i}][{j}]", r) for i, refs in enumerate(references) for j, r in enumerate(refs)]
     for where, text in texts:
-        found = [b for b in LINE_BREAKS if b in text]
-        if found:
-            raise InputError(f"{where} holds the line break {found[0]!r}: the PTB tokenizer would split it into two "
-                             "lines (only '\\n' is replaced by a space, as in pycocoevalcap)")
+        refuse_line_break(text, where)
 
 
 def _regroup(flat: List[str], sizes: List[int]) -> List[List[str]]:

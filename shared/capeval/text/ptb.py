@@ -596,13 +596,20 @@ def tokenize_block(texts: Sequence[str]) -> List[str]:
     return out
 
 
+def refuse_line_break(text: str, where: str) -> None:
+    """An :class:`InputError` naming ``where`` when ``text`` holds a line break other than ``"\\n"``
+    (:data:`LINE_BREAKS`): the jar's lexer ends a line there, so pycocoevalcap would pair the following tokens with
+    the wrong images."""
+    found = [b for b in LINE_BREAKS if b in text]
+    if found:
+        raise InputError(f"{where} holds the line break {found[0]!r}: the PTB tokenizer of the COCO metrics would "
+                         "split it into two lines (only '\\n' is replaced by a space, as in pycocoevalcap)")
+
+
 def _checked(i: int, text: str) -> str:
     if not isinstance(text, str):
         raise InputError(f"texts[{i}] is a {type(text).__name__}, not a string")
-    found = [b for b in LINE_BREAKS if b in text]
-    if found:
-        raise InputError(f"texts[{i}] holds the line break {found[0]!r}: the PTB tokenizer would split it into two "
-                         "lines (only '\\n' is replaced by a space, as in pycocoevalcap)")
+    refuse_line_break(text, f"texts[{i}]")
     if not text.isascii():
         try:
             text.encode("utf-8")
