@@ -38,9 +38,10 @@ FAST_TESTS = (
     "tests/hice_s/test_phrases.py::test_spacy_fallback_phrases",
     "tests/image_roundtrip/test_roundtrip_pipeline.py",
     "tests/judges/test_judge_options.py",
-    "tests/meta_eval/test_resampling.py",
+    "tests/meta_eval/test_resampled.py",
     "tests/polos/test_head_rows.py",
     "tests/report/test_markdown_table.py",
+    "tests/statistics/test_clusters.py",
     "tests/suite/test_run_evaluate_captions.py",
     "tests/surfaces/test_module_cards.py",
     "tests/text/test_mpnet.py",
@@ -83,13 +84,47 @@ def fast_loop():
     return SimpleNamespace(fast_tests=FAST_TESTS, slow_parameters=SLOW_PARAMETERS, is_slow=is_slow)
 
 
+def run_folder(tmp_path_factory) -> Path:
+    """A folder of this test run that its pytest-xdist workers share (each worker's base temp folder is a child of
+    the run's); the session's base temp folder without xdist."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@pytest.fixture(scope="session", autouse=True)
+def run_capeval_cache(tmp_path_factory):
+    """``$CAPEVAL_CACHE`` as given, else a fresh folder for the run (shared by its workers), never the user's
+    ~/.cache/capeval: what one run writes (the METEOR index, benchmark scores, converted weights) no other sees."""
+    if not os.environ.get("CAPEVAL_CACHE"):
+        os.environ["CAPEVAL_CACHE"] = str(run_folder(tmp_path_factory) / "capeval-cache")
+    return Path(os.environ["CAPEVAL_CACHE"])
+
+
+@pytest.fixture(scope="session")
+def source_tree_lock():
+    """Held (``with source_tree_lock:``) by a test while it builds a wheel from the checkout: the build writes
+    build/ and capeval.egg-info in place, which another build at the same time (an xdist worker, another run) would
+    share."""
+    import hashlib
+    import tempfile
+
+    from filelock import FileLock
+
+    checkout = hashlib.sha256(str(REPO).encode()).hexdigest()[:16]
+    return FileLock(str(Path(tempfile.gettempdir()) / f"capeval-source-build-{checkout}.lock"))
+
+
 @pytest.fixture(scope="session")
 def tiny_hub(tmp_path_factory):
-    """A hub cache holding a tiny random model for every registered weight; set as HF_HUB_CACHE."""
+    """A hub cache holding a tiny random model for every registered weight; set as HF_HUB_CACHE (one per xdist
+    worker; a ``CAPEVAL_TEST_HUB_CACHE`` that several processes share is filled by one at a time)."""
+    from filelock import FileLock
+
     from capeval.testing import populate_tiny_hub_cache
 
     cache = Path(os.environ.get("CAPEVAL_TEST_HUB_CACHE") or tmp_path_factory.mktemp("hub"))
-    populate_tiny_hub_cache(cache)
+    with FileLock(str(cache) + ".lock"):
+        populate_tiny_hub_cache(cache)
     old = os.environ.get("HF_HUB_CACHE")
     os.environ["HF_HUB_CACHE"] = str(cache)
     import huggingface_hub.constants as hub_constants
@@ -175,3 +210,32 @@ def clip_loads(monkeypatch):
 
     monkeypatch.setattr(ClipBackbone, "__init__", counting_init)
     return loads
+
+
+@pytest.fixture(scope="session", autouse=True)
+def reports_follow_their_schema():
+    """In every test, each report document the suite builds (``capeval.suite.run.build_report``) and each
+    report.json written for a document that names a schema are validated against ``report.schema.json``: the real
+    builder and writer run unchanged, the check follows them (``capeval.report.schema.validate_report``)."""
+    import json
+
+    import capeval.report.write as write
+    import capeval.suite.run as run
+    from capeval.report.schema import validate_report
+
+    build_report, write_report = run.build_report, write.write_report
+
+    def build_and_validate(*args, **kwargs):
+        document = build_report(*args, **kwargs)
+        validate_report(document)
+        return document
+
+    def write_and_validate(report, *args, **kwargs):
+        paths = write_report(report, *args, **kwargs)
+        if "schema" in report:
+            validate_report(json.loads(paths["json"].read_text(encoding="utf-8")))
+        return paths
+
+    run.build_report, write.write_report = build_and_validate, write_and_validate
+    yield
+    run.build_report, write.write_report = build_report, write_report

@@ -1,6 +1,8 @@
 """The package's shape: no import cycles (imports inside functions included), imports go one way
-(surfaces → families → backbones/functional → core), product code never imports the test builders, and every
-family folder registers itself through ``registration.py`` (discovered, never imported by core)."""
+(surfaces → families / statistics → backbones/functional → core), the statistics import only core and functional,
+the surfaces stack as report ← suite ← cli (nothing but the cli imports the cli), product code never imports the test
+builders, and every family folder registers itself through ``registration.py`` (discovered, never imported by
+core)."""
 
 import ast
 import importlib
@@ -15,7 +17,11 @@ SURFACES = ("cli", "evaluate_module", "demo", "distributed", "modules", "bench",
             "meta_eval", "testing", "report", "suite", "cocoevalcap")
 # layer of each top-level part of the package; a module may import only its own layer or lower ones
 LAYERS = {"core": 0,
-          "functional": 1, "backbones": 1, **{f: 2 for f in FAMILIES}, **{s: 3 for s in SURFACES}}
+          "functional": 1, "backbones": 1, "statistics": 2, **{f: 2 for f in FAMILIES}, **{s: 3 for s in SURFACES}}
+# low-level parts and the only other parts they may import
+ONLY_IMPORTS = {"statistics": ("core", "functional")}
+# surfaces built on one another, lowest first: each may import the ones before it, never one after it
+SURFACE_ORDER = ("report", "suite", "cli")
 
 
 def module_name(path: Path) -> str:
@@ -126,6 +132,33 @@ def test_imports_go_one_way():
             if LAYERS.get(target_part, 0) > LAYERS.get(source_part, 0):
                 upward.append(f"{path.relative_to(PACKAGE)}:{line} ({source_part}) imports {target} ({target_part})")
     assert upward == []
+
+
+def forbidden_imports(allowed) -> List[str]:
+    """``path:line (part) imports target (part)`` for every import where ``allowed(source_part, target_part)`` is
+    false."""
+    modules = all_modules()
+    return [f"{path.relative_to(PACKAGE)}:{line} ({part_of(name)}) imports {target} ({part_of(target)})"
+            for name, path in modules.items() for target, line in imports_of(path, modules)
+            if not allowed(part_of(name), part_of(target))]
+
+
+def test_low_level_parts_import_only_what_they_may():
+    def allowed(source: str, target: str) -> bool:
+        return source not in ONLY_IMPORTS or target in (source, *ONLY_IMPORTS[source])
+
+    assert forbidden_imports(allowed) == []
+
+
+def test_surfaces_stack_report_then_suite_then_cli():
+    def allowed(source: str, target: str) -> bool:
+        if target == "cli":
+            return source == "cli"
+        if source in SURFACE_ORDER and target in SURFACE_ORDER:
+            return SURFACE_ORDER.index(target) <= SURFACE_ORDER.index(source)
+        return True
+
+    assert forbidden_imports(allowed) == []
 
 
 def test_product_code_never_imports_the_tiny_test_builders():

@@ -18,11 +18,11 @@ from collections import defaultdict
 from typing import Any, Dict, Hashable, List, Mapping, Optional, Sequence, Tuple
 
 from capeval.core.errors import InputError
+from capeval.core.keys import coco_method
+from capeval.core.scoring import get_scorer_spec, scorer_of
 from capeval.text.coco import COCO_GROUP, COCO_KEYS, check_backend, coco_group_names, score_coco_group
 
-# pycocoevalcap's names of the COCO keys, and the scorer names its messages print
-METHOD_NAMES = {"bleu_1": "Bleu_1", "bleu_2": "Bleu_2", "bleu_3": "Bleu_3", "bleu_4": "Bleu_4", "meteor": "METEOR",
-                "rouge_l": "ROUGE_L", "cider": "CIDEr", "spice": "SPICE"}
+# the scorer names pycocoevalcap's messages print (the keys' names in ``eval`` are their scorers' metadata)
 SCORER_NAMES = {"bleu": "Bleu", "meteor": "METEOR", "rouge_l": "Rouge", "cider": "CIDEr", "spice": "SPICE"}
 GROUP = "coco"
 
@@ -62,7 +62,7 @@ class COCOEvalCap:
             self._print("computing %s score..." % ", ".join(SCORER_NAMES[name] for name in text))
             values = score_coco_group([captions], references, metrics=text, backend=self.backend)[0]
             for key, value in values.items():
-                method = METHOD_NAMES[key]
+                method = _method(scorer_of(key), key)
                 self.setEval(value.corpus, method)
                 per_image = value.details if value.details is not None else value.per_sample
                 self.setImgToEvalImgs(per_image, image_ids, method)
@@ -71,9 +71,10 @@ class COCOEvalCap:
             self._print("computing %s score..." % ", ".join(others))
             scores = self._score_suite(image_ids, references, captions, others)
             for key in scores.keys:
-                self.setEval(scores.corpus["results"][key], key)
-                self.setImgToEvalImgs(scores.per_image["results"][key], image_ids, key)
-                self._print("%s: %0.3f" % (key, scores.corpus["results"][key]))
+                method = _method(scores.metrics[key]["scorer"], key)
+                self.setEval(scores.corpus["results"][key], method)
+                self.setImgToEvalImgs(scores.per_image["results"][key], image_ids, method)
+                self._print("%s: %0.3f" % (method, scores.corpus["results"][key]))
         self.setEvalImgs()
 
     def setEval(self, score: Any, method: str) -> None:
@@ -119,6 +120,12 @@ class COCOEvalCap:
         system = SystemCaptions("results", dict(zip(image_ids, captions)), source="cocoRes")
         return score_suite(ground_truth, [system], metrics, images_root=self.images, options=options,
                            show_progress=False if self.quiet else None, **suite_options)
+
+
+def _method(scorer: str, key: str) -> str:
+    """``key``'s name in ``eval`` as its scorer declares it: pycocoevalcap's for the COCO keys ("Bleu_1"), else the
+    key itself."""
+    return coco_method(get_scorer_spec(scorer).scorer_class(), key)
 
 
 def _split_metrics(metrics: Optional[Sequence[str]]) -> Tuple[List[str], List[str]]:

@@ -1,8 +1,9 @@
 """Base class for capeval's evaluate modules: validation before evaluate's Arrow round trip, optional
 references, init options, and scoring through the registered capeval scorer.
 
-A module script subclasses :class:`CaptionMetric`, sets ``scorer_name`` and implements ``_info()`` with
-:func:`caption_features`.
+A module script subclasses :class:`CaptionMetric` and sets ``scorer_name``: its info (:func:`module_info`) and its
+docstring are built from the scorer's registration: the card (:class:`capeval.core.module_card.ModuleCard`), the
+inputs it needs and its options.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import inspect
 import io
 import os
+import textwrap
 from typing import Any, Dict, List, Optional, Sequence
 
 import datasets
@@ -37,6 +39,49 @@ def init_options_description(scorer_name: str) -> str:
              for o in get_scorer_spec(scorer_name).option_list()]
     return "\n".join(["Init kwargs (`evaluate.load(..., **options)` or `scorer_options={...}`):", *lines,
                       "    empty_caption (default 'error'): 'error', 'skip' or a finite score for empty captions"])
+
+
+def inputs_description(scorer_name: str) -> str:
+    """The module's ``inputs_description``: its arguments (from the scorer's needs and the card), its init options
+    (:func:`init_options_description`), and the card's ``Returns:`` and ``Examples:`` blocks."""
+    spec = get_scorer_spec(scorer_name)
+    card = _card(spec)
+    arguments = ["predictions (`list` of `str`): candidate captions."]
+    if spec.images != "unused":
+        arguments.append(f"images (`list`{', optional' if spec.images == 'optional' else ''}): one image per caption: "
+                         f"PIL image, file path, numpy array, or `datasets.Image` dict.")
+    if spec.references != "unused":
+        arguments.append(f"references (`list` of `list` of `str`{', optional' if spec.references == 'optional' else ''}"
+                         f"): references per caption, at least one each" + (f"; {card.references_note}"
+                                                                           if card.references_note else "."))
+    lines = ["", "Args:", *(_indented(argument) for argument in (*arguments, *card.arguments)),
+             init_options_description(scorer_name), "Returns:", textwrap.indent(card.returns.strip("\n"), "    "),
+             "Examples:", textwrap.indent(card.examples.strip("\n"), "    "), ""]
+    return "\n".join(lines)
+
+
+def module_info(scorer_name: str) -> evaluate.MetricInfo:
+    """The ``MetricInfo`` of the module of ``scorer_name``: its card's description, citation and links, the
+    features of the inputs it needs, and :func:`inputs_description`."""
+    spec = get_scorer_spec(scorer_name)
+    card = _card(spec)
+    return evaluate.MetricInfo(description=card.description, citation=card.citation,
+                               inputs_description=inputs_description(scorer_name),
+                               features=caption_features(images=spec.images != "unused",
+                                                         references=spec.references != "unused"),
+                               codebase_urls=list(card.codebase_urls), reference_urls=list(card.reference_urls))
+
+
+def _card(spec):
+    if spec.card is None:
+        raise ValueError(f"scorer {spec.name!r} has no module card: register it with register_scorer(..., card=...)")
+    return spec.card
+
+
+def _indented(argument: str) -> str:
+    """One argument of the ``Args:`` block, wrapped at 120 columns, continuation lines indented further."""
+    return textwrap.fill(argument, 120, initial_indent="    ", subsequent_indent="        ", break_long_words=False,
+                         break_on_hyphens=False)
 
 
 def caption_features(*, images: bool = True, references: bool = True) -> List[datasets.Features]:
@@ -98,6 +143,17 @@ class CaptionMetric(evaluate.Metric):
     """
 
     scorer_name: str = ""
+
+    def __init_subclass__(cls, **kwargs):
+        """A module's class gets its docstring from the card, as ``add_start_docstrings`` writes it."""
+        super().__init_subclass__(**kwargs)
+        spec = get_scorer_spec(cls.scorer_name) if cls.scorer_name else None
+        if spec is not None and spec.card is not None:
+            evaluate.utils.file_utils.add_start_docstrings(spec.card.description,
+                                                           inputs_description(cls.scorer_name))(cls)
+
+    def _info(self) -> evaluate.MetricInfo:
+        return module_info(self.scorer_name)
 
     def __init__(self, *, scorer_options: Optional[Dict[str, Any]] = None, empty_caption: EmptyCaption = "error",
                  **kwargs):

@@ -17,30 +17,17 @@ CAPTIONS = ["a dog.", "two cats on a sofa", "a child playing with a ball in a pa
             "A photo depicts a bowl of fruit", "A photo depicts " + LONG * 6, LONG * 20, "a bowl of fruit " * 12]
 
 
-def _random_clip(tmp_path, context_length=None):
+def _random_long_clip(tmp_path):
+    """A random full-size ViT-B/32 CLIP with Long-CLIP's 248 text positions."""
     import open_clip
 
     from capeval.backbones.clip import build_clip, save_open_clip
     from capeval.core.constants import OPENAI_PREPROCESS
 
     cfg = dict(open_clip.get_model_config("ViT-B-32"), quick_gelu=True)
-    if context_length:  # Long-CLIP: 248 text positions
-        cfg["text_cfg"] = {**cfg["text_cfg"], "context_length": context_length}
+    cfg["text_cfg"] = {**cfg["text_cfg"], "context_length": 248}
     torch.manual_seed(0)
     save_open_clip(tmp_path, build_clip(cfg).state_dict(), cfg, OPENAI_PREPROCESS)
-    return str(tmp_path)
-
-
-def _full_size_transformer(tmp_path, tiny_writer, model_class, config_class):
-    """A tiny test tokenizer with a full-size (base) random model of its vocabulary."""
-    from transformers import AutoTokenizer
-
-    tiny_writer(tmp_path)
-    for name in ("model.safetensors", "pytorch_model.bin"):
-        (tmp_path / name).unlink(missing_ok=True)
-    torch.manual_seed(3)
-    vocab = len(AutoTokenizer.from_pretrained(str(tmp_path)))
-    model_class(config_class(vocab_size=vocab, max_position_embeddings=514, pad_token_id=1)).save_pretrained(tmp_path)
     return str(tmp_path)
 
 
@@ -75,12 +62,14 @@ def test_every_text_encoder_states_only_what_differs():
 
 
 @pytest.mark.parametrize("context_length", [None, 248], ids=["clip", "long_clip"])
-def test_clip_features_equal_open_clips_own_forward(tmp_path, context_length):
+def test_clip_features_equal_open_clips_own_forward(full_size_clip_dir, tmp_path, context_length):
     import open_clip
 
     from capeval.backbones.clip import ClipBackbone
 
-    clip = ClipBackbone(_random_clip(tmp_path, context_length), device="cpu")
+    weights = _random_long_clip(tmp_path) if context_length else str(full_size_clip_dir)  # both full-size ViT-B/32
+    clip = ClipBackbone(weights, device="cpu")
+    assert clip.model.context_length == (context_length or 77) and clip.model.transformer.width == 512
     limit = context_length or 77
     with torch.inference_mode():  # open_clip's tokenizer and forward, the whole context wide
         expected = clip.model.encode_text(open_clip.tokenize(CAPTIONS, context_length=limit)).numpy()
@@ -93,13 +82,11 @@ def _single(tokenizer, caption, limit):
     return tokenizer(caption, truncation=True, max_length=limit, return_tensors="pt")
 
 
-def test_mpnet_features_equal_the_models_forward_on_each_caption_alone(tmp_path):
-    from transformers import MPNetConfig, MPNetModel
-
-    from capeval.testing import tiny_mpnet
+def test_mpnet_features_equal_the_models_forward_on_each_caption_alone(full_size_mpnet_dir):
     from capeval.text.mpnet import MAX_TOKENS, MPNetEncoder
 
-    encoder = MPNetEncoder(_full_size_transformer(tmp_path, tiny_mpnet, MPNetModel, MPNetConfig), device="cpu")
+    encoder = MPNetEncoder(str(full_size_mpnet_dir), device="cpu")
+    assert encoder.model.config.hidden_size == 768 and encoder.model.config.num_hidden_layers == 12
     with torch.inference_mode():  # unpadded: the mean over all of its tokens
         expected = torch.cat([torch.nn.functional.normalize(
             encoder.model(**_single(encoder.tokenizer, c, MAX_TOKENS)).last_hidden_state.mean(1), dim=-1)
@@ -109,20 +96,18 @@ def test_mpnet_features_equal_the_models_forward_on_each_caption_alone(tmp_path)
     assert encoder.truncation.count(CAPTIONS) == sum(n > MAX_TOKENS for n in lengths) >= 1
 
 
-def test_simcse_features_equal_the_models_forward_on_each_caption_alone(tmp_path):
-    from transformers import RobertaConfig, RobertaModel
-
+def test_simcse_features_equal_the_models_forward_on_each_caption_alone(full_size_roberta_dir):
     from capeval.functional.polos import scalar_mix
     from capeval.polos.checkpoint import head_config
     from capeval.polos.scorer import SimcseEncoder, head_from_config
-    from capeval.testing import tiny_roberta
 
-    roberta = _full_size_transformer(tmp_path, tiny_roberta, RobertaModel, RobertaConfig)
+    roberta = str(full_size_roberta_dir)
     head = head_from_config(head_config(text_dim=768, clip_dim=512, clip_weights="unused", text_encoder=roberta))
     torch.manual_seed(4)
     with torch.no_grad():
         head.scalar_parameters.normal_()
     encoder = SimcseEncoder(roberta, head, device=torch.device("cpu"), dtype=torch.float32)
+    assert encoder.model.config.hidden_size == 768 and encoder.model.config.num_hidden_layers == 12
     expected = []
     with torch.inference_mode():
         for caption in CAPTIONS:
@@ -135,22 +120,12 @@ def test_simcse_features_equal_the_models_forward_on_each_caption_alone(tmp_path
     assert encoder.truncation.count(CAPTIONS) == sum(n > 512 for n in lengths) >= 1
 
 
-def test_blip2_features_equal_the_models_itc_forward_on_each_caption_alone(tmp_path):
-    from transformers import Blip2Config, Blip2ForImageTextRetrieval
-
+def test_blip2_features_equal_the_models_itc_forward_on_each_caption_alone(full_size_qformer_blip2_dir):
     from capeval.blip2.scorer import MAX_TEXT_TOKENS, Blip2Backbone, lavis_clean_caption
-    from capeval.testing import write_tiny_blip2
 
-    write_tiny_blip2(tmp_path)  # the tokenizer; the model gets a BERT-base-size Q-Former
-    vocab = len((tmp_path / "vocab.txt").read_text().split())
-    config = Blip2Config(vision_config={"hidden_size": 32, "intermediate_size": 37, "num_hidden_layers": 1,
-                                        "num_attention_heads": 2, "image_size": 224, "patch_size": 32},
-                         qformer_config={"vocab_size": vocab, "encoder_hidden_size": 32,
-                                         "use_qformer_text_input": True},
-                         num_query_tokens=32)
-    torch.manual_seed(2)
-    Blip2ForImageTextRetrieval(config).save_pretrained(str(tmp_path), safe_serialization=True)
-    backbone = Blip2Backbone(str(tmp_path), device="cpu")
+    backbone = Blip2Backbone(str(full_size_qformer_blip2_dir), device="cpu")  # a BERT-base-size Q-Former
+    qformer = backbone.model.config.qformer_config
+    assert qformer.hidden_size == 768 and qformer.num_hidden_layers == 12
     expected = []
     with torch.inference_mode():  # transformers' own ITC forward (normalised text embeddings), one caption each
         for caption in CAPTIONS:

@@ -102,11 +102,12 @@ def test_each_card_lists_its_scorer_options_as_the_signature_states_them(card):
 
 @pytest.mark.parametrize("card", CARDS)
 def test_each_evaluate_module_describes_its_scorer_options_from_the_signature(card):
-    from capeval.evaluate_module import init_options_description
+    from capeval.evaluate_module import init_options_description, inputs_description
 
     module = (METRICS / card / f"{card}.py").read_text(encoding="utf-8")
-    assert f'init_options_description("{card}")' in module
+    assert f'scorer_name = "{card}"' in module  # its info is built from the registration (module_info)
     described = init_options_description(card)
+    assert described in inputs_description(card)
     for option in scorers()[card].option_list():
         assert f"{option.name} (default {option.default!r})" in described or (
             option.default is REQUIRED and f"{option.name} (required)" in described)

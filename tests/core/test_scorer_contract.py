@@ -7,6 +7,7 @@ import pytest
 from PIL import Image
 
 from capeval import InputError, ModelNotAvailableError
+from capeval.core.keys import ScoreKey, score_key
 from capeval.core.scoring import Scorer, load_scorer, scorers
 from capeval.testing import FAST_TINY_OPTIONS
 
@@ -46,6 +47,15 @@ def test_declared_options_are_exactly_the_factory_keywords(name):
     assert not any(p.kind is p.VAR_KEYWORD for p in parameters), "a factory takes no **options: declare them"
     assert set(spec.options) == {p.name for p in parameters}
     assert {"device", "dtype", "batch_size"} <= set(spec.options)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_scorer_class_declares_its_keys_metadata(name):
+    """Title, scale and direction of every key, stated on the class (``key_metadata``, capeval.core.keys)."""
+    declared = scorers()[name].scorer_class().key_metadata
+    assert len(declared) > 0, f"{name}: its scorer class declares no key_metadata"
+    for key, metadata in declared.items():
+        assert isinstance(key, str) and isinstance(metadata, ScoreKey), (name, key)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -92,6 +102,8 @@ def test_every_scorer_validates_before_any_model_call(name, built, forwards):
 @pytest.mark.parametrize("name", NAMES)
 def test_every_scorer_returns_per_sample_lists_and_their_means(name, built):
     spec, scorer = scorers()[name], built(name)
+    announced = scorer.score_keys(scorer.validate(CAPTIONS, **_inputs(spec)))
+    assert all(isinstance(score_key(scorer, key), ScoreKey) for key in announced)  # every key has its metadata
     if name == "spice":
         with pytest.raises(ModelNotAvailableError, match="CoreNLP"):
             scorer.score(CAPTIONS, **_inputs(spec))
@@ -99,6 +111,8 @@ def test_every_scorer_returns_per_sample_lists_and_their_means(name, built):
     result = scorer.score(CAPTIONS, **_inputs(spec))
     keys = [k[: -len("_per_sample")] for k in result if k.endswith("_per_sample")]
     assert keys and all(len(result[f"{k}_per_sample"]) == 2 for k in keys)
+    assert set(keys) == set(announced)
+    assert all(isinstance(score_key(scorer, key), ScoreKey) for key in keys)
     for key in keys:
         values = result[f"{key}_per_sample"]
         assert all(isinstance(v, float) for v in values)

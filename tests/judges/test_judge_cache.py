@@ -98,7 +98,7 @@ def test_the_index_is_bounded_and_the_file_keeps_every_record(tmp_path):
     calls = [{"judge": "fleur", "caption": f"caption {i} " + "x" * 100} for i in range(40)]
     for i, call in enumerate(calls):
         cache.put(call, {"score": i / 40})
-        assert cache._bytes <= 2000
+        assert cache._index.nbytes <= 2000
     assert len(cache._index) < 40
     assert [cache.get(call)["score"] for call in calls] == [i / 40 for i in range(40)]  # evicted ones: from the file
     cache.put(calls[39], {"score": 39 / 40})  # the same record as the indexed one: not appended

@@ -8,7 +8,7 @@ import pytest
 
 from capeval.core.errors import InputError
 from capeval.functional.correlation import STATISTICS, UndefinedStatisticWarning
-from capeval.meta_eval.clusters import accuracy_clusters, correlation_clusters
+from capeval.meta_eval.metric_clusters import accuracy_clusters, correlation_clusters
 from capeval.meta_eval.significance import compare_accuracy, paired_bootstrap, paired_permutation, williams, williams_test
 
 MODULE = Path(__file__).resolve().parents[2] / "measurements" / "metric_comparison"

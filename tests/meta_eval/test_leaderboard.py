@@ -13,7 +13,7 @@ from capeval.benchmarks.loaders import Benchmark
 from capeval.benchmarks.runner import metric_scores
 from capeval.benchmarks.schema import to_table
 from capeval.functional.correlation import STATISTICS
-from capeval.meta_eval.clusters import correlation_clusters
+from capeval.meta_eval.metric_clusters import correlation_clusters
 from capeval.meta_eval.leaderboard import Scores, benchmark_units, leaderboard, to_markdown
 
 CAPTIONS = ["a dog runs on the grass", "a cat sleeps on a sofa", "two people ride bikes", "a red car on a road",

@@ -10,7 +10,7 @@ import pytest
 
 from capeval.benchmarks.loaders import Benchmark
 from capeval.benchmarks.runner import metric_scores
-from capeval.meta_eval.clusters import correlation_clusters
+from capeval.meta_eval.metric_clusters import correlation_clusters
 from capeval.meta_eval.leaderboard import Scores, leaderboard, to_markdown, write
 
 from degenerate_thumb import degenerate_rows, write_raw_thumb

@@ -1,5 +1,5 @@
 """A realistic report document, shaped as /work/coord/issue28_interfaces.md agrees (what ``capeval.suite`` and
-``capeval.meta_eval.systems`` build): 3 systems, 8 metrics, 12 images with JPEG files, every pair compared.
+``capeval.statistics.systems`` build): 3 systems, 8 metrics, 12 images with JPEG files, every pair compared.
 
 The numbers are synthetic but internally consistent (per-image scores drawn per system; a mean metric's value is
 the mean of its per-image scores); the report renders them and computes none, so tests derive every expected
@@ -17,6 +17,14 @@ CORPUS_LEVEL = {"bleu_1", "bleu_2", "bleu_3", "bleu_4", "meteor"}
 MEANS = {"bleu_1": 0.78, "bleu_2": 0.62, "bleu_3": 0.48, "bleu_4": 0.36, "meteor": 0.28, "rouge_l": 0.57,
          "cider": 1.20, "clip_s": 0.76}
 SHIFT = {"ClipCap": 0.0, "ours_v1": 0.04, "ours & <v2>": 0.02}
+# what the document says of each key (the suite copies it from the key's scorer): title and the ×100 of the papers
+DISPLAY = {"bleu_1": "BLEU-1", "bleu_2": "BLEU-2", "bleu_3": "BLEU-3", "bleu_4": "BLEU-4", "meteor": "METEOR",
+           "rouge_l": "ROUGE-L", "cider": "CIDEr", "clip_s": "CLIP-S"}
+
+
+def display(key, scale=100.0):
+    """The display fields of ``key`` in a document's ``metrics[key]``."""
+    return {"title": DISPLAY[key], "scale": scale, "higher_is_better": True}
 INJECTION = "<script>alert('caption')</script> a dog"
 # (system_a, system_b, metric) -> significant; every other comparison is not significant
 SIGNIFICANT = {("ours_v1", "ClipCap", "cider"): True, ("ClipCap", "ours_v1", "bleu_4"): True,
@@ -79,7 +87,7 @@ def build_report(images_root):
         "baseline": "ClipCap",
         "metrics": {k: {"scorer": "bleu" if k.startswith("bleu") else k, "hashcode": f"{k}|capeval 0.9|abc{i}",
                         "provenance": {"capeval": "0.9.test", "weights": [{"ref": f"w-{k}", "source": "org/w@1"}]},
-                        "corpus_level": k in CORPUS_LEVEL, "higher_is_better": True} for i, k in enumerate(KEYS)},
+                        "corpus_level": k in CORPUS_LEVEL, **display(k)} for i, k in enumerate(KEYS)},
         "keys": list(KEYS),
         "systems": {s: {"source": f"results/{s}.json",
                         "scores": {k: {"value": values[s][k],
@@ -121,8 +129,8 @@ def large_report(images, seed=11):
                    for x, y in (("base", "a"), ("base", "b"), ("a", "b")) for k in keys]
     return {"capeval_version": "t", "created": "now", "baseline": "base", "keys": keys,
             "coverage": {"scored": images, "total": images, "split": None, "text": f"scored {images} of {images}"},
-            "metrics": {k: {"scorer": k, "hashcode": k, "provenance": {}, "corpus_level": False,
-                            "higher_is_better": True} for k in keys},
+            "metrics": {k: {"scorer": k, "hashcode": k, "provenance": {}, "corpus_level": False, **display(k)}
+                        for k in keys},
             "systems": {s: {"source": f"{s}.json", "scores": {k: {"value": values[s][k], "ci": None} for k in keys}}
                         for s in systems},
             "comparisons": comparisons, "clusters": {}, "undefined": {}, "images": rows,

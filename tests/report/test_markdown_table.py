@@ -85,17 +85,36 @@ def test_lower_is_better_flips_bold_and_marks(report):
     assert "‡" in rows[3][KEYS.index("cider") + 1]
 
 
-def test_other_metrics_are_printed_as_computed_and_the_header_says_which(report):
-    report["keys"].append("vcrscore")
+def test_title_and_scale_come_from_the_document_and_the_header_says_which_are_scaled(report):
+    report["keys"] += ["vcrscore", "tenths"]
+    report["metrics"]["vcrscore"] = {**report["metrics"]["cider"], "title": "My VCR", "scale": 1.0}
+    report["metrics"]["tenths"] = {**report["metrics"]["cider"], "title": "Tenths", "scale": 10.0}
     for number, system in enumerate(SYSTEMS):
         report["systems"][system]["scores"]["vcrscore"] = {"value": 0.123456 + number, "ci": [0.1 + number, 0.2]}
+        report["systems"][system]["scores"]["tenths"] = {"value": 0.123456 + number, "ci": None}
+    report["metrics"]["cider"]["title"] = "CIDEr-D (ours)"
     text = markdown_table(report)
-    assert text.splitlines()[0].startswith("Scores: BLEU-1, BLEU-2, BLEU-3, BLEU-4, METEOR, ROUGE-L, CIDEr, "
-                                           "CLIP-S ×100; vcrscore as computed.")
+    assert text.splitlines()[0].startswith("Scores: BLEU-1, BLEU-2, BLEU-3, BLEU-4, METEOR, ROUGE-L, CIDEr-D (ours), "
+                                           "CLIP-S ×100; Tenths ×10; My VCR as computed.")
     rows = table_rows(text)
-    assert rows[0][-1] == "vcrscore"
-    assert [r[-1] for r in rows[2:]] == ["0.1235 [0.1000, 0.2000]", "1.1235 [1.1000, 0.2000]",
+    assert rows[0][-3:] == ["CLIP-S", "My VCR", "Tenths"] and rows[0][KEYS.index("cider") + 1] == "CIDEr-D (ours)"
+    assert [r[-2] for r in rows[2:]] == ["0.1235 [0.1000, 0.2000]", "1.1235 [1.1000, 0.2000]",
                                          "**2.1235** [2.1000, 0.2000]"]
+    assert [r[-1] for r in rows[2:]] == ["1.2", "11.2", "**21.2**"]
+
+
+@pytest.mark.parametrize("field, value, problem", [
+    ("title", None, "'title' is missing"), ("scale", None, "'scale' is missing"),
+    ("higher_is_better", None, "'higher_is_better' is missing"), ("title", " ", "title must be a non-empty string"),
+    ("scale", 0, "scale must be a finite positive number"), ("scale", "100", "scale must be a finite positive"),
+    ("higher_is_better", "yes", "higher_is_better must be true or false")])
+def test_a_key_without_its_display_fields_is_refused_naming_the_field(report, field, value, problem):
+    if value is None:
+        del report["metrics"]["rouge_l"][field]
+    else:
+        report["metrics"]["rouge_l"][field] = value
+    with pytest.raises(InputError, match=rf"report: metrics\['rouge_l'\]\.{problem}"):
+        markdown_table(report)
 
 
 def test_missing_values_print_n_a_and_are_never_best_nor_marked(report):

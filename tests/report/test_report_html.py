@@ -232,7 +232,8 @@ def test_the_pairwise_table_shows_the_tables_scale_and_rounded_numbers(report, p
 def test_pairwise_p_values_below_four_decimals_and_other_metrics(tmp_path):
     report = large_report(30)
     report["keys"].append("vcrscore")
-    report["metrics"]["vcrscore"] = {"scorer": "vcrscore", "hashcode": "v", "provenance": {}, "corpus_level": False}
+    report["metrics"]["vcrscore"] = {"scorer": "vcrscore", "hashcode": "v", "provenance": {}, "corpus_level": False,
+                                     "title": "VCRScore", "scale": 1.0, "higher_is_better": True}
     for system in report["systems"]:
         report["systems"][system]["scores"]["vcrscore"] = {"value": 0.5, "ci": None}
     for image in report["images"]:

@@ -1,14 +1,14 @@
-"""The report reads what ``capeval.meta_eval.systems.compare_systems`` returns (the agreed contract, on the
+"""The report reads what ``capeval.statistics.systems.compare_systems`` returns (the agreed contract, on the
 production path, no hand-made comparisons): a system clearly better than the baseline gets †, one clearly worse ‡,
 in Markdown, LaTeX and HTML, and summary.csv's delta is value(system) − value(baseline)."""
 
 import csv
 
 import numpy as np
-from conftest import parse_html
+from conftest import display, parse_html
 
-from capeval.functional.corpus_statistics import mean_statistics
-from capeval.meta_eval.systems import compare_systems
+from capeval.core.corpus_statistics import mean_statistics
+from capeval.statistics.systems import compare_systems
 from capeval.report import markdown_table, write_report
 
 KEYS = ["cider", "clip_s"]
@@ -27,8 +27,8 @@ def compared_report():
                "scores": {s: {k: float(scores[s][k][i]) for k in KEYS} for s in scores}} for i in range(40)]
     return {"capeval_version": "test", "created": "now", "baseline": "base", "keys": KEYS,
             "coverage": {"scored": 40, "total": 40, "split": None, "text": "scored 40 of 40 images"},
-            "metrics": {k: {"scorer": k, "hashcode": k, "provenance": {}, "corpus_level": False,
-                            "higher_is_better": True} for k in KEYS},
+            "metrics": {k: {"scorer": k, "hashcode": k, "provenance": {}, "corpus_level": False, **display(k)}
+                        for k in KEYS},
             "systems": {s: {"source": f"{s}.json", "scores": compared["systems"][s]} for s in scores},
             "comparisons": compared["comparisons"], "clusters": compared["clusters"],
             "significance": compared["significance"], "undefined": compared["undefined"], "images": images}

@@ -10,7 +10,7 @@ import pytest
 
 from capeval import InputError
 from capeval.core.records import read_ground_truth, read_results
-from capeval.meta_eval.systems import compare_systems
+from capeval.statistics.systems import compare_systems
 from capeval.report import markdown_table
 from capeval.report.write import json_ready
 from capeval.suite import score_suite

@@ -82,7 +82,8 @@ def _image_set(tmp_path):
 @pytest.mark.parametrize("change, message", [
     ({"options": {"pac_s": {}}}, r"options given for 'pac_s', which is not among the suite's metrics"),
     ({"options": {"clip_s": {"no_such": 1}}}, r"clip_s: unknown option\(s\) \['no_such'\]"),
-    ({"metrics": ["polos"], "options": {"polos": {"statistics": "batch"}}}, "polos statistics='batch'"),
+    ({"metrics": ["polos"], "options": {"polos": {"statistics": "batch"}}},
+     r"polos is corpus-level under \{'statistics': 'batch'\} .* reads images"),
     ({"metrics": ["ensembeval"], "options": {"ensembeval": {"precision": "official"}}},
      r"ensembeval takes only 'weights'.*\['precision'\]"),
     ({"systems": [SystemCaptions("b", {1: "a cat"}, "b.json")]}, "caption different images"),

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from capeval.core.errors import ScoredThenFailedError
 from capeval.core.scoring import load_scorer
-from capeval.functional.corpus_statistics import mean_statistics
+from capeval.core.corpus_statistics import mean_statistics
 from capeval.functional.correlation import UndefinedStatisticWarning
-from capeval.meta_eval.systems import compare_systems
+from capeval.statistics.systems import compare_systems
 
 SETTINGS = {"points_per_side": 4, "pred_iou_thresh": 0.0, "stability_score_thresh": 0.0, "max_regions": 4}
 REFERENCES = ["a cat", "cats on a blanket"]

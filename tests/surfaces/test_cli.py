@@ -249,7 +249,7 @@ def test_push_uploads_the_folder_and_prints_the_revision_to_pin(tmp_path, monkey
     assert main(["push", str(tmp_path / "nope"), "capeval/x"]) == 2
 
 
-def test_publish_spaces_pushes_each_module_folder_as_a_gradio_space(monkeypatch, capsys):
+def test_publish_spaces_pushes_each_module_folder_as_a_gradio_space(monkeypatch, capsys, source_tree_lock):
     import huggingface_hub
 
     pushed = []
@@ -266,7 +266,8 @@ def test_publish_spaces_pushes_each_module_folder_as_a_gradio_space(monkeypatch,
             return type("CommitInfo", (), {"oid": "b" * 40})()
 
     monkeypatch.setattr(huggingface_hub, "HfApi", FakeApi)
-    assert main(["publish-spaces", "--org", "me", "--modules", "clip_s", "pac_s"]) == 0
+    with source_tree_lock:  # the wheel is built in the checkout
+        assert main(["publish-spaces", "--org", "me", "--modules", "clip_s", "pac_s"]) == 0
     assert [repo for repo, _ in pushed] == ["me/clip_s", "me/pac_s"]
     assert {"app.py", "README.md", "clip_s.py", "requirements.txt"} <= set(pushed[0][1])
     assert main(["publish-spaces", "--modules", "nope"]) == 2

@@ -21,11 +21,18 @@ FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 
 
 def _script_examples(name):
-    """The text after ``Examples:`` in the module script's ``_KWARGS_DESCRIPTION`` (read without importing it)."""
-    tree = ast.parse((MODULES[name] / f"{name}.py").read_text())
-    (value,) = [node.value for node in tree.body if isinstance(node, ast.Assign)
-                and [t.id for t in node.targets if isinstance(t, ast.Name)] == ["_KWARGS_DESCRIPTION"]]
-    docstring = "".join(_literal_parts(value))  # the init options between them are generated
+    """The text after ``Examples:`` in the module's inputs description: built from its scorer's card for a metric
+    (``capeval.evaluate_module.inputs_description``), the script's ``_KWARGS_DESCRIPTION`` for a measurement (read
+    without importing it)."""
+    if MODULES[name].parent.name == "metrics":
+        from capeval.evaluate_module import inputs_description
+
+        docstring = inputs_description(name)
+    else:
+        tree = ast.parse((MODULES[name] / f"{name}.py").read_text())
+        (value,) = [node.value for node in tree.body if isinstance(node, ast.Assign)
+                    and [t.id for t in node.targets if isinstance(t, ast.Name)] == ["_KWARGS_DESCRIPTION"]]
+        docstring = "".join(_literal_parts(value))  # the init options between them are generated
     _, sep, examples = docstring.partition("Examples:\n")
     assert sep, f"{name}: no Examples: block"
     return examples

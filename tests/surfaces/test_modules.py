@@ -72,9 +72,10 @@ def test_install_modules_serves_evaluate_load_by_hub_name_offline(tiny_hub, tmp_
     assert sorted(loaded) == MODULES
 
 
-def test_wheel_in_clean_environment_serves_every_module(tiny_hub, tmp_path):
-    subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp_path / "dist"),
-                    str(REPO)], check=True, capture_output=True)
+def test_wheel_in_clean_environment_serves_every_module(tiny_hub, tmp_path, source_tree_lock):
+    with source_tree_lock:  # built in the checkout
+        subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp_path / "dist"),
+                        str(REPO)], check=True, capture_output=True)
     wheel = next((tmp_path / "dist").glob("capeval-*.whl"))
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)

@@ -40,9 +40,10 @@ E2E = os.environ.get("CAPEVAL_SPACES_E2E", "")
 
 
 @pytest.fixture(scope="module")
-def spaces(tmp_path_factory):
+def spaces(tmp_path_factory, source_tree_lock):
     out = tmp_path_factory.mktemp("spaces")
-    assert main(["publish-spaces", "--output", str(out)]) == 0
+    with source_tree_lock:  # the wheel is built in the checkout
+        assert main(["publish-spaces", "--output", str(out)]) == 0
     return out
 
 
@@ -183,14 +184,15 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
 @pytest.mark.skipif(not E2E, reason="opt-in: CAPEVAL_SPACES_E2E=1 (a fresh venv with torch: GBs from PyPI)")
 @pytest.mark.timeout(2400)  # a venv with torch takes 8-15 min to build on a busy 2-core machine
 @pytest.mark.parametrize("name", ["hice_s"] if E2E in ("", "1") else E2E.split(","))
-def test_space_installs_in_a_fresh_venv_starts_and_renders(tmp_path, name):
+def test_space_installs_in_a_fresh_venv_starts_and_renders(tmp_path, name, source_tree_lock):
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler,
                                                                                 directory=str(tmp_path / "spaces")))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_address[1]}"
     try:
-        assert main(["publish-spaces", "--output", str(tmp_path / "spaces"), "--modules", name,
-                     "--wheel-url", base + "/{name}/{wheel}"]) == 0
+        with source_tree_lock:
+            assert main(["publish-spaces", "--output", str(tmp_path / "spaces"), "--modules", name,
+                         "--wheel-url", base + "/{name}/{wheel}"]) == 0
         figures = fresh_venv_run(tmp_path, tmp_path / "spaces" / name)
         print(f"\n{name}: {json.dumps(figures)}")
     finally:

@@ -22,6 +22,7 @@ from capeval.core.device import resolve_device, resolve_dtype
 from capeval.core.errors import InputError
 from capeval.core.hub import resolve
 from capeval.core.inputs import ValidInputs
+from capeval.core.keys import ScoreKey
 from capeval.core.scoring import Scorer, check_precision, summarize
 from capeval.core.truncation import warn_truncated
 from capeval.functional.blip2 import blip2_itc_score
@@ -117,6 +118,7 @@ class Blip2Scorer(Scorer):
     """``max_q cos(vision_proj(query_q(image)), text_proj(CLS(caption)))`` (reference-free: references are refused)."""
 
     name, images, references = "blip2_score", "required", "unused"
+    key_metadata = {"blip2_score": ScoreKey("BLIP2Score")}
 
     def __init__(self, weights: str = "blip2-itm-vit-g", *, device: str = "auto", dtype=None,
                  precision: Optional[str] = None, batch_size: int = 32, cache_dir=None, persist_dir=None,

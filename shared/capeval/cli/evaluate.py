@@ -66,16 +66,17 @@ def output_folder(text: str) -> str:
 
 
 def run(args) -> int:
-    from capeval.suite.metrics import expand_metrics
+    from capeval.suite.plan import expand_metrics, resolve_plan
     from capeval.suite.run import evaluate_captions
 
     fields = given_fields(args)
+    names = expand_metrics(args.metrics)
+    plan = resolve_plan(names, suite_options(args, names), device=args.device, dtype=args.dtype,
+                        batch_size=args.batch_size)
     report = evaluate_captions(args.results or (), annotations=args.annotations or args.karpathy, split=args.split,
-                               records=args.records or (), images=args.images, metrics=args.metrics, names=args.names,
+                               records=args.records or (), images=args.images, metrics=plan, names=args.names,
                                baseline=args.baseline, require_all=args.require_all, resamples=args.resamples,
                                seed=args.seed, p_values=args.p_values, output=args.output,
-                               options=suite_options(args, expand_metrics(args.metrics)),
-                               device=args.device, dtype=args.dtype, batch_size=args.batch_size,
                                fields=fields or None, image_format=args.image_format, config=args.config)
     print(report["coverage"]["text"], file=sys.stderr)
     if args.json:

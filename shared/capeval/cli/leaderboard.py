@@ -11,8 +11,9 @@ from capeval.cli.options import positive_int
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    from capeval.meta_eval.clusters import CORRECTIONS, TESTS
     from capeval.meta_eval.leaderboard import BENCHMARKS, TEXT_METRICS, UNITS
+    from capeval.meta_eval.metric_clusters import TESTS
+    from capeval.statistics.corrections import CORRECTIONS
 
     parser.add_argument("--metrics", nargs="+", default=list(TEXT_METRICS),
                         help="bleu1..bleu4, meteor, rouge_l, cider, the noun/verb overlaps, or any registered scorer")

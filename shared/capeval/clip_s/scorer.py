@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from typing import Optional, Tuple
 
@@ -13,6 +14,7 @@ from capeval.core.caches import DEFAULT_CACHE_BYTES
 from capeval.core.constants import CLIPSCORE_PREFIX
 from capeval.core.errors import InputError
 from capeval.core.inputs import ValidInputs
+from capeval.core.keys import ScoreKey
 from capeval.core.scoring import Scorer, check_precision, summarize
 from capeval.core.truncation import warn_truncated
 
@@ -35,6 +37,10 @@ class ClipScorer(Scorer):
     ``CLIPScore`` (:data:`DEFINITIONS`); it has no reference-based variant.
     """
 
+    # the keys of both registered scorers (clip_s, pac_s), printed ×100 as the papers print them
+    key_metadata = {"clip_s": ScoreKey("CLIP-S", 100.0), "refclip_s": ScoreKey("RefCLIP-S", 100.0),
+                    "pac_s": ScoreKey("PAC-S", 100.0), "refpac_s": ScoreKey("RefPAC-S", 100.0)}
+
     def __init__(self, weights: Optional[str] = "openai-clip-vit-b-32", *, w: float = 2.5, name: str = "clip_s",
                  prefix: str = CLIPSCORE_PREFIX, device: str = "auto", dtype=None, precision: Optional[str] = None,
                  official_fp16: bool = True, batch_size: int = 64, cache_dir=None, persist_dir=None,
@@ -50,6 +56,8 @@ class ClipScorer(Scorer):
         self.name = name
         self.prefix = prefix
         self.definition = definition
+        if definition == "torchmetrics" and name in self.key_metadata:  # scores ×100 already: printed as computed
+            self.key_metadata = {name: dataclasses.replace(self.key_metadata[name], scale=1.0)}
         self.official_dtype = (np.float16 if official_fp16 else np.float32) if official else None
         backbone_precision = OPENAI_FP16 if self.official_dtype is np.float16 else "uniform"
         if clip_backbone is not None:  # weights=None: score with whatever weights the given backbone holds

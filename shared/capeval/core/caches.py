@@ -29,49 +29,54 @@ V = TypeVar("V")
 
 
 class LruCache(Generic[V]):
-    """A least-recently-used map bounded by its number of entries and, with ``sizeof``, by the total size of its
-    values (``max_bytes``). Storing evicts the least recently used entries until both bounds hold; a value larger
-    than ``max_bytes`` on its own (or any value when ``max_entries`` is 0) is not stored. Thread-safe."""
+    """A least-recently-used map bounded by its number of entries (``max_entries``; None: no such bound) and, with
+    ``sizeof``, by the total size of its values (``max_bytes``). Storing evicts the least recently used entries until
+    both bounds hold; a value larger than ``max_bytes`` on its own (or any value when ``max_entries`` is 0) is not
+    stored. Thread-safe. The one bounded in-memory map of the package: every memo of data uses it."""
 
-    def __init__(self, max_entries: int, *, max_bytes: Optional[int] = None,
+    def __init__(self, max_entries: Optional[int], *, max_bytes: Optional[int] = None,
                  sizeof: Optional[Callable[[V], int]] = None):
-        if max_entries < 0 or (max_bytes is not None and max_bytes < 0):
+        if (max_entries is not None and max_entries < 0) or (max_bytes is not None and max_bytes < 0):
             raise ValueError(f"cache bounds must be ≥ 0, not max_entries={max_entries}, max_bytes={max_bytes}")
         if max_bytes is not None and sizeof is None:
             raise ValueError("a byte bound needs sizeof")
         self.max_entries, self.max_bytes = max_entries, max_bytes
         self._sizeof = sizeof
-        self._items: "OrderedDict[Hashable, Tuple[V, int]]" = OrderedDict()
+        self._items: "OrderedDict[Hashable, V]" = OrderedDict()
+        self._sizes: Dict[Hashable, int] = {}  # with ``sizeof`` only
         self._lock = threading.Lock()
         self.nbytes = 0  # total size of the stored values (0 without ``sizeof``)
         self.evictions = 0
 
     def get(self, key: Hashable, default: Optional[V] = None) -> Optional[V]:
         with self._lock:
-            item = self._items.get(key)
-            if item is None:
+            value = self._items.get(key, _MISSING)
+            if value is _MISSING:
                 return default
             self._items.move_to_end(key)
-            return item[0]
+            return value
 
     def put(self, key: Hashable, value: V) -> None:
         size = int(self._sizeof(value)) if self._sizeof is not None else 0
         with self._lock:
-            old = self._items.pop(key, None)
-            if old is not None:
-                self.nbytes -= old[1]
+            if self._items.pop(key, _MISSING) is not _MISSING:
+                self.nbytes -= self._sizes.pop(key, 0)
             if self.max_entries == 0 or (self.max_bytes is not None and size > self.max_bytes):
                 return
-            self._items[key] = (value, size)
-            self.nbytes += size
-            while len(self._items) > self.max_entries or (self.max_bytes is not None and self.nbytes > self.max_bytes):
-                _, (_, evicted) = self._items.popitem(last=False)
-                self.nbytes -= evicted
+            self._items[key] = value
+            if self._sizeof is not None:
+                self._sizes[key] = size
+                self.nbytes += size
+            while (self.max_entries is not None and len(self._items) > self.max_entries) or (
+                    self.max_bytes is not None and self.nbytes > self.max_bytes):
+                evicted, _ = self._items.popitem(last=False)
+                self.nbytes -= self._sizes.pop(evicted, 0)
                 self.evictions += 1
 
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
+            self._sizes.clear()
             self.nbytes = 0
 
     def __contains__(self, key: Hashable) -> bool:
@@ -79,6 +84,9 @@ class LruCache(Generic[V]):
 
     def __len__(self) -> int:
         return len(self._items)
+
+
+_MISSING = object()  # what LruCache.get finds for an absent key (a stored None is a value)
 
 
 def image_key(image: Image.Image) -> str:

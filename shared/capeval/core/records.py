@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Dict, Hashable, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from capeval.core.errors import InputError
+from capeval.core.inputs import check_caption
 
 DEFAULT_CHUNK_ROWS = 1024  # rows decoded at a time from parquet / datasets sources when no chunk size is given
 SAVE_TO_DISK_MARKERS = ("state.json", "dataset_dict.json")
@@ -516,14 +517,6 @@ def _load_json(path: Union[str, os.PathLike], what: str) -> Any:
         raise InputError(f"{path}: not UTF-8 text ({exc}); expected {what}") from None
 
 
-def _reference(value: Any, where: str) -> str:
-    if not isinstance(value, str):
-        raise InputError(f"{where} is {type(value).__name__} {value!r:.40}, expected a caption (text)")
-    if not value.strip():
-        raise InputError(f"{where} is an empty caption")
-    return value
-
-
 def _image_id(value: Any, where: str) -> Hashable:
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise InputError(f"{where} is {type(value).__name__} {value!r:.40}, expected an integer or text id")
@@ -599,7 +592,7 @@ def _coco_ground_truth(data: Dict, source: str) -> GroundTruth:
                              "(captions_*.json, not instances_*.json)")
         if image_id not in files:
             raise InputError(f"{where}.image_id {image_id!r} is not an id of images[]")
-        references.setdefault(image_id, []).append(_reference(entry["caption"], f"{where}.caption"))
+        references.setdefault(image_id, []).append(check_caption(entry["caption"], f"{where}.caption"))
         reference_where.setdefault(image_id, []).append(f"{where}.caption")
     if not references:
         raise InputError(f"{source}: no caption annotations (an image information file without captions?)")
@@ -657,7 +650,7 @@ def _karpathy_ground_truth(entries: List, source: str, split: Optional[str]) -> 
         for j, sentence in enumerate(sentences):
             if not isinstance(sentence, dict):
                 raise InputError(f"{where}.sentences[{j}] is {type(sentence).__name__}, expected an object")
-            references.append(_reference(_field(sentence, "raw", f"{where}.sentences[{j}]"),
+            references.append(check_caption(_field(sentence, "raw", f"{where}.sentences[{j}]"),
                                          f"{where}.sentences[{j}].raw"))
         if not references:
             unannotated.append(image_id)
@@ -823,7 +816,7 @@ def _inline_references(value: Any, where: str) -> Tuple[str, ...]:
         raise InputError(f"{where}: the references are {type(value).__name__}, expected a list of captions")
     if not references:
         raise InputError(f"{where}: an empty reference list")
-    return tuple(_reference(ref, f"{where}: reference {j}") for j, ref in enumerate(references))
+    return tuple(check_caption(ref, f"{where}: reference {j}") for j, ref in enumerate(references))
 
 
 def common_ground_truth(truths: Sequence[GroundTruth]) -> GroundTruth:

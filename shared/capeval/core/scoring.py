@@ -35,10 +35,13 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from capeval.core.corpus_statistics import KeyScores, per_sample_mean
 from capeval.core.discovery import load_registrations
 from capeval.core.errors import InputError
 from capeval.core.hub import recording_resolutions
 from capeval.core.inputs import NEEDS, ValidInputs, as_list, validate_inputs
+from capeval.core.keys import ScoreKey
+from capeval.core.module_card import ModuleCard
 from capeval.core.option_help import OPTION_HELP
 from capeval.core.provenance import build_provenance, effective_options, hashcode
 
@@ -68,6 +71,8 @@ class ScorerSpec:
     references: str  # "required" | "optional" | "unused"
     help: str
     own_option_help: Tuple[Tuple[str, str], ...] = ()  # (option, help) of the options OPTION_HELP does not explain
+    group: Optional[str] = None  # a registered group (:func:`register_group`) whose members are scored in one call
+    card: Optional[ModuleCard] = None  # what its evaluate module shows (capeval.evaluate_module builds it from this)
 
     def __post_init__(self):
         for field_name in ("images", "references"):
@@ -193,11 +198,13 @@ _SCORERS: Dict[str, ScorerSpec] = {}
 
 
 def register_scorer(name: str, *, factory: str, images: str, references: str, help: str,
-                    option_help: Optional[Mapping[str, str]] = None) -> ScorerSpec:
+                    option_help: Optional[Mapping[str, str]] = None, group: Optional[str] = None,
+                    card: Optional[ModuleCard] = None) -> ScorerSpec:
     """Add a scorer to the registry (called from a family's ``registration.py``): ``factory`` (``"module:attr"``, a
     class or a function whose return annotation names the class) states its options; ``option_help`` explains
-    those that :data:`OPTION_HELP` does not."""
-    spec = ScorerSpec(name, factory, images, references, help, tuple((option_help or {}).items()))
+    those that :data:`OPTION_HELP` does not; ``group``: the registered group it is scored with (one call for the
+    group's members of a suite: :meth:`Scorer.score_systems`'s ``peers``); ``card``: its evaluate module's card."""
+    spec = ScorerSpec(name, factory, images, references, help, tuple((option_help or {}).items()), group, card)
     existing = _SCORERS.get(name)
     if existing is not None and existing != spec:
         raise ValueError(f"scorer {name!r} is already registered with a different spec")
@@ -208,6 +215,36 @@ def register_scorer(name: str, *, factory: str, images: str, references: str, he
 def scorers() -> Dict[str, ScorerSpec]:
     load_registrations()
     return dict(_SCORERS)
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    """A name that stands for several scorers (``coco``: BLEU..SPICE), scored together in a suite; ``members``
+    (``"module:attr"``) returns the members available here."""
+
+    name: str
+    members: str
+    help: str
+
+    def available(self) -> Tuple[str, ...]:
+        return tuple(import_attr(self.members)())
+
+
+_GROUPS: Dict[str, GroupSpec] = {}
+
+
+def register_group(name: str, *, members: str, help: str) -> GroupSpec:
+    """Add a group of scorers (called from a family's ``registration.py``; each member registers with ``group``)."""
+    spec = GroupSpec(name, members, help)
+    if _GROUPS.get(name, spec) != spec:
+        raise ValueError(f"group {name!r} is already registered with a different spec")
+    _GROUPS[name] = spec
+    return spec
+
+
+def groups() -> Dict[str, GroupSpec]:
+    load_registrations()
+    return dict(_GROUPS)
 
 
 # other spellings users write → the one capeval uses (besides "-" for "_" and any case, accepted everywhere)
@@ -266,6 +303,8 @@ class Scorer(ABC):
     # score keys whose corpus value is the mean over the samples where they are defined (their NaN samples left
     # out, as HICE-S's local terms on captions without phrases); any other key's mean is NaN when a sample's is
     mean_over_defined: Tuple[str, ...] = ()
+    # every score key the scorer can return → its title, table scale, direction (capeval.core.keys)
+    key_metadata: Mapping[str, ScoreKey] = {}
     provenance: Optional[dict] = None  # set by load_scorer: the weights loaded, the options that change values
 
     @property
@@ -331,6 +370,57 @@ class Scorer(ABC):
     @abstractmethod
     def _score(self, inputs: ValidInputs) -> dict:
         """The scores of validated input."""
+
+    def score_systems(self, systems: Sequence[Sequence[str]], images: Optional[Sequence] = None,
+                      references: Optional[Sequence] = None, *, peers: Sequence["Scorer"] = ()
+                      ) -> List[Dict[str, KeyScores]]:
+        """Several systems' captions of the same samples (``systems[s][i]`` describes sample i, with ``images[i]``
+        and ``references[i]``; validated input), scored in one call: per system, per score key, its per-sample
+        values, the statistics a resample recomputes its corpus value from, and its corpus value. ``peers``: the
+        other scorers of this scorer's registered group, scored in the same call (a scorer in no group has none).
+
+        The default, for a per-sample scorer: every system's captions in one :meth:`score_inputs` call (each distinct
+        image and text encoded once), split by system, each key summarised by :meth:`key_scores`. Corpus-level
+        scorers override it."""
+        if peers:
+            raise TypeError(f"{self.name} is in no group: it scores with no peers")
+        n = len(systems[0]) if systems else 0
+        given = ValidInputs([caption for captions in systems for caption in captions],
+                            None if images is None else list(images) * len(systems),
+                            None if references is None else list(references) * len(systems))
+        result = self.score_inputs(given)
+        keys = self.score_keys(given)
+        return [{key: self.key_scores(key, result[f"{key}_per_sample"][s * n:(s + 1) * n]) for key in keys}
+                for s in range(len(systems))]
+
+    @classmethod
+    def key_scores(cls, key: str, per_sample: Sequence[float]) -> KeyScores:
+        """A per-sample key over a corpus, averaged as :meth:`score` averages it: the mean (NaN in, NaN out), or the
+        mean over the defined samples for the keys in ``mean_over_defined``."""
+        return per_sample_mean(per_sample, over_defined=key in cls.mean_over_defined)
+
+    @classmethod
+    def check_text(cls, text: str, where: str) -> None:
+        """Refuse a caption or reference this scorer cannot score (an :class:`InputError` naming ``where``), checked
+        before any model loads; by default every text passes."""
+
+    @classmethod
+    def components(cls, options: Mapping) -> Tuple[str, ...]:
+        """The registered scorers whose scores this one combines in a suite (:meth:`compose`), under ``options``;
+        ``()`` (the default): it scores by itself."""
+        return ()
+
+    @classmethod
+    def compose(cls, options: Mapping, component_scores: Mapping[str, Sequence[float]]) -> List[float]:
+        """A composed scorer's per-sample values (:meth:`components`) from its components' per-sample scores, by
+        score key."""
+        raise NotImplementedError(f"{cls.__name__} composes no components")
+
+    @classmethod
+    def composed_provenance(cls, options: Mapping, component_metrics: Mapping[str, Mapping]) -> Dict:
+        """A composed scorer's provenance from its components' (their ``hashcode`` and ``provenance`` by score
+        key)."""
+        raise NotImplementedError(f"{cls.__name__} composes no components")
 
 
 def is_corpus_level(scorer) -> bool:

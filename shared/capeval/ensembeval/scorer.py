@@ -23,8 +23,10 @@ from capeval.core.constants import ENSEMBEVAL_WEIGHTS_FILE as WEIGHTS_FILE
 from capeval.core.errors import InputError, TruncationWarning
 from capeval.core.hub import resolve
 from capeval.core.inputs import ValidInputs
+from capeval.core.keys import ScoreKey, score_key
 from capeval.core.scoring import Scorer, check_precision, scorers, summarize
 from capeval.core.truncation import warn_truncated
+from capeval.core.version import __version__
 from capeval.ensembeval.components import COMPONENTS, OFFICIAL_WEIGHTS
 from capeval.functional.ensemble import weighted_sum
 
@@ -55,6 +57,26 @@ def load_weights(ref: Union[str, os.PathLike, Mapping] = "official") -> Dict:
     return spec
 
 
+class ComponentKeys(Mapping):
+    """EnsembEval's key metadata: its own key, and each component's as that component's scorer declares it
+    (looked up in the registry on use, so a component's title, scale and direction are stated once)."""
+
+    OWN = {"ensembeval": ScoreKey("EnsembEval")}
+
+    def __getitem__(self, key: str) -> ScoreKey:
+        if key in self.OWN:
+            return self.OWN[key]
+        if key in COMPONENTS:
+            return score_key(scorers()[COMPONENTS[key].scorer].scorer_class(), key)
+        raise KeyError(key)
+
+    def __iter__(self):
+        return iter([*self.OWN, *COMPONENTS])
+
+    def __len__(self) -> int:
+        return len(self.OWN) + len(COMPONENTS)
+
+
 class EnsembleScorer(Scorer):
     """EnsembEval with the given weights; returns ``ensembeval`` and every component, per sample and mean.
 
@@ -66,11 +88,42 @@ class EnsembleScorer(Scorer):
     """
 
     name = "ensembeval"
+    key_metadata = ComponentKeys()  # extra_components' keys are the caller's: undeclared
 
     @staticmethod
     def corpus_level_of(options: Mapping) -> bool:
         """Whether ``EnsembleScorer(**options)`` is corpus-level (:func:`is_corpus_level`), known before it loads."""
         return is_corpus_level(dict(options))
+
+    @classmethod
+    def components(cls, options: Mapping) -> Tuple[str, ...]:
+        """In a suite: the scorers its weights' components come from (the suite scores them once, for itself and
+        for EnsembEval); it then takes only ``weights``, whose components must be capeval components."""
+        stray = sorted(set(options) - {"weights"})
+        if stray:
+            raise InputError(f"in a suite, ensembeval takes only 'weights' (its components are the suite's own "
+                             f"scorers: give their options under their names), not {stray}")
+        weights = load_weights(options.get("weights", "official"))["weights"]
+        unknown = [key for key in weights if key not in COMPONENTS]
+        if unknown:
+            raise InputError(f"ensembeval weights name components {unknown} that are not capeval components "
+                             f"({sorted(COMPONENTS)})")
+        return tuple(dict.fromkeys(COMPONENTS[key].scorer for key in weights))
+
+    @classmethod
+    def compose(cls, options: Mapping, component_scores: Mapping[str, Sequence[float]]) -> List[float]:
+        """``Σ w_m · component_m`` per sample, from the suite's own component scores."""
+        weights = load_weights(options.get("weights", "official"))["weights"]
+        return weighted_sum({key: component_scores[key] for key in weights}, weights).tolist()
+
+    @classmethod
+    def composed_provenance(cls, options: Mapping, component_metrics: Mapping[str, Mapping]) -> Dict:
+        """The weights and each component's hashcode; tiny random weights when any component has them."""
+        weights = load_weights(options.get("weights", "official"))["weights"]
+        return {"capeval": __version__, "metric": cls.name, "options": {"weights": weights},
+                "components": {key: component_metrics[key]["hashcode"] for key in weights}, "weights": [],
+                "tiny_random_weights": any(component_metrics[key]["provenance"].get("tiny_random_weights")
+                                           for key in weights)}
 
     def __init__(self, weights: Union[str, os.PathLike, Mapping] = "official", *, device: str = "auto", dtype=None,
                  precision: Optional[str] = None, batch_size: int = 64, cache_dir=None, persist_dir=None,

@@ -14,6 +14,7 @@ from capeval.backbones.sam import MAX_CACHED_IMAGES, MAX_CACHED_MASKS_BYTES, Reg
 from capeval.core.caches import DEFAULT_CACHE_BYTES
 from capeval.core.constants import CLIPSCORE_PREFIX
 from capeval.core.inputs import ValidInputs, load_images, parse_references
+from capeval.core.keys import ScoreKey
 from capeval.core.scoring import Scorer, summarize
 from capeval.core.truncation import warn_truncated
 from capeval.functional import hice as H
@@ -46,6 +47,9 @@ class HiceScorer(Scorer):
 
     name = "hice_s"
     mean_over_defined = ("local_itc", "local_ttc")  # undefined for a caption without phrases
+    key_metadata = {"hice_s": ScoreKey("HICE-S"), "refhice_s": ScoreKey("RefHICE-S"),  # the paper's notation
+                    "global_itc": ScoreKey("gITC"), "local_itc": ScoreKey("lITC"), "global_ttc": ScoreKey("gTTC"),
+                    "local_ttc": ScoreKey("lTTC")}
 
     def __init__(self, weights: str = "alpha-clip-vit-l-14", *, sam: str = "sam-vit-b", phrase_parser="factual",
                  w: float = 2.5, text_w: float = 1.0, threshold: float = 0.5, caption_prefix: str = CLIPSCORE_PREFIX,

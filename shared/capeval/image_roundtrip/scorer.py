@@ -9,6 +9,7 @@ from typing import Optional, Sequence, Union
 from capeval.backbones.image_features import ImageFeatureExtractor, load_image_features
 from capeval.core.caches import DEFAULT_CACHE_BYTES
 from capeval.core.inputs import ValidInputs, check_captions
+from capeval.core.keys import ScoreKey
 from capeval.core.scoring import Scorer, summarize
 from capeval.core.truncation import warn_truncated
 from capeval.functional.roundtrip import SIMILARITIES, roundtrip_score
@@ -35,6 +36,8 @@ class ImageRoundTripScorer(Scorer):
     """
 
     name, images, references = "image_roundtrip", "required", "unused"
+    # both similarities grow with agreement: "negative_l2" is minus the distance
+    key_metadata = {"image_roundtrip": ScoreKey("Image round-trip")}
 
     def __init__(self, weights: Union[str, TextToImageGenerator] = "sd-turbo", *,
                  features: Union[str, ImageFeatureExtractor] = "clip", feature_weights: Optional[str] = None,

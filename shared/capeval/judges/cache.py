@@ -18,12 +18,12 @@ import hashlib
 import json
 import math
 import os
-from collections import OrderedDict
 from pathlib import Path
 from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from PIL import Image
 
+from capeval.core.caches import LruCache
 from capeval.core.errors import InputError
 from capeval.core.hashing import file_sha256
 
@@ -126,9 +126,8 @@ class JudgeCache:
     def __init__(self, path: os.PathLike, *, max_bytes: int = DEFAULT_INDEX_BYTES):
         self.path = Path(path)
         self.max_bytes = int(max_bytes)
-        self._index: "OrderedDict[str, dict]" = OrderedDict()
-        self._sizes: Dict[str, int] = {}
-        self._bytes = 0
+        self._index: LruCache[dict] = LruCache(None, max_bytes=self.max_bytes,
+                                               sizeof=lambda record: len(canonical_json(record)))
 
     def records(self) -> Iterator[dict]:
         """Every record of the file, in order; a line that is not a valid record is an :class:`InputError` naming it
@@ -176,31 +175,16 @@ class JudgeCache:
                 found = number
         return found
 
-    def _remember(self, record: dict, size: int) -> None:
-        key = record["key"]
-        if key in self._index:
-            self._bytes -= self._sizes.pop(key)
-            del self._index[key]
-        if size > self.max_bytes:
-            return
-        self._index[key] = record
-        self._sizes[key] = size
-        self._bytes += size
-        while self._bytes > self.max_bytes:
-            old, _ = self._index.popitem(last=False)
-            self._bytes -= self._sizes.pop(old)
-
     def _lookup(self, key: str) -> Optional[dict]:
         record = self._index.get(key)
         if record is not None:
-            self._index.move_to_end(key)
             return record
         found = None
         for candidate in self.records():  # the last record of a key wins
             if candidate["key"] == key:
                 found = candidate
         if found is not None:
-            self._remember(found, len(canonical_json(found)))
+            self._index.put(key, found)
         return found
 
     def get(self, inputs: Mapping) -> Optional[dict]:
@@ -219,7 +203,7 @@ class JudgeCache:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a", encoding="utf-8") as handle:
             handle.write(line + "\n")
-        self._remember(json.loads(line), len(line))
+        self._index.put(record["key"], json.loads(line))
         return record
 
     def lookup(self, calls: Sequence[Mapping]) -> List[Tuple[Optional[dict], Optional[dict]]]:

@@ -11,21 +11,21 @@ read into its three criteria (fluency, relevance, descriptiveness). Reference-fr
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import re
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import Optional, Sequence
 
 from capeval.core.errors import InputError
-from capeval.core.hub import cached_location, registered_weights, unrecorded
+from capeval.core.hub import unrecorded
 from capeval.core.inputs import ValidInputs
+from capeval.core.keys import ScoreKey
 from capeval.judges.cache import DEFAULT_INDEX_BYTES
 from capeval.judges.expert_weights import ADAPTER_WEIGHT, BASE_WEIGHT, adapter_id, base_id, merged_judge
-from capeval.judges.generation import Generation, JudgeModel, judge_dtype, judge_model_id, pad_to_square
-from capeval.judges.prompts import ANSWER_END, CONVERSATIONS, GENERATION
-from capeval.judges.scorer import FleurScorer, judged_outputs, open_judge_cache
+from capeval.judges.generation import Generation, JudgeModel, judge_model_id
+from capeval.judges.identity import unloaded_model_id
+from capeval.judges.judge_scorer import JudgeScorer, judged_outputs
+from capeval.judges.prompts import GENERATION
 from capeval.judges.score_text import official_score_text
 
 # expert.py, get_scoring_prompt / get_explanation_prompt (the braces of the output format are literal there too)
@@ -40,8 +40,6 @@ EXPERT_EXPLANATION_PROMPT = (
     "the image.\n\nOutput Format:\nFluency: {{Provide explanation here.}}\nRelevance: {{Provide explanation here.}}\n"
     "Descriptiveness: {{Provide explanation here.}}")
 CRITERIA = ("fluency", "relevance", "descriptiveness")
-# the conversation expert.py renders when run as its README says (inferred from the model name), and the other one
-EXPERT_FORMATS = ("llava_v0", "llava_v1")
 _EXPLANATION = re.compile(r"Fluency:\s*(.*?)\nRelevance:\s*(.*?)\nDescriptiveness:\s*(.*)", re.DOTALL)
 
 
@@ -66,14 +64,6 @@ def expert_score_text(outputs: dict) -> str:
     return official_score_text(outputs, "float32")
 
 
-def expert_prompt_sha256(explanation: bool, prompt_format: str = "llava_v0") -> str:
-    """sha256 of everything that makes EXPERT's prompt: its template, the conversation and the explanation turn
-    when asked."""
-    material = {"template": EXPERT_PROMPT, "format": prompt_format, "conversation": CONVERSATIONS[prompt_format],
-                "explanation": EXPERT_EXPLANATION_PROMPT if explanation else None}
-    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
-
-
 def keep_vision_tower_in_float32(model) -> bool:
     """LLaVA's loader leaves the CLIP vision tower in float32 (``device_map="auto"`` skips its float16 cast): the tower
     runs in float32 on the pixels rounded to the judge's dtype and its features are cast to that dtype before the
@@ -91,31 +81,19 @@ def keep_vision_tower_in_float32(model) -> bool:
     return True
 
 
-def _expected_model_id(base_model: str, adapter: str, judge_model: Optional[str]) -> str:
-    """The model id a replayed record must carry, without loading or merging: from the local files when present,
-    else the registered ``repo@revision``."""
-    if judge_model is not None:
-        return judge_model_id(Path(judge_model).expanduser())
-    ids = []
-    for ref, local_id in ((adapter, adapter_id), (base_model, base_id)):
-        local = Path(ref).expanduser()
-        spec = registered_weights().get(ref)
-        if local.is_dir():
-            ids.append(local_id(local))
-        elif spec is not None:
-            found = cached_location(spec)
-            ids.append(local_id(found) if found is not None else f"{spec.repo_id}@{spec.revision}")
-        else:
-            ids.append(ref)
-    return "+".join(ids)
-
-
-class ExpertScorer(FleurScorer):
+class ExpertScorer(JudgeScorer):
     """EXPERT: the smoothed score per sample (``expert``), the number the judge wrote (``expert_raw``), the answers
     (``expert_texts``) and, with ``explanation=True``, the explanations (``expert_explanations``) and their three
     criteria (``expert_criteria``: None where the answer has not the official format)."""
 
     name, images, references = "expert", "required", "unused"
+    key_metadata = {"expert": ScoreKey("EXPERT"), "expert_raw": ScoreKey("EXPERT (raw)")}
+
+    scoring_prompt, explanation_prompt = EXPERT_PROMPT, EXPERT_EXPLANATION_PROMPT
+    # the conversation expert.py renders when run as its README says (inferred from the model name), and the other one
+    prompt_formats, prompt_formats_note = ("llava_v0", "llava_v1"), " (EXPERT's adapter is LLaVA's)"
+    read_answer, score_text = staticmethod(expert_outputs), staticmethod(expert_score_text)
+    records_shards = False  # its weights are recorded as the base and the adapter resolve (load_judge)
 
     def __init__(self, base_model: str = BASE_WEIGHT, adapter: str = ADAPTER_WEIGHT, *,
                  judge_model: Optional[str] = None, device: str = "auto", dtype=None, batch_size: int = 16,
@@ -123,52 +101,43 @@ class ExpertScorer(FleurScorer):
                  max_new_tokens: int = GENERATION["max_new_tokens"], explanation: bool = False,
                  float32_vision: bool = True, judge_cache: Optional[os.PathLike] = None,
                  replay: Optional[os.PathLike] = None, cache_bytes: int = DEFAULT_INDEX_BYTES):
-        if prompt_format not in EXPERT_FORMATS:
-            raise InputError(f"prompt_format must be one of {EXPERT_FORMATS} (EXPERT's adapter is LLaVA's), not "
-                             f"{prompt_format!r}")
-        self.replay_path, self.cache = open_judge_cache(batch_size=batch_size, max_new_tokens=max_new_tokens,
-                                                        judge_cache=judge_cache, replay=replay,
-                                                        cache_bytes=cache_bytes)
-        if judge_model is not None and not Path(judge_model).expanduser().is_dir():
-            raise InputError(f"judge_model: {judge_model} is not a folder (a merged EXPERT judge: `capeval convert "
-                             f"expert-llava-hf <adapter folder> --output <out>`)")
-        self.batch_size, self.pad_to_square, self.explanation = batch_size, pad_to_square, explanation
-        self.max_new_tokens, self.format = max_new_tokens, prompt_format
+        self.base_model, self.adapter, self.judge_model, self.judge_folder = base_model, adapter, judge_model, None
         self.float32_vision = bool(float32_vision)
-        self.prompt_sha256 = expert_prompt_sha256(explanation, prompt_format)
-        if replay is not None:
-            self.judge, self.judge_folder = None, None
-            self.model_id = _expected_model_id(base_model, adapter, judge_model)
-            self.dtype = str(judge_dtype(dtype, device, device_map)).replace("torch.", "")
-            self.cache_sha256 = self.cache.sha256()
-            return
-        if judge_model is not None:
-            folder = Path(judge_model).expanduser()
-            self.judge = JudgeModel(str(folder), device=device, dtype=dtype, device_map=device_map)
+        super().__init__(device=device, dtype=dtype, batch_size=batch_size, device_map=device_map, cache_dir=cache_dir,
+                         prompt_format=prompt_format, pad_to_square=pad_to_square, max_new_tokens=max_new_tokens,
+                         explanation=explanation, judge_cache=judge_cache, replay=replay, cache_bytes=cache_bytes)
+
+    def check_weights(self) -> None:
+        if self.judge_model is not None and not Path(self.judge_model).expanduser().is_dir():
+            raise InputError(f"judge_model: {self.judge_model} is not a folder (a merged EXPERT judge: `capeval "
+                             f"convert expert-llava-hf <adapter folder> --output <out>`)")
+
+    def load_judge(self, *, cache_dir, **loading) -> JudgeModel:
+        """The merged folder given (``judge_model``), else ``base_model`` and ``adapter`` merged (once, cached); its
+        model id: adapter+base of an unchanged merge, else the folder's content."""
+        if self.judge_model is not None:
+            self.judge_folder = Path(self.judge_model).expanduser()
+            judge = JudgeModel(str(self.judge_folder), **loading)
         else:  # the provenance names the base and the adapter (recorded as they resolve), not capeval's merged copy
-            folder = merged_judge(base_model, adapter, cache_dir=cache_dir)
+            self.judge_folder = merged_judge(self.base_model, self.adapter, cache_dir=cache_dir)
             with unrecorded():
-                self.judge = JudgeModel(str(folder), device=device, dtype=dtype, device_map=device_map)
-        self.judge_folder = folder
-        self.model_id = self.judge.model_id  # adapter+base of an unchanged merge, else the folder's content
-        self.dtype, self.device = str(self.judge.dtype).replace("torch.", ""), self.judge.device
+                judge = JudgeModel(str(self.judge_folder), **loading)
         if self.float32_vision:
-            keep_vision_tower_in_float32(self.judge.model)
+            keep_vision_tower_in_float32(judge.model)
+        return judge
+
+    def expected_model_id(self) -> str:
+        """From the local files when present (the folder given, else the adapter's and the base's), else the
+        registered ``repo@revision``; nothing is merged."""
+        if self.judge_model is not None:
+            return judge_model_id(Path(self.judge_model).expanduser())
+        return "+".join(unloaded_model_id(ref, id_of) for ref, id_of in ((self.adapter, adapter_id),
+                                                                         (self.base_model, base_id)))
 
     def generation_settings(self) -> dict:
         """FLEUR's settings and the vision tower's dtype (float32 as LLaVA's loader leaves it, or the judge's)."""
         return {**super().generation_settings(),
                 "vision_dtype": "float32" if self.float32_vision else self.dtype}
-
-    def provenance_extras(self) -> dict:
-        extras = {"judge": {"model": self.model_id, "prompt_sha256": self.prompt_sha256, "prompt_format": self.format,
-                            "generation": self.generation_settings()}}
-        if self.judge is None:
-            extras.update(self.replay_extras())
-        return extras
-
-    def _first_turn(self, caption: str, references: Optional[List[str]]) -> str:
-        return EXPERT_PROMPT.format(caption=caption)
 
     def _score(self, inputs: ValidInputs) -> dict:
         result = super()._score(inputs)
@@ -176,29 +145,3 @@ class ExpertScorer(FleurScorer):
             result["expert_criteria"] = [None if text is None else parse_explanation(text)
                                          for text in result["expert_explanations"]]
         return result
-
-    def _judge_batch(self, calls: List[dict], images: Sequence) -> List[dict]:
-        pictures = [pad_to_square(image, self.judge.image_mean) if self.pad_to_square else image.convert("RGB")
-                    for image in images]
-        firsts = [self._first_turn(call["caption"], None) for call in calls]
-        answers = self.judge.generate([self._prompt([("user", f), ("assistant", None)]) for f in firsts], pictures,
-                                      max_new_tokens=self.max_new_tokens)
-        outputs = [expert_outputs(answer, self.judge.digit_ids) for answer in answers]
-        if self.explanation:
-            self._explain_criteria(outputs, firsts, [call["caption"] for call in calls], pictures)
-        return outputs
-
-    def _explain_criteria(self, outputs: List[dict], firsts: List[str], captions: List[str],
-                          pictures: Sequence) -> None:
-        """expert.py's second turn: the smoothed score (:func:`expert_score_text`) + ``</s>`` as the answer (the
-        conversation adds its own separator too: ``###`` in ``llava_v0``, ``</s>`` in ``llava_v1``), then the
-        explanation prompt."""
-        scored = [n for n, o in enumerate(outputs) if o["score"] is not None]
-        if not scored:
-            return
-        prompts = [self._prompt([("user", firsts[n]), ("assistant", expert_score_text(outputs[n]) + ANSWER_END),
-                                 ("user", EXPERT_EXPLANATION_PROMPT.format(caption=captions[n])),
-                                 ("assistant", None)]) for n in scored]
-        reasons = self.judge.generate(prompts, [pictures[n] for n in scored], max_new_tokens=self.max_new_tokens)
-        for n, reason in zip(scored, reasons):
-            outputs[n]["explanation"] = reason.text

@@ -1,19 +1,20 @@
 """What a local judge folder is: the sha256 of its files' content, the one mechanism behind every judge's model id
 (a FLEUR folder, a merged EXPERT folder, an EXPERT adapter or base folder). A hub snapshot is named by its
 ``repo@commit`` instead (the hub names its blobs by their content); a local folder by ``local:`` and the digest of
-its files, so a cache keyed by the model id outlives no change of the weights, tokenizer or configs."""
+its files, so a cache keyed by the model id outlives no change of the weights, tokenizer or configs. Weights not
+loaded (a replay) are named as they would load (:func:`unloaded_model_id`)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 from pathlib import Path
-from typing import Dict, Mapping, Optional, Sequence
+from typing import Callable, Dict, Mapping, Optional, Sequence
 
 from capeval.core.caches import LruCache
 from capeval.core.constants import PROVENANCE_FILE, TINY_MARKER_FILE
 from capeval.core.hashing import file_sha256
-from capeval.core.hub import hub_snapshot_of
+from capeval.core.hub import cached_location, hub_snapshot_of, registered_weights
 
 TINY_SUFFIX = "+tiny-random"  # ends the model id of capeval's tiny random test weights
 MERGE_RECORD = "expert_merge.json"  # written by EXPERT's merge beside the weights: what they are made of
@@ -88,3 +89,16 @@ def folder_model_id(directory: Path, parts=None) -> str:
         return f"{snapshot[0]}@{snapshot[1]}{tiny_suffix(directory)}"
     content = parts() if parts is not None else folder_content(directory)
     return f"local:{content_digest(content)[:16]}{tiny_suffix(directory)}"
+
+
+def unloaded_model_id(ref: str, id_of: Callable[[Path], str]) -> str:
+    """The id of weights ``ref`` without loading them: ``id_of`` its folder when it is one, or when it is a registry
+    name whose snapshot is in the cache; else the registered ``repo@revision``, or ``ref`` as given (a hub id)."""
+    local = Path(ref).expanduser()
+    if local.is_dir():
+        return id_of(local)
+    spec = registered_weights().get(ref)
+    if spec is None:
+        return ref
+    found = cached_location(spec)
+    return id_of(found) if found is not None else f"{spec.repo_id}@{spec.revision}"

@@ -88,10 +88,14 @@ def fleur_caption(caption: str) -> str:
     return " ".join(caption.split())
 
 
-def prompt_sha256(judge: str, *, explanation: bool = False, prompt_format: str = "llava_v1") -> str:
-    """sha256 of everything that makes a judge's prompt: its template, the conversation format (and the
-    explanation turn when asked)."""
-    material = {"template": PROMPTS[judge], "format": prompt_format,
-                "conversation": CONVERSATIONS.get(prompt_format),
-                "explanation": EXPLANATION_PROMPT if explanation else None}
+def judge_prompt_sha256(template: str, explanation: Optional[str], prompt_format: str) -> str:
+    """sha256 of everything that makes a judge's prompt: its first turn's template, the conversation format (and
+    the explanation turn's template when asked, else None)."""
+    material = {"template": template, "format": prompt_format, "conversation": CONVERSATIONS.get(prompt_format),
+                "explanation": explanation}
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+
+
+def prompt_sha256(judge: str, *, explanation: bool = False, prompt_format: str = "llava_v1") -> str:
+    """:func:`judge_prompt_sha256` of FLEUR's or RefFLEUR's prompt (``judge``: ``"fleur"`` or ``"ref_fleur"``)."""
+    return judge_prompt_sha256(PROMPTS[judge], EXPLANATION_PROMPT if explanation else None, prompt_format)

@@ -1,1 +1,2 @@
-"""Meta-evaluation: is metric A really better than metric B? Paired significance tests, clusters, leaderboard."""
+"""Meta-evaluation against human judgments: is metric A really better than metric B? Paired correlation and
+accuracy tests, metric clusters, the leaderboard. (System vs system: :mod:`capeval.statistics`.)"""

@@ -1,6 +1,6 @@
 """``capeval leaderboard``: every metric × benchmark with the literature's statistic (×100), a bootstrap CI, its
-significance-cluster rank (:mod:`capeval.meta_eval.clusters`) and the published value where one exists; markdown,
-CSV and a plot.
+significance-cluster rank (:mod:`capeval.meta_eval.metric_clusters`) and the published value where one exists;
+markdown, CSV and a plot.
 
 Per-sample scores come from the benchmark runner's cache (:func:`capeval.benchmarks.runner.metric_scores`, the
 noun/verb overlaps from :func:`capeval.benchmarks.ensemble_transfer.overlap_scores`): a metric is scored once per
@@ -30,7 +30,7 @@ from capeval.benchmarks.replay import NoRowInCache, ReplayedJudge
 from capeval.benchmarks.runner import metric_scores, scorer_and_key
 from capeval.core.errors import InputError, ModelNotAvailableError
 from capeval.functional.correlation import NAN_POLICIES, describe_rows
-from capeval.meta_eval.clusters import accuracy_clusters, correlation_clusters
+from capeval.meta_eval.metric_clusters import accuracy_clusters, correlation_clusters
 from capeval.meta_eval.significance import correct_pairs
 
 TEXT_METRICS = ("bleu1", "bleu2", "bleu3", "bleu4", "meteor", "rouge_l", "cider", *OVERLAP_COMPONENTS, "mpnet_score")

@@ -6,9 +6,8 @@
 - pairwise benchmarks (Pascal-50S, Reformulations, FOIL): McNemar's test per draw and category, paired bootstrap
   and permutation of the accuracy difference (mean over draws of the mean over categories).
 
-p-values: permutation ``P(δ* ≥ δ)`` (``greater``), ``P(δ* ≤ δ)`` (``less``), ``P(|δ*| ≥ |δ|)`` (two-sided), counted
-as ``mt-metrics-eval`` does (hits / resamples); bootstrap ``P(δ* ≤ 0)`` for ``greater`` (Koehn 2004),
-``P(δ* ≥ 0)`` for ``less``, twice the smaller of the two for two-sided.
+p-values: :func:`capeval.statistics.p_values.permutation_p` and :func:`~capeval.statistics.p_values.bootstrap_p`
+(the draws: :mod:`capeval.statistics.resampling`; comparing captioning *systems*: :mod:`capeval.statistics.systems`).
 
 Undefined statistics: where a metric's statistic is undefined on the full sample (a constant column, too few
 rows), its value, the difference, the CI and every p-value are NaN, with an ``UndefinedStatisticWarning`` naming
@@ -26,26 +25,16 @@ from scipy import stats
 
 from capeval.core.errors import InputError
 from capeval.functional.correlation import (
-    STATISTICS, describe_rows, finite_rows, pairwise_correct, pearson, quiet, resampled_interval, undefined_reason,
-    warn_undefined,
+    STATISTICS, describe_rows, finite_rows, pairwise_correct, pearson, quiet, undefined_reason, warn_undefined,
 )
 from capeval.meta_eval.resampled import AccuracyResampler, Resampler
-from capeval.meta_eval.resampling import bootstrap_counts, swap_masks, unit_codes
+from capeval.statistics.p_values import ALTERNATIVES, bootstrap_p, permutation_p
+from capeval.statistics.resampling import (
+    bootstrap_counts, percentile_interval, swap_masks, too_few_units, undefined_resamples, unit_codes,
+    warn_undefined_resamples,
+)
 
 NAN = float("nan")
-MIN_UNITS = 2  # fewer: every bootstrap resample is the sample itself and no swap changes anything
-
-
-def too_few_units(n_units: int, what: str) -> Optional[str]:
-    """Why resampling ``n_units`` units says nothing (with a warning), else None."""
-    if n_units >= MIN_UNITS:
-        return None
-    reason = f"{n_units} unit(s): resampling needs at least {MIN_UNITS} (every resample would be the sample itself)"
-    warn_undefined(what, reason, stacklevel=4)
-    return reason
-
-
-ALTERNATIVES = ("two-sided", "greater", "less")
 
 
 def paired_columns(columns: Dict[str, Sequence[float]], units: Optional[Sequence], nan_policy: str
@@ -80,97 +69,6 @@ def _check_options(statistic: Optional[str], alternative: str, resamples: int) -
         raise InputError(f"alternative: {alternative!r} is not one of {ALTERNATIVES}")
     if resamples < 1:
         raise InputError(f"resamples: need at least 1, got {resamples}")
-
-
-def permutation_p(null: np.ndarray, delta: float, alternative: str) -> float:
-    null = null[~np.isnan(null)]
-    if np.isnan(delta) or not len(null):
-        return NAN
-    if alternative == "greater":
-        return float(np.mean(null >= delta))
-    if alternative == "less":
-        return float(np.mean(null <= delta))
-    return float(np.mean(np.abs(null) >= abs(delta)))
-
-
-def bootstrap_p(deltas: np.ndarray, alternative: str) -> float:
-    deltas = deltas[~np.isnan(deltas)]
-    if not len(deltas):
-        return NAN
-    at_most, at_least = float(np.mean(deltas <= 0)), float(np.mean(deltas >= 0))
-    if alternative == "greater":
-        return at_most
-    if alternative == "less":
-        return at_least
-    return min(1.0, 2 * min(at_most, at_least))
-
-
-TIE_RTOL, TIE_ATOL = 1e-9, 1e-12  # a resampled statistic this close to the observed one is a tie (float rounding)
-
-
-def _exceeding(statistics: np.ndarray, observed: float) -> int:
-    """How many ``statistics`` exceed ``observed`` strictly: values within float rounding of it are ties, which
-    sacrebleu does not count (a resample that only moves identical units is the observed split)."""
-    above = (statistics > observed) & ~np.isclose(statistics, observed, rtol=TIE_RTOL, atol=TIE_ATOL)
-    return int(above.sum())
-
-
-def _at_least(statistics: np.ndarray, observed: float) -> int:
-    """How many ``statistics`` are at least ``observed``, ties within float rounding of it included."""
-    at_least = (statistics >= observed) | np.isclose(statistics, observed, rtol=TIE_RTOL, atol=TIE_ATOL)
-    return int(at_least.sum())
-
-
-def _monte_carlo_p(statistics: np.ndarray, observed: float, count, *, centred: bool = False, plus_one: bool = True
-                   ) -> float:
-    """``(count(|stat*| vs |stat|) + 1) / (R + 1)`` over the defined resamples (``centred``: the absolute values
-    less their mean, Koehn's bootstrap statistic; ``plus_one=False``: ``count / R``, for a full enumeration)."""
-    statistics = np.abs(statistics[~np.isnan(statistics)])
-    if np.isnan(observed) or not len(statistics):
-        return NAN
-    if centred:
-        statistics = statistics - statistics.mean()
-    return (count(statistics, abs(observed)) + plus_one) / (len(statistics) + plus_one)
-
-
-def sacrebleu_bootstrap_p(deltas: np.ndarray, delta: float) -> float:
-    """sacrebleu ``--paired-bs`` (Koehn 2004 as Moses'): the absolute resampled differences centred on their mean
-    against the absolute observed difference, ``(#(|δ*| − mean|δ*| > |δ|) + 1) / (R + 1)``; two-sided."""
-    return _monte_carlo_p(deltas, delta, _exceeding, centred=True)
-
-
-def sacrebleu_randomization_p(null: np.ndarray, delta: float) -> float:
-    """sacrebleu ``--paired-ar`` (multeval's approximate randomisation): ``(#(|δ*| > |δ|) + 1) / (R + 1)`` over the
-    differences of the swapped pseudo-systems; two-sided."""
-    return _monte_carlo_p(null, delta, _exceeding)
-
-
-def noreen_bootstrap_p(deltas: np.ndarray, delta: float) -> float:
-    """Koehn's paired bootstrap statistic as sacrebleu centres it, counted as Noreen (1989) counts a Monte Carlo
-    test: ``(#(|δ*| − mean|δ*| ≥ |δ|) + 1) / (R + 1)``, ties included (a system compared with itself gets 1)."""
-    return _monte_carlo_p(deltas, delta, _at_least, centred=True)
-
-
-def noreen_randomization_p(null: np.ndarray, delta: float) -> float:
-    """Approximate randomisation over sampled swaps, ties counted (Noreen 1989; Riezler & Maxwell 2005):
-    ``(#(|δ*| ≥ |δ|) + 1) / (R + 1)``, a valid p-value at any number of units; two-sided."""
-    return _monte_carlo_p(null, delta, _at_least)
-
-
-def exact_randomization_p(null: np.ndarray, delta: float) -> float:
-    """The exact sign-flip (permutation) test: ``null`` holds ``|δ*|`` of every swap pattern (each pattern and its
-    complement once: :func:`capeval.meta_eval.resampling.sign_patterns`), ``p = #(|δ*| ≥ |δ|) / patterns``; the
-    observed split is one of them, so ``p ≥ 2 / 2ⁿ``."""
-    return _monte_carlo_p(null, delta, _at_least, plus_one=False)
-
-
-def percentile_interval(values: np.ndarray, confidence: float, what: str = "the difference"):
-    """Percentile interval over the resamples where the statistic is defined (the others counted in a warning)."""
-    return resampled_interval(values, confidence, what)
-
-
-def undefined_resamples(values: np.ndarray) -> int:
-    return int(np.isnan(values).sum())
 
 
 def _inputs(metric_a, metric_b, human, statistic, alternative, resamples, units=None, nan_policy="raise"):
@@ -253,13 +151,6 @@ def paired_permutation(metric_a, metric_b, human, *, statistic: str = "kendall_t
     warn_undefined_resamples(null, "the permuted difference")
     return {**common, "value_a": value_a, "value_b": value_b, "delta": value_a - value_b,
             "p_value": permutation_p(null, observed, alternative), "undefined_resamples": undefined_resamples(null)}
-
-
-def warn_undefined_resamples(values: np.ndarray, what: str) -> None:
-    count = undefined_resamples(values)
-    if count:
-        warn_undefined(f"{what} in {count} of {len(values)} resamples", "a resample with a constant column "
-                       "(left out of the p-value)", stacklevel=4)
 
 
 def williams_test(r_a: float, r_b: float, r_ab: float, n: int, *, alternative: str = "greater") -> Dict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 from tqdm.auto import tqdm
@@ -18,6 +18,7 @@ from capeval.core.constants import CLIPSCORE_PREFIX
 from capeval.core.device import resolve_device, resolve_dtype
 from capeval.core.hub import load_safetensors, registered_weights, resolve
 from capeval.core.inputs import ValidInputs, load_images
+from capeval.core.keys import ScoreKey
 from capeval.core.scoring import Scorer, check_precision, summarize
 from capeval.core.shapes import in_fixed_rows
 from capeval.core.truncation import warn_truncated
@@ -160,7 +161,13 @@ class PolosScorer(Scorer):
     """
 
     name, images, references = "polos", "required", "required"
+    key_metadata = {"polos": ScoreKey("Polos", 100.0)}
     clip_weights_of = staticmethod(clip_weights_of)  # the CLIP weights it loads, for lending it a backbone
+
+    @staticmethod
+    def corpus_level_of(options: Mapping) -> bool:
+        """``statistics="batch"`` is corpus-level: a sample's value depends on the captions sharing its batch."""
+        return options.get("statistics", "per_sentence") == "batch"
 
     def __init__(self, weights: Optional[str] = "polos", *, statistics: str = "per_sentence", device: str = "auto",
                  dtype=None, precision: Optional[str] = None, batch_size: int = 64, cache_dir=None,
@@ -171,6 +178,7 @@ class PolosScorer(Scorer):
             raise ValueError(f"statistics must be one of {STATISTICS}, not {statistics!r}")
         official = check_precision(precision, dtype, metric="polos")
         self.statistics = statistics
+        self.corpus_level = self.corpus_level_of({"statistics": statistics})
         # precision="official" (polos 0.1.3 on CUDA): OpenAI's mixed fp16 CLIP, its features combined in fp16;
         # SimCSE and the head in fp32
         self.official = official

@@ -1,12 +1,14 @@
 """The table every format prints (Markdown, LaTeX, HTML): column titles, the printed scale, each cell's value and
 CI as text, its significance mark against the baseline, the best value per metric, and the footer's facts.
 
-Nothing here computes a statistic: values, CIs, comparisons and coverage come from the report document.
-Scale: the COCO caption metrics and the CLIP-S / PAC-S / Polos families are printed ×100 with one decimal, as
-captioning papers print them; any other key is printed as computed with four decimals. The table's header says
-which columns are ×100. Marks: ``†`` significantly better than the baseline, ``‡`` significantly worse (the
-comparison's corrected decision, ``significant``; its direction from ``delta`` = system_b − system_a and the metric's
-``higher_is_better``). A metric scored with tiny random test weights (:func:`tiny_weight_keys`) carries
+Nothing here computes a statistic: values, CIs, comparisons and coverage come from the report document, and so
+does each key's ``title`` and ``scale`` (its ``metrics[key]`` entry, which the suite copies from the key's scorer:
+:mod:`capeval.core.keys`). Scale: a key with a scale other than 1 (the COCO caption metrics and the CLIP-S / PAC-S /
+Polos families: ×100, as captioning papers print them) is printed scaled with one decimal; any other key as
+computed with four decimals. The table's header says which columns are scaled. Marks: ``†`` significantly
+better than the baseline, ``‡`` significantly worse (the comparison's corrected decision, ``significant``; its
+direction from ``delta`` = system_b − system_a and the metric's ``higher_is_better``, also read from
+``metrics[key]``). A metric scored with tiny random test weights (:func:`tiny_weight_keys`) carries
 :data:`TINY_MARK` in its column title and in every cell, bold "best" included, and the table opens with a warning
 naming those metrics.
 """
@@ -19,10 +21,6 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from capeval.core.errors import InputError
 
-TITLES = {"bleu_1": "BLEU-1", "bleu_2": "BLEU-2", "bleu_3": "BLEU-3", "bleu_4": "BLEU-4", "meteor": "METEOR",
-          "rouge_l": "ROUGE-L", "cider": "CIDEr", "spice": "SPICE", "clip_s": "CLIP-S", "refclip_s": "RefCLIP-S",
-          "pac_s": "PAC-S", "refpac_s": "RefPAC-S", "polos": "Polos"}
-PERCENT_KEYS = frozenset(TITLES)
 BETTER, WORSE = "†", "‡"
 MISSING = "n/a"
 TINY_MARK = "(tiny)"
@@ -45,15 +43,24 @@ class Table:
     titles: List[str]                  # TINY_MARK after the title of a tiny-weights metric
     cells: Dict[str, Dict[str, Cell]]  # system -> key -> cell
     baseline: Optional[str]
-    scale_note: str                    # which columns are ×100
+    scale_note: str                    # which columns are scaled (×100)
     legend: str                        # what CI, marks and bold mean
     footer: List[str]                  # coverage, resamples, seed, tests, correction
     tiny: List[str]                    # the keys scored with tiny random test weights
     warning: str                       # what the table says first about them ("" when none)
 
 
-def title(key: str) -> str:
-    return TITLES.get(key, key)
+def metric_entry(report: Mapping, key: str) -> Mapping:
+    """The document's ``metrics[key]`` (an InputError names what it lacks)."""
+    return field(field(report, "metrics", ""), key, "metrics.")
+
+
+def title(report: Mapping, key: str) -> str:
+    """``key``'s title, as the document's ``metrics[key]`` gives it."""
+    text = field(metric_entry(report, key), "title", f"metrics[{key!r}].")
+    if not isinstance(text, str) or not text.strip():
+        raise InputError(f"report: metrics[{key!r}].title must be a non-empty string, not {text!r}")
+    return text
 
 
 def tiny_weight_keys(report: Mapping) -> List[str]:
@@ -70,29 +77,38 @@ def tiny_weight_keys(report: Mapping) -> List[str]:
     return tiny
 
 
-def tiny_warning(keys: Sequence[str]) -> str:
+def tiny_warning(report: Mapping, keys: Sequence[str]) -> str:
     """The warning naming the metrics of ``keys`` scored with tiny random test weights ("" when none)."""
     if not keys:
         return ""
-    names = ", ".join(title(k) for k in keys)
+    names = ", ".join(title(report, k) for k in keys)
     return (f"WARNING: {names} {'was' if len(keys) == 1 else 'were'} scored with TINY RANDOM TEST WEIGHTS: "
             f"{'its' if len(keys) == 1 else 'their'} values, marked {TINY_MARK}, mean nothing.")
 
 
-def column_title(key: str, tiny: Sequence[str]) -> str:
+def column_title(report: Mapping, key: str, tiny: Sequence[str]) -> str:
     """A column's title, with :data:`TINY_MARK` for a metric scored with tiny random test weights."""
-    return f"{title(key)} {TINY_MARK}" if key in tiny else title(key)
+    return f"{title(report, key)} {TINY_MARK}" if key in tiny else title(report, key)
 
 
-def scale(key: str) -> float:
-    return 100.0 if key in PERCENT_KEYS else 1.0
+def scale(report: Mapping, key: str) -> float:
+    """The factor ``key`` is printed with, as the document's ``metrics[key]`` gives it (1: as computed)."""
+    factor = field(metric_entry(report, key), "scale", f"metrics[{key!r}].")
+    if not finite(factor) or isinstance(factor, bool) or factor <= 0:
+        raise InputError(f"report: metrics[{key!r}].scale must be a finite positive number, not {factor!r}")
+    return float(factor)
 
 
-def format_score(key: str, value) -> str:
-    """A score as the table prints it (×100 with one decimal for the paper metrics, else four decimals)."""
+def digits(report: Mapping, key: str) -> int:
+    """Decimals printed: one for a scaled key (×100: papers' percentages), four for a key printed as computed."""
+    return 4 if scale(report, key) == 1 else 1
+
+
+def format_score(report: Mapping, key: str, value) -> str:
+    """A score as the table prints it (scaled with one decimal, or as computed with four decimals)."""
     if value is None or not math.isfinite(value):
         return MISSING
-    return f"{value * scale(key):.1f}" if key in PERCENT_KEYS else f"{value:.4f}"
+    return f"{value * scale(report, key):.{digits(report, key)}f}"
 
 
 def field(mapping: Mapping, name: str, where: str):
@@ -111,7 +127,11 @@ def resolve_baseline(report: Mapping, baseline: Optional[str]) -> Optional[str]:
 
 
 def higher_is_better(report: Mapping, key: str) -> bool:
-    return bool(report.get("metrics", {}).get(key, {}).get("higher_is_better", True))
+    """Whether a higher ``key`` is better, as the document's ``metrics[key]`` says."""
+    better = field(metric_entry(report, key), "higher_is_better", f"metrics[{key!r}].")
+    if not isinstance(better, bool):
+        raise InputError(f"report: metrics[{key!r}].higher_is_better must be true or false, not {better!r}")
+    return better
 
 
 def comparison(report: Mapping, system: str, other: str, key: str) -> Optional[Tuple[Mapping, float]]:
@@ -162,19 +182,21 @@ def _best_systems(report: Mapping, systems: Sequence[str], key: str) -> set:
 def _cell(report: Mapping, system: str, key: str, baseline: Optional[str], best: set, tiny: bool) -> Cell:
     score = score_entry(report, system, key)
     ci = score.get("ci")
-    shown_ci = (format_score(key, ci[0]), format_score(key, ci[1])) if ci and finite(*ci) else None
+    shown_ci = (format_score(report, key, ci[0]), format_score(report, key, ci[1])) if ci and finite(*ci) else None
     marked = mark(report, system, baseline, key) if finite(score.get("value")) else ""
-    return Cell(format_score(key, score.get("value")), shown_ci, marked, system in best, tiny)
+    return Cell(format_score(report, key, score.get("value")), shown_ci, marked, system in best, tiny)
 
 
-def scale_note(keys: Sequence[str]) -> str:
-    scaled = [title(k) for k in keys if k in PERCENT_KEYS]
-    plain = [title(k) for k in keys if k not in PERCENT_KEYS]
-    parts = []
-    if scaled:
-        parts.append(("All scores" if not plain else ", ".join(scaled)) + " ×100")
+def scale_note(report: Mapping, keys: Sequence[str]) -> str:
+    """Which columns are printed scaled (per factor, e.g. "CIDEr, SPICE ×100") and which as computed."""
+    by_scale: Dict[float, List[str]] = {}
+    for key in keys:
+        by_scale.setdefault(scale(report, key), []).append(title(report, key))
+    plain = by_scale.pop(1.0, [])
+    only = len(by_scale) == 1 and not plain
+    parts = [("All scores" if only else ", ".join(titles)) + f" ×{factor:g}" for factor, titles in by_scale.items()]
     if plain:
-        parts.append(("all scores" if not scaled else ", ".join(plain)) + " as computed")
+        parts.append(("all scores" if not by_scale else ", ".join(plain)) + " as computed")
     return "; ".join(parts) + "."
 
 
@@ -235,5 +257,5 @@ def build_table(report: Mapping, baseline: Optional[str] = None) -> Table:
     best = {key: _best_systems(report, systems, key) for key in keys}
     tiny = tiny_weight_keys(report)
     cells = {s: {k: _cell(report, s, k, baseline, best[k], k in tiny) for k in keys} for s in systems}
-    return Table(systems, keys, [column_title(k, tiny) for k in keys], cells, baseline, scale_note(keys),
-                 legend(report, baseline), footer(report), tiny, tiny_warning(tiny))
+    return Table(systems, keys, [column_title(report, k, tiny) for k in keys], cells, baseline,
+                 scale_note(report, keys), legend(report, baseline), footer(report), tiny, tiny_warning(report, tiny))

@@ -16,7 +16,8 @@ import json
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from capeval.report.cells import BETTER, TINY_MARK, WORSE, Cell, Table, column_title, finite, format_score, scale
+from capeval.report.cells import (BETTER, TINY_MARK, WORSE, Cell, Table, column_title, digits, finite, format_score,
+                                  scale)
 from capeval.report.disagreements import differences, ranked, system_pairs
 from capeval.report.plot import score_plots, system_colors
 from capeval.report.thumbnails import image_thumbnail
@@ -112,10 +113,9 @@ def esc(text) -> str:
     return html.escape(str(text), quote=True)
 
 
-def signed_score(key: str, delta: float) -> str:
+def signed_score(report: Mapping, key: str, delta: float) -> str:
     """A difference on the table's scale with its sign (U+2212 minus, ± for zero), as the script prints it."""
-    digits = 1 if scale(key) != 1 else 4
-    text = f"{abs(delta) * scale(key):.{digits}f}"
+    text = f"{abs(delta) * scale(report, key):.{digits(report, key)}f}"
     return ("+" if delta > 0 else "\u2212" if delta < 0 else "\u00b1") + text
 
 
@@ -174,11 +174,11 @@ def p_text(p) -> str:
     return "<0.0001" if text == "0.0000" and p > 0 else text
 
 
-def comparison_row(row: Mapping, tiny: Sequence[str]) -> str:
+def comparison_row(report: Mapping, row: Mapping, tiny: Sequence[str]) -> str:
     key, delta = row.get("metric", ""), row.get("delta")
     cells = [("Systems", f'{esc(row.get("system_b", ""))} − {esc(row.get("system_a", ""))}', ' class="pair"'),
-             ("Metric", esc(column_title(key, tiny)), ""),
-             ("Δ", signed_score(key, delta) if finite(delta) else "n/a", ""),
+             ("Metric", esc(column_title(report, key, tiny)), ""),
+             ("Δ", signed_score(report, key, delta) if finite(delta) else "n/a", ""),
              *((label, p_text(row.get(name)), "") for name, label in P_COLUMNS),
              ("Significant", {True: "yes", False: "no"}.get(row.get("significant"), "n/a"), "")]
     return "<tr>" + "".join(f'<td data-label="{esc(label)}"{extra}>{text}</td>'
@@ -188,7 +188,7 @@ def comparison_row(row: Mapping, tiny: Sequence[str]) -> str:
 def comparisons_table(report: Mapping, table: Table) -> str:
     """Every comparison of the document: Δ = second − first system on the table's scale and decimals, p-values
     rounded to four decimals; one row per comparison (a list of labelled rows on a narrow screen)."""
-    rows = "".join(comparison_row(row, table.tiny) for row in report.get("comparisons", []))
+    rows = "".join(comparison_row(report, row, table.tiny) for row in report.get("comparisons", []))
     labels = ("Systems (Δ = first − second)", "Metric", "Δ", *(label for _, label in P_COLUMNS), "Significant")
     head = "".join(f"<th>{esc(label)}</th>" for label in labels)
     correction = report.get("significance", {}).get("correction")
@@ -199,30 +199,31 @@ def comparisons_table(report: Mapping, table: Table) -> str:
             f'<table id="comparisons"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div></details>')
 
 
-def _mini_table(image: Mapping, pair: Tuple[str, str], keys: Sequence[str], deltas: List[Optional[float]],
-                selected: int, tiny: Sequence[str]) -> str:
+def _mini_table(report: Mapping, image: Mapping, pair: Tuple[str, str], keys: Sequence[str],
+                deltas: List[Optional[float]], selected: int, tiny: Sequence[str]) -> str:
     def cells(values) -> str:
         return "".join(f'<td data-col="{i}"{" class=sel" if i == selected else ""}>{v}</td>'
                        for i, v in enumerate(values))
 
-    head = "".join(f'<th data-col="{i}"{" class=sel" if i == selected else ""}>{esc(column_title(k, tiny))}</th>'
-                   for i, k in enumerate(keys))
-    rows = "".join(f"<tr><th>{esc(s)}</th>{cells(format_score(k, image['scores'][s].get(k)) for k in keys)}</tr>"
-                   for s in pair)
-    delta_row = cells("n/a" if d is None else signed_score(k, d) for k, d in zip(keys, deltas))
+    head = "".join(f'<th data-col="{i}"{" class=sel" if i == selected else ""}>'
+                   f"{esc(column_title(report, k, tiny))}</th>" for i, k in enumerate(keys))
+    rows = "".join(f"<tr><th>{esc(s)}</th>"
+                   f"{cells(format_score(report, k, image['scores'][s].get(k)) for k in keys)}</tr>" for s in pair)
+    delta_row = cells("n/a" if d is None else signed_score(report, k, d) for k, d in zip(keys, deltas))
     return (f'<div class="scroll"><table class="image-scores"><thead><tr><th></th>{head}</tr></thead>'
             f"<tbody>{rows}<tr><th>Δ</th>{delta_row}</tr></tbody></table></div>")
 
 
-def image_card(image: Mapping, order: int, pair_index: int, pair: Tuple[str, str], keys: Sequence[str],
-               deltas: List[Optional[float]], selected: int, thumbnail: Tuple[Optional[str], str],
+def image_card(report: Mapping, image: Mapping, order: int, pair_index: int, pair: Tuple[str, str],
+               keys: Sequence[str], deltas: List[Optional[float]], selected: int, thumbnail: Tuple[Optional[str], str],
                colors: Mapping[str, str], tiny: Sequence[str]) -> str:
     uri, why = thumbnail
     picture = (f'<img src="{uri}" alt="image {esc(image["image_id"])}">' if uri
                else f'<p class="noimg">{esc(why)}</p>')
     file = f' · <span class="file">{esc(image["file"])}</span>' if image.get("file") else ""
     key, delta = keys[selected], deltas[selected]
-    delta_text = f"Δ {esc(column_title(key, tiny))} = {signed_score(key, delta)}" if delta is not None else ""
+    delta_text = (f"Δ {esc(column_title(report, key, tiny))} = {signed_score(report, key, delta)}"
+                  if delta is not None else "")
     captions = "".join(f'<dt style="color:{colors[s]}">{esc(s)}</dt><dd>{esc(image["captions"][s])}</dd>'
                        for s in pair)
     references = "".join(f"<li>{esc(r)}</li>" for r in image.get("references", []))
@@ -231,7 +232,7 @@ def image_card(image: Mapping, order: int, pair_index: int, pair: Tuple[str, str
             f'<p class="meta"><span class="rank"></span> image {esc(image["image_id"])}{file}</p>'
             f'<p class="delta">{delta_text}</p><dl class="captions">{captions}</dl>'
             f'<p class="note">References ({len(image.get("references", []))})</p><ol class="references">'
-            f"{references}</ol>{_mini_table(image, pair, keys, deltas, selected, tiny)}</div></li>")
+            f"{references}</ol>{_mini_table(report, image, pair, keys, deltas, selected, tiny)}</div></li>")
 
 
 def default_metric(keys: Sequence[str]) -> int:
@@ -260,18 +261,18 @@ def disagreement_browser(report: Mapping, table: Table, images_root: Optional[Pa
                                                else i)):
             if i not in thumbnails:
                 thumbnails[i] = image_thumbnail(images_root, images[i].get("file"))
-            card = image_card(images[i], i, pair_index, (a, b), keys, [d[i] for d in per_key], selected,
+            card = image_card(report, images[i], i, pair_index, (a, b), keys, [d[i] for d in per_key], selected,
                               thumbnails[i], colors, table.tiny)
             if i in default_rank:
                 shown.append(card.replace('<span class="rank"></span>',
                                           f'<span class="rank">#{default_rank.index(i) + 1}</span>', 1))
             else:
                 hidden.append(card.replace('<li class="card"', '<li hidden class="card"', 1))
-    key_info = [{"key": k, "title": column_title(k, table.tiny), "factor": scale(k),
-                 "digits": 1 if scale(k) != 1 else 4} for k in keys]
+    key_info = [{"key": k, "title": column_title(report, k, table.tiny), "factor": scale(report, k),
+                 "digits": digits(report, k)} for k in keys]
     pair_options = "".join(f'<option value="{n}">{esc(a)} − {esc(b)}</option>' for n, (a, b) in enumerate(pairs))
     metric_options = "".join(f'<option value="{esc(k)}"{" selected" if n == selected else ""}>'
-                             f"{esc(column_title(k, table.tiny))}</option>" for n, k in enumerate(keys))
+                             f"{esc(column_title(report, k, table.tiny))}</option>" for n, k in enumerate(keys))
     count = counts[0][selected]
     return (f'<section id="disagreements" data-top="{top}" data-keys="{esc(json.dumps(key_info))}" '
             f'data-counts="{esc(json.dumps(counts))}"><h2>Where two systems disagree most</h2>'

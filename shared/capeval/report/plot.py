@@ -39,7 +39,7 @@ def _label(text: str, limit: int = 15) -> str:
 
 def metric_plot(report: Mapping, key: str, systems: Sequence[str], colors: Mapping[str, str],
                 tiny: Sequence[str] = ()) -> str:
-    factor = scale(key)
+    factor = scale(report, key)
     rows = []
     for system in systems:
         entry = score_entry(report, system, key)
@@ -55,8 +55,8 @@ def metric_plot(report: Mapping, key: str, systems: Sequence[str], colors: Mappi
     def x(value: float) -> float:
         return round(LABEL_WIDTH + (value - low) / (high - low) * plot_width, 2)
 
-    scaled = " (×100)" if factor != 1 else ""
-    name = html.escape(column_title(key, tiny) + scaled)
+    scaled = f" (×{factor:g})" if factor != 1 else ""
+    name = html.escape(column_title(report, key, tiny) + scaled)
     parts = [f'<svg class="plot" viewBox="0 0 {WIDTH} {height}" role="img" aria-label="{name}">',
              f"<title>{name}: score and CI per system</title>",
              f'<text x="4" y="16" class="plot-title">{name}</text>']
@@ -67,8 +67,9 @@ def metric_plot(report: Mapping, key: str, systems: Sequence[str], colors: Mappi
     for row, (system, value, ci_low, ci_high) in enumerate(rows):
         y = TOP + ROW * row + ROW / 2
         color = colors[system]
-        shown = format_score(key, value)
-        ci_text = f" [{format_score(key, ci_low)}, {format_score(key, ci_high)}]" if finite(ci_low, ci_high) else ""
+        shown = format_score(report, key, value)
+        ci_text = (f" [{format_score(report, key, ci_low)}, {format_score(report, key, ci_high)}]"
+                   if finite(ci_low, ci_high) else "")
         parts.append(f'<g><title>{html.escape(system)}: {shown}{ci_text}</title>'
                      f'<text x="{LABEL_WIDTH - 6}" y="{y + 4}" text-anchor="end" class="label">'
                      f"{html.escape(_label(system))}</text>")

@@ -1,7 +1,7 @@
-"""A metric suite over several systems in one pass (:func:`score_suite`), and the names it accepts
-(:func:`expand_metrics`)."""
+"""A metric suite over several systems in one pass (:func:`score_suite`), following one resolved plan
+(:func:`resolve_plan`; :func:`expand_metrics`: the names it accepts)."""
 
 from capeval.suite.engine import SuiteScores, score_suite
-from capeval.suite.metrics import expand_metrics
+from capeval.suite.plan import Plan, expand_metrics, resolve_plan
 
-__all__ = ["SuiteScores", "expand_metrics", "score_suite"]
+__all__ = ["Plan", "SuiteScores", "expand_metrics", "resolve_plan", "score_suite"]

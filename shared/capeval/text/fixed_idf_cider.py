@@ -17,6 +17,7 @@ from capeval.core.errors import InputError
 from capeval.core.inputs import ValidInputs, check_references
 from capeval.core.scoring import Scorer, summarize
 from capeval.functional.fixed_idf_cider import DocumentFrequencies, cider_d
+from capeval.text.coco import CIDER_KEY
 
 IDF_FILE = "cider_idf.json"
 
@@ -68,6 +69,7 @@ class FixedIdfCiderScorer(Scorer):
     """Per-sample CIDEr-D (key ``cider``) with document frequencies fixed by ``idf``."""
 
     name, images, references = "cider", "unused", "required"
+    key_metadata = {"cider": CIDER_KEY}
 
     def __init__(self, idf: Union[str, os.PathLike, DocumentFrequencies], *, device=None, dtype=None,
                  batch_size=None):

@@ -43,10 +43,11 @@ from concurrent.futures import ProcessPoolExecutor
 from decimal import Context, Decimal
 from fractions import Fraction
 from itertools import chain, repeat
-from typing import Dict, FrozenSet, Hashable, List, Optional, Sequence, Tuple
+from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from capeval.core.caches import LruCache
 from capeval.core.errors import InputError
 from capeval.text.meteor_align import MODULES, Match, Sentence, align_statistics, candidate_matches, gram_key
 from capeval.text.meteor_data import (JAR_NAME, MAX_PHRASE_WORDS, PARAPHRASE_NAME, JarData, ParaphraseIndex,
@@ -198,19 +199,6 @@ def combine(sums: np.ndarray) -> np.ndarray:
 
 # --- the scorer ----------------------------------------------------------------------------------------------
 
-class _Bounded(dict):
-    """A dict emptied when it would exceed ``max_entries`` (a bound without per-lookup bookkeeping)."""
-
-    def __init__(self, max_entries: int):
-        super().__init__()
-        self.max_entries = max_entries
-
-    def put(self, key: Hashable, value) -> None:
-        if len(self) >= self.max_entries:
-            self.clear()
-        self[key] = value
-
-
 _SHARED: Dict[str, "Meteor"] = {}
 _SHARED_LOCK = threading.Lock()
 
@@ -222,10 +210,10 @@ class Meteor:
     def __init__(self, cache_dir: Optional[os.PathLike] = None, *, max_cached_sentences: int = 200_000):
         self.cache_dir = cache_dir
         self._data: Optional[Tuple[JarData, ParaphraseIndex]] = None
-        self._words = _Bounded(max_cached_sentences)
-        self._sentences = _Bounded(max_cached_sentences)
-        self._powers = _Bounded(100_000)
-        self._phrase_groups = _Bounded(max_cached_sentences)
+        self._words: LruCache[Tuple[int, int, bool]] = LruCache(max_cached_sentences)
+        self._sentences: LruCache[Sentence] = LruCache(max_cached_sentences)
+        self._powers: LruCache[float] = LruCache(100_000)
+        self._phrase_groups: LruCache[Dict[int, tuple]] = LruCache(max_cached_sentences)
         # the synonym graph of the words seen: word -> words sharing a synset (with another Java hash), and
         # synset -> its words and their hashes; both hold WordNet words only, so WordNet's vocabulary bounds them
         self._synonyms: Dict[str, set] = {}
@@ -317,14 +305,16 @@ class Meteor:
         missing = [t for t, s in sentences.items() if s is None]
         if missing:
             word_lists = [tuple(meteor_words(t, jar.nonbreaking_prefixes)) for t in missing]
+            # each distinct word looked up once, in order of first use
+            known = {w: self._word(w) for w in dict.fromkeys(chain.from_iterable(word_lists))}
             for text, words, found in zip(missing, word_lists, _phrases(index, word_lists, self._phrase_groups)):
-                sentences[text] = self._sentence(words, found)
+                sentences[text] = self._sentence(words, found, known)
                 self._sentences.put(text, sentences[text])
         return sentences
 
-    def _sentence(self, words: Tuple[str, ...], found) -> Sentence:
-        known = self._words.get
-        features = [known(w) or self._word(w) for w in words]
+    @staticmethod
+    def _sentence(words: Tuple[str, ...], found, known: Dict[str, Tuple[int, int, bool]]) -> Sentence:
+        features = [known[w] for w in words]
         ids, phrases = found
         hashes, stems, function = zip(*features) if features else ((), (), ())
         return Sentence(words, hashes, stems, function, ids, phrases)
@@ -410,7 +400,7 @@ def _synsets(jar: JarData, word: str) -> FrozenSet[int]:
 
 # --- paraphrase look-up ---------------------------------------------------------------------------------------
 
-def _phrases(index: ParaphraseIndex, word_lists: List[Tuple[str, ...]], groups: _Bounded):
+def _phrases(index: ParaphraseIndex, word_lists: List[Tuple[str, ...]], groups: LruCache):
     """Per sentence: its paraphrase-table word ids and its phrases in the table, as (start, length, the phrase's
     paraphrases grouped by the :func:`gram_key` of their first one or two word ids: (rank, word ids)); ``groups``
     caches the groupings."""

@@ -179,6 +179,28 @@ def _fixed_matches(matches: List[List[Match]], n1: int, n2: int) -> List[Optiona
     return fixed
 
 
+def _walk(chosen: Sequence[Optional[Match]], stop: int) -> Tuple[List[Match], int, int, int]:
+    """Walk the reference positions from 0 while before ``stop``, a match held at its start position covering its
+    span: the matches met (in order), the chunks closed on the way (at an unmatched position, or where a match does
+    not continue the test words of the one before), the end of the open chunk's last test match (-1 when none is
+    open) and the position reached."""
+    met: List[Match] = []
+    chunks, last, j = 0, -1, 0
+    while j < stop:
+        m = chosen[j]
+        if m is None:
+            if last != -1:
+                chunks += 1
+                last = -1
+            j += 1
+        else:
+            if last != -1 and m[2] != last:
+                chunks += 1
+            met.append(m)
+            j, last = m[0] + m[1], m[2] + m[3]
+    return met, chunks, last, j
+
+
 _RANK = itemgetter(0, 1, 2)  # (-weighted matches, chunks, distance): the jar's order of partial alignments
 
 
@@ -191,25 +213,16 @@ def _search(matches: List[List[Match]], fixed: List[Optional[Match]], n2: int) -
     # a path: (-weighted matches, chunks, distance, next position, end of the last test match or -1, used test
     # words, used ref words, chosen matches as a linked list); the positions before the first open one are the
     # same for every path
-    neg, chunks, distance, idx, last, used1, used2 = 0, 0, 0, 0, -1, 0, 0
+    neg, distance, used1, used2 = 0, 0, 0, 0
     for m in fixed:
         if m is not None:
             used1 |= m[6]
             used2 |= m[7]
     first = open_positions[0]
-    while idx < first:
-        m = fixed[idx]
-        if m is None:
-            if last != -1:
-                chunks += 1
-                last = -1
-            idx += 1
-        else:
-            neg -= m[5]
-            if last != -1 and m[2] != last:
-                chunks += 1
-            idx, last = m[0] + m[1], m[2] + m[3]
-            distance += m[8]
+    met, chunks, last, idx = _walk(fixed, first)
+    for m in met:
+        neg -= m[5]
+        distance += m[8]
     # below, a path's "next position" is only kept while it lies inside a chosen match (> current): a path that
     # skips a position would move it to current + 1, which the loop's next step is anyway
     paths = [(neg, chunks, distance, idx, last, used1, used2, None)]
@@ -274,17 +287,9 @@ def align_statistics(test: Sentence, ref: Sentence, matches: List[List[Match]]) 
     n1, n2 = len(test.words), len(ref.words)
     chosen = _search(matches, _fixed_matches(matches, n1, n2), n2)
     per_module = [0] * (4 * MODULES)
-    chunks = matched1 = matched2 = 0
-    last_end = -1
-    j = 0
-    while j < n2:
-        m = chosen[j]
-        if m is None:
-            if last_end != -1:
-                chunks += 1
-                last_end = -1
-            j += 1
-            continue
+    matched1 = matched2 = 0
+    met, chunks, last_end, _ = _walk(chosen, n2)
+    for m in met:
         s2, l2, s1, l1, module = m[:5]
         for k in range(s1, s1 + l1):
             per_module[4 * module + (2 if test.function[k] else 0)] += 1
@@ -292,10 +297,6 @@ def align_statistics(test: Sentence, ref: Sentence, matches: List[List[Match]]) 
             per_module[4 * module + (3 if ref.function[k] else 1)] += 1
         matched1 += l1
         matched2 += l2
-        if last_end != -1 and s1 != last_end:
-            chunks += 1
-        j = s2 + l2
-        last_end = s1 + l1
     if last_end != -1:
         chunks += 1
     return (n1, n2, test.function_count, ref.function_count, *per_module, chunks, matched1, matched2)

@@ -31,6 +31,7 @@ from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from capeval.core.download import file_lock
 from capeval.core.errors import ModelNotAvailableError
 from capeval.core.hashing import file_sha256
 from capeval.core.hub import default_cache_dir
@@ -163,23 +164,24 @@ def _ranges(starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
 
 
 def paraphrase_index(table: Path, cache_dir: Optional[os.PathLike] = None) -> ParaphraseIndex:
-    """The index of ``table``, built into capeval's cache on first use (atomically: a concurrent build wins or
-    loses whole)."""
+    """The index of ``table``, built into capeval's cache on first use: by one process at a time (the others wait
+    for it, then read its index), atomically (a build that dies leaves no index)."""
     stat = table.stat()
     root = default_cache_dir(cache_dir) / "meteor"
     folder = root / f"paraphrase-en-v{INDEX_FORMAT}-{stat.st_size}-{stat.st_mtime_ns}"
     if not (folder / "manifest.json").is_file():
-        root.mkdir(parents=True, exist_ok=True)
-        building = Path(tempfile.mkdtemp(prefix=".building-", dir=root))
-        try:
-            _build_index(table, building)
-            try:
-                os.replace(building, folder)
-            except OSError:
-                if not (folder / "manifest.json").is_file():
-                    raise
-        finally:
-            shutil.rmtree(building, ignore_errors=True)
+        with file_lock(root / f"{folder.name}.lock"):
+            if not (folder / "manifest.json").is_file():
+                building = Path(tempfile.mkdtemp(prefix=".building-", dir=root))
+                try:
+                    _build_index(table, building)
+                    try:
+                        os.replace(building, folder)
+                    except OSError:  # built meanwhile by a process that took no lock
+                        if not (folder / "manifest.json").is_file():
+                            raise
+                finally:
+                    shutil.rmtree(building, ignore_errors=True)
     return ParaphraseIndex(folder)
 
 

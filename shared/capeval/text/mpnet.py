@@ -11,6 +11,7 @@ from capeval.core.caches import DEFAULT_CACHE_BYTES, EmbeddingCache
 from capeval.core.device import resolve_device, resolve_dtype
 from capeval.core.hub import get_spec, resolve
 from capeval.core.inputs import ValidInputs
+from capeval.core.keys import ScoreKey
 from capeval.core.scoring import Scorer, summarize
 from capeval.core.truncation import warn_truncated
 
@@ -45,6 +46,7 @@ class MPNetEncoder(TokenizerTextEncoder):
 
 class MPNetScorer(Scorer):
     name, images, references = "mpnet_score", "unused", "required"
+    key_metadata = {"mpnet_score": ScoreKey("MPNetScore")}
 
     def __init__(self, weights: str = "all-mpnet-base-v2", *, device: str = "auto", dtype=None, batch_size: int = 64,
                  cache_dir=None, persist_dir=None, cache_bytes: int = DEFAULT_CACHE_BYTES):

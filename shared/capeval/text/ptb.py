@@ -39,6 +39,7 @@ import functools
 import re
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from capeval.core.caches import LruCache
 from capeval.core.errors import InputError
 from capeval.text.java_case import SIGMA, java_lower
 
@@ -556,8 +557,8 @@ def raw_tokens(text: str) -> List[str]:
 # ---------------------------------------------------------------------------------------------------------------
 # pycocoevalcap's call
 # ---------------------------------------------------------------------------------------------------------------
-_CACHE: Dict[str, str] = {}  # a line's result, for lines whose tokens do not depend on the lines after them
-_CACHE_SIZE = 200_000        # entries; emptied when full
+# a line's result, for lines whose tokens do not depend on the lines after them
+_CACHE: LruCache[str] = LruCache(200_000)
 _SPACES = " \t\xa0\u3000" + "".join(map(chr, range(0x2000, 0x200B)))
 
 
@@ -589,9 +590,7 @@ def tokenize_block(texts: Sequence[str]) -> List[str]:
                 tokens.pop()
             out.append(_kept(_as_written(" ".join(tokens))))
             if own:
-                if len(_CACHE) >= _CACHE_SIZE:
-                    _CACHE.clear()
-                _CACHE[line] = out[-1]
+                _CACHE.put(line, out[-1])
         pos += len(line) + 1
     return out
 

@@ -4,7 +4,7 @@ overlap, and MPNetScore with its weights."""
 from __future__ import annotations
 
 from capeval.core.hub import WeightSpec, register
-from capeval.core.scoring import register_scorer
+from capeval.core.scoring import register_group, register_scorer
 
 MPNET_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "vocab.txt")
 
@@ -15,7 +15,9 @@ for _metric, _factory, _help in (
         ("cider", "CiderScorer", "CIDEr-D (pycocoevalcap; IDF over the scored corpus)"),
         ("spice", "SpiceScorer", "SPICE (pycocoevalcap; needs Stanford CoreNLP jars)")):
     register_scorer(_metric, factory=f"capeval.text.coco:{_factory}", images="unused", references="required",
-                    help=_help)
+                    help=_help, group="coco")
+register_group("coco", members="capeval.text.coco:coco_group_names",
+               help="BLEU-1..4, METEOR, ROUGE-L, CIDEr-D and SPICE (where its jars exist), as pycocoevalcap")
 register_scorer("cider_fixed_idf", factory="capeval.text.fixed_idf_cider:FixedIdfCiderScorer", images="unused",
                 references="required", option_help={"idf": "fixed document frequencies: a folder of `capeval train "
                                                             "cider-idf`, or build_document_frequencies(references)"},

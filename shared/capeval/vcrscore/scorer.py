@@ -38,6 +38,7 @@ from capeval.core.device import resolve_device, resolve_dtype
 from capeval.core.errors import ModelNotAvailableError
 from capeval.core.hub import registered_weights, resolve
 from capeval.core.inputs import ValidInputs
+from capeval.core.keys import ScoreKey
 from capeval.core.scoring import Scorer, summarize
 from capeval.core.truncation import TruncationCounter, warn_truncated
 from capeval.functional.vcrscore import limit_references, mcip_refclip_s, word_pool, word_precision
@@ -389,6 +390,8 @@ class VcrScorer(Scorer):
     """
 
     name, images, references = "vcrscore", "required", "required"
+    key_metadata = {"vcrscore": ScoreKey("VCRScore"), "word_precision": ScoreKey("Word precision"),
+                    "vilt_logit": ScoreKey("ViLT logit"), "mcip_refclip_s": ScoreKey("MCIP RefCLIP-S")}
 
     def __init__(self, weights: str = "vcrscore-gbr", *, vilt: str = "vilt-b32-finetuned-coco",
                  detr: Optional[str] = "detr-resnet-50", yolo: Optional[str] = "yolos-small",

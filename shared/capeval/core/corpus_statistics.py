@@ -5,7 +5,7 @@ BLEU from summed n-gram matches and lengths, METEOR from its summed alignment st
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -52,3 +52,26 @@ def defined_mean_statistics(scores: Sequence[float]) -> CorpusStatistics:
     scores = np.asarray(scores, dtype=np.float64)
     defined = ~np.isnan(scores)
     return CorpusStatistics(np.column_stack([np.where(defined, scores, 0.0), defined.astype(np.float64)]), _ratio)
+
+
+@dataclass(frozen=True)
+class KeyScores:
+    """One score key of one system over a corpus: the corpus value as the metric reports it, the per-sample values
+    and the statistics a resample recomputes the corpus value from; ``details``: per-sample records a metric
+    reports beside its values (SPICE's tuple categories), else ``None``."""
+
+    corpus: float
+    per_sample: List[float]
+    statistics: CorpusStatistics
+    details: Optional[List[Dict]] = None
+
+
+def per_sample_mean(values: Sequence[float], *, over_defined: bool = False) -> KeyScores:
+    """A per-sample key summarised as a scorer averages it: the corpus value ``float(np.mean(...))`` of the values
+    (NaN in, NaN out) with :func:`mean_statistics`, or, ``over_defined``, the mean over the defined (non-NaN) values
+    with :func:`defined_mean_statistics`."""
+    values = [float(v) for v in values]
+    kept = [v for v in values if v == v] if over_defined else values
+    corpus = float(np.mean(kept)) if kept else float("nan")
+    statistics = defined_mean_statistics(values) if over_defined else mean_statistics(values)
+    return KeyScores(corpus, values, statistics)

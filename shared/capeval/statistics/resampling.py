@@ -1,12 +1,13 @@
-"""Seeded paired resampling over units, vectorised in numpy.
+"""Seeded paired resampling over units, vectorised in numpy, and what every resampled test shares: the percentile
+interval, the count of undefined resamples, the refusal of too few units.
 
-A *unit* is a group of judgment rows that are resampled (bootstrap) or swapped between the two metrics
-(permutation) together: an image's rows, an item's rater rows, or single rows. Every draw is a row of a
-``resamples × units`` matrix from ``numpy.random.default_rng(seed)``, generated in fixed-size chunks, so a seed gives
-the same draws whatever the caller does with them:
+A *unit* is a group of rows that are resampled (bootstrap) or swapped between the two compared columns
+(permutation: two systems, or two metrics) together: an image, an item's rater rows, or single rows. Every draw is
+a row of a ``resamples × units`` matrix from ``numpy.random.default_rng(seed)``, generated in fixed-size chunks, so
+a seed gives the same draws whatever the caller does with them:
 
 - bootstrap: ``counts[r, u]`` = how often unit ``u`` is drawn in resample ``r`` (``rng.integers(0, U, (chunk, U))``);
-- permutation: ``swaps[r, u]`` = whether unit ``u``'s two metric scores trade places
+- permutation: ``swaps[r, u]`` = whether unit ``u``'s two scores trade places
   (``rng.integers(0, 2, (chunk, U))``);
 - exact permutation: :func:`sign_patterns` lists every swap pattern instead of drawing them (no seed).
 """
@@ -18,8 +19,10 @@ from typing import Hashable, Iterator, Optional, Sequence, Tuple
 import numpy as np
 
 from capeval.core.errors import InputError
+from capeval.functional.correlation import resampled_interval, warn_undefined
 
 CHUNK = 256  # resamples per generated block (the draws do not depend on how a caller consumes them)
+MIN_UNITS = 2  # fewer: every bootstrap resample is the sample itself and no swap changes anything
 
 
 def unit_codes(units: Optional[Sequence[Hashable]], n: int) -> Tuple[np.ndarray, int]:
@@ -51,7 +54,7 @@ def bootstrap_counts(n_units: int, resamples: int, seed: int, *, desc: str = "bo
 
 
 def swap_masks(n_units: int, resamples: int, seed: int, *, desc: str = "permutation") -> Iterator[np.ndarray]:
-    """Blocks of ``chunk × n_units`` 0/1 floats: 1 where the unit's two metric scores are swapped."""
+    """Blocks of ``chunk × n_units`` 0/1 floats: 1 where the unit's two scores are swapped."""
     rng = np.random.default_rng(seed)
     with _progress(resamples, desc) as bar:
         for start in range(0, resamples, CHUNK):
@@ -74,3 +77,28 @@ def sign_patterns(n_units: int, *, chunk: int = 4096) -> Iterator[np.ndarray]:
         rows = np.zeros((len(codes), n_units))
         rows[:, 1:] = (codes[:, None] & bits) != 0
         yield rows
+
+
+def too_few_units(n_units: int, what: str) -> Optional[str]:
+    """Why resampling ``n_units`` units says nothing (with a warning), else None."""
+    if n_units >= MIN_UNITS:
+        return None
+    reason = f"{n_units} unit(s): resampling needs at least {MIN_UNITS} (every resample would be the sample itself)"
+    warn_undefined(what, reason, stacklevel=4)
+    return reason
+
+
+def percentile_interval(values: np.ndarray, confidence: float, what: str = "the difference"):
+    """Percentile interval over the resamples where the statistic is defined (the others counted in a warning)."""
+    return resampled_interval(values, confidence, what)
+
+
+def undefined_resamples(values: np.ndarray) -> int:
+    return int(np.isnan(values).sum())
+
+
+def warn_undefined_resamples(values: np.ndarray, what: str) -> None:
+    count = undefined_resamples(values)
+    if count:
+        warn_undefined(f"{what} in {count} of {len(values)} resamples", "a resample with a constant column "
+                       "(left out of the p-value)", stacklevel=4)

@@ -10,8 +10,8 @@ import types
 import numpy as np
 import pytest
 
-from capeval.functional.corpus_statistics import CorpusStatistics, mean_statistics
-from capeval.meta_eval.systems import compare_systems
+from capeval.core.corpus_statistics import CorpusStatistics, mean_statistics
+from capeval.statistics.systems import compare_systems
 
 SEED = 777
 TINY, SMALL = 1e-15, 1e-9  # pycocoevalcap's BLEU smoothing
@@ -98,7 +98,7 @@ def test_values_cis_and_p_values_equal_an_explicit_loop_over_the_resampled_index
     n, resamples = 40, 300
     formula = FORMULAS[p_values]
     out = compare_systems(stats, resamples=resamples, seed=SEED, p_values=p_values)
-    # the documented draws (capeval.meta_eval.resampling): one index matrix and one swap matrix for everything
+    # the documented draws (capeval.statistics.resampling): one index matrix and one swap matrix for everything
     indices = np.random.default_rng(SEED).integers(0, n, (resamples, n)).tolist()
     swaps = np.random.default_rng(SEED).integers(0, 2, (resamples, n)).tolist()
     data = {"mean": {s: means[s].tolist() for s in means}, "bleu_4": {s: rows[s].tolist() for s in rows}}

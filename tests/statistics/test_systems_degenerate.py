@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from capeval.core.errors import InputError
-from capeval.functional.corpus_statistics import CorpusStatistics, mean_statistics
+from capeval.core.corpus_statistics import CorpusStatistics, mean_statistics
 from capeval.functional.correlation import UndefinedStatisticWarning
-from capeval.meta_eval.systems import compare_systems
+from capeval.statistics.systems import compare_systems
 
 
 def _scores(n=30, seed=0):

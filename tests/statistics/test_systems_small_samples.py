@@ -9,8 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from capeval.functional.corpus_statistics import CorpusStatistics, mean_statistics
-from capeval.meta_eval.systems import EXACT_UNITS, compare_systems, minimum_resamples
+from capeval.core.corpus_statistics import CorpusStatistics, mean_statistics
+from capeval.statistics.systems import EXACT_UNITS, compare_systems, minimum_resamples
 
 TINY, SMALL = 1e-15, 1e-9
 

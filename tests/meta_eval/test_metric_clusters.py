@@ -1,38 +1,11 @@
-"""Significance clusters: Holm/Bonferroni against statsmodels, AssignRanks semantics, every pair's p-value equal to
-the paired test of that pair, and a seed giving identical p-values and clusters."""
+"""Metric clusters on human judgments: every pair's p-value equal to the paired test of that pair, and a seed giving
+identical p-values and clusters (the corrections and AssignRanks themselves: tests/statistics)."""
 
 import numpy as np
 import pytest
 
-from capeval.core.errors import InputError
-from capeval.meta_eval.clusters import accuracy_clusters, adjust, assign_ranks, correlation_clusters
+from capeval.meta_eval.metric_clusters import accuracy_clusters, correlation_clusters
 from capeval.meta_eval.significance import compare_accuracy, paired_bootstrap, paired_permutation
-
-
-def test_adjustments_match_statsmodels():
-    from statsmodels.stats.multitest import multipletests
-
-    p = np.array([0.01, 0.04, 0.03, 0.2, 0.001, 0.04])
-    for ours, theirs in (("holm", "holm"), ("bonferroni", "bonferroni")):
-        np.testing.assert_allclose(adjust(p, ours), multipletests(p, method=theirs)[1], atol=1e-12)
-    np.testing.assert_array_equal(adjust(p, "none"), p)
-    with pytest.raises(InputError, match="correction"):
-        adjust(p, "fdr")
-
-
-def test_assign_ranks_opens_a_rank_when_a_metric_of_the_current_rank_beats_it():
-    sig = np.zeros((4, 4), bool)
-    assert assign_ranks(sig) == [1, 1, 1, 1]
-    sig[0, 1] = sig[0, 2] = sig[0, 3] = sig[1, 2] = sig[1, 3] = sig[2, 3] = True
-    assert assign_ranks(sig) == [1, 2, 3, 4]
-    sig = np.zeros((4, 4), bool)
-    sig[0, 2] = True  # 2 is beaten by 0 (rank 1) -> new rank from 2; 3 is beaten only by 0, not by 2 -> rank 2
-    sig[0, 3] = True
-    assert assign_ranks(sig) == [1, 1, 2, 2]
-    sig = np.zeros((4, 4), bool)
-    sig[0, 1] = True  # 1 starts rank 2; 0 beats 3 but 0 is no longer in the current rank
-    sig[0, 3] = True
-    assert assign_ranks(sig) == [1, 2, 2, 2]
 
 
 def _metrics(seed=0, n=200):

@@ -5,9 +5,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from capeval.core.errors import InputError
 from capeval.meta_eval.resampled import AccuracyResampler, Resampler, weighted_ranks
-from capeval.meta_eval.resampling import bootstrap_counts, swap_masks, unit_codes
+from capeval.statistics.resampling import bootstrap_counts, swap_masks, unit_codes
 
 SCIPY = {"kendall_tau_b": lambda x, y: stats.kendalltau(x, y, variant="b").statistic,
          "kendall_tau_c": lambda x, y: stats.kendalltau(x, y, variant="c").statistic,
@@ -71,19 +70,6 @@ def test_weighted_ranks_are_the_average_ranks_of_the_repeated_sample():
     expected = {v: r for v, r in zip(sample, stats.rankdata(sample))}
     ranks = weighted_ranks(x, w)[0]
     assert [ranks[i] for i in range(5) if w[0, i]] == [expected[v] for v, k in zip(x[0], w[0]) if k]
-
-
-def test_units_are_drawn_whole_and_draws_are_seeded():
-    counts = np.concatenate(list(bootstrap_counts(7, 600, seed=4)))
-    assert counts.shape == (600, 7) and (counts.sum(1) == 7).all()
-    again = np.concatenate(list(bootstrap_counts(7, 600, seed=4)))
-    assert np.array_equal(counts, again)
-    swaps = np.concatenate(list(swap_masks(7, 600, seed=4)))
-    assert set(np.unique(swaps)) == {0.0, 1.0} and abs(swaps.mean() - 0.5) < 0.05
-    codes, n = unit_codes(["b", "a", "b", "c"], 4)
-    assert n == 3 and codes.tolist() == [0, 1, 0, 2]
-    with pytest.raises(InputError, match="units: 3 entries for 4 rows"):
-        unit_codes(["a", "b", "c"], 4)
 
 
 def test_accuracy_resampler_is_the_mean_over_draws_of_the_mean_over_categories():

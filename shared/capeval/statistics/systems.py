@@ -1,7 +1,8 @@
 """Several captioning systems scored on the same images: is B really better than A?
 
-Input: ``{system: {metric: CorpusStatistics}}`` (:mod:`capeval.functional.corpus_statistics`), the same images
-(units) in the same order for every system and metric. For each metric, higher is better.
+Input: ``{system: {metric: CorpusStatistics}}`` (:mod:`capeval.core.corpus_statistics`), the same images
+(units) in the same order for every system and metric. Higher is better unless ``higher_is_better[metric]`` says
+otherwise (an error rate, a distance): only the clusters' order depends on it (every test is two-sided).
 
 - **Value and CI**: the metric's corpus value, and a percentile bootstrap interval over images: every resample draws
   the images with replacement and recomputes the corpus value from the summed statistics of the drawn images (BLEU
@@ -18,16 +19,17 @@ Input: ``{system: {metric: CorpusStatistics}}`` (:mod:`capeval.functional.corpus
   published MT numbers: its strict ``>`` never counts the ties (the unswapped draw always ties), so it is
   anti-conservative on few images; with it, a pair whose difference is the same on every resample has no p-value
   (sacrebleu would report its floor ``1/(R + 1)``).
-- One seed gives every draw (:mod:`capeval.meta_eval.resampling`): the same resamples and swaps for every metric,
+- One seed gives every draw (:mod:`capeval.statistics.resampling`): the same resamples and swaps for every metric,
   system and pair (the bootstrap draws equal sacrebleu's ``default_rng(seed).choice``; its AR draws booleans from
   another stream).
 - **Multiple comparisons**: each test's p-values over every metric × pair of systems are one family, adjusted with
-  ``correction`` (Holm by default, :func:`capeval.meta_eval.clusters.adjust`); a difference is ``significant`` when
+  ``correction`` (Holm by default, :func:`capeval.statistics.corrections.adjust`); a difference is ``significant`` when
   both tests' adjusted p-values are at most ``alpha``: the bootstrap, biased on few images, never marks a
   difference alone. ``significance`` states the smallest p-value each test can give (n, R) and the family size;
   when their adjusted floor exceeds ``alpha`` no difference can be marked, and a warning says so.
-- **Clusters** per metric (:func:`capeval.meta_eval.clusters.assign_ranks`): systems sorted by value; a system
-  opens a new rank when a system of the current rank is significantly better.
+- **Clusters** per metric (:func:`capeval.statistics.clusters.significance_clusters`): systems sorted best first
+  (by value, in the metric's direction); a system opens a new rank when a system of the current rank is
+  significantly better.
 
 Undefined (NaN with the cause under ``undefined`` and an ``UndefinedStatisticWarning``; no finite CI or p-value,
 no rank): a value that is not finite; every CI and p-value with fewer than 2 images. Refused: fewer resamples than a
@@ -43,14 +45,17 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
+from capeval.core.corpus_statistics import CorpusStatistics
 from capeval.core.errors import InputError
-from capeval.functional.corpus_statistics import CorpusStatistics
 from capeval.functional.correlation import warn_undefined
-from capeval.meta_eval.clusters import CORRECTIONS, adjust, assign_ranks
-from capeval.meta_eval.resampling import bootstrap_counts, sign_patterns, swap_masks
-from capeval.meta_eval.significance import (
-    exact_randomization_p, noreen_bootstrap_p, noreen_randomization_p, percentile_interval, sacrebleu_bootstrap_p,
-    sacrebleu_randomization_p, too_few_units, undefined_resamples, warn_undefined_resamples,
+from capeval.statistics.clusters import significance_clusters
+from capeval.statistics.corrections import CORRECTIONS, adjust
+from capeval.statistics.p_values import (
+    exact_randomization_p, noreen_bootstrap_p, noreen_randomization_p, sacrebleu_bootstrap_p, sacrebleu_randomization_p,
+)
+from capeval.statistics.resampling import (
+    bootstrap_counts, percentile_interval, sign_patterns, swap_masks, too_few_units, undefined_resamples,
+    warn_undefined_resamples,
 )
 
 NAN = float("nan")
@@ -64,7 +69,8 @@ SPREAD_RTOL = 1e-9  # resampled differences within this of each other (relative)
 def compare_systems(statistics: Mapping[str, Mapping[str, CorpusStatistics]], *, baseline: Optional[str] = None,
                     resamples: int = 1000, seed: int = 12345, confidence: float = 0.95, alpha: float = 0.05,
                     correction: str = "holm", p_values: str = "noreen",
-                    undefined: Optional[Mapping[str, Mapping[str, str]]] = None) -> Dict:
+                    undefined: Optional[Mapping[str, Mapping[str, str]]] = None,
+                    higher_is_better: Optional[Mapping[str, bool]] = None) -> Dict:
     """Values, bootstrap CIs, paired-bs and paired-ar tests of every pair of systems on every metric, the family's
     adjusted p-values and the significance clusters (see the module docstring).
 
@@ -72,9 +78,11 @@ def compare_systems(statistics: Mapping[str, Mapping[str, CorpusStatistics]], *,
     ``system_a = baseline``) for every metric; ``delta = value(system_b) − value(system_a)`` with ``delta_ci`` the
     percentile interval of the resampled differences. ``undefined[metric][system or "a vs b"]``: the cause; given,
     ``undefined[metric][system]`` names values the caller knows are undefined (a mean over images where the metric
-    is NaN), with their cause: their statistics are not checked, and they get no CI, comparison or rank."""
+    is NaN), with their cause: their statistics are not checked, and they get no CI, comparison or rank.
+    ``higher_is_better[metric]``: the metric's direction, which orders its clusters (True for a metric not named)."""
     given = {key: dict(causes) for key, causes in (undefined or {}).items()}
     names, keys, n_units = _check(statistics, baseline, resamples, confidence, alpha, correction, p_values, given)
+    better = _directions(higher_is_better or {}, keys)
     exact = p_values == "noreen" and n_units <= EXACT_UNITS
     order = ([baseline] if baseline is not None else []) + [s for s in names if s != baseline]
     pairs = list(combinations(range(len(order)), 2))
@@ -107,7 +115,8 @@ def compare_systems(statistics: Mapping[str, Mapping[str, CorpusStatistics]], *,
     smallest = {"paired-bs": 1 / (resamples + 1), "paired-ar": 2 / 2 ** n_units if exact else 1 / (resamples + 1)}
     family, floor = _adjust(comparisons, correction, alpha, smallest, n_units, resamples)
     return {"systems": systems, "comparisons": comparisons,
-            "clusters": {key: _clusters(order, values[key], comparisons, key, undefined[key]) for key in keys},
+            "clusters": {key: _clusters(order, values[key], comparisons, key, undefined[key], better[key])
+                         for key in keys},
             "undefined": {key: causes for key, causes in undefined.items() if causes},
             "significance": {"resamples": resamples, "seed": seed, "confidence": confidence, "alpha": alpha,
                              "correction": correction, "tests": list(TESTS), "units": "images", "n_units": n_units,
@@ -161,6 +170,16 @@ def _check(statistics, baseline, resamples: int, confidence: float, alpha: float
     if stray:
         raise InputError(f"undefined: {stray[0][1]!r} / {stray[0][0]!r} is not a system / metric of statistics")
     return names, keys, n_units or 0
+
+
+def _directions(higher_is_better: Mapping[str, bool], keys: List[str]) -> Dict[str, bool]:
+    """Each metric's direction: ``higher_is_better[key]`` (a bool) where given, else True."""
+    for key, value in higher_is_better.items():
+        if key not in keys:
+            raise InputError(f"higher_is_better: {key!r} is not a metric of statistics {keys}")
+        if not isinstance(value, (bool, np.bool_)):
+            raise InputError(f"higher_is_better[{key!r}]: expected True or False, got {value!r}")
+    return {key: bool(higher_is_better.get(key, True)) for key in keys}
 
 
 def _check_keys(name: str, own: List[str], first: str, keys: List[str]) -> None:
@@ -304,11 +323,9 @@ def _adjust(comparisons: List[Dict], correction: str, alpha: float, smallest: Di
 
 
 def _clusters(order: List[str], values: np.ndarray, comparisons: List[Dict], key: str,
-              undefined: Dict[str, str]) -> Dict[str, int]:
-    ranked = sorted((k for k, name in enumerate(order) if name not in undefined), key=lambda k: -values[k])
+              undefined: Dict[str, str], higher_is_better: bool) -> Dict[str, int]:
     significant = {frozenset((c["system_a"], c["system_b"])) for c in comparisons
                    if c["metric"] == key and c["significant"]}
-    names = [order[k] for k in ranked]
-    matrix = np.array([[frozenset((x, y)) in significant for y in names] for x in names], dtype=bool).reshape(
-        len(names), len(names))
-    return dict(zip(names, assign_ranks(matrix)))
+    defined = {name: values[k] for k, name in enumerate(order) if name not in undefined}
+    return significance_clusters(defined, lambda x, y: frozenset((x, y)) in significant,
+                                 higher_is_better=higher_is_better)

@@ -1,11 +1,10 @@
-"""Several metrics on one benchmark: bootstrap CIs, all pairwise one-sided tests, and WMT-style significance
-clusters as WMT reports them (``mt-metrics-eval``'s ``AssignRanks``): metrics sorted by value; a metric opens a new
-rank when some metric of the current rank is significantly better than it, so rank r holds the metrics that no
-metric of rank r significantly outperforms, each outperformed by some metric ranked above r.
+"""Several metrics on one human-judgment benchmark: bootstrap CIs, all pairwise one-sided tests, and WMT-style
+significance clusters (:mod:`capeval.statistics.clusters`): metrics sorted by their agreement with people, higher
+first; a metric opens a new rank when some metric of the current rank is significantly better than it.
 
-Multiple comparisons: the ``m(m−1)/2`` one-sided p-values of a benchmark are one family. ``correction="holm"``
-(default) adjusts them with Holm's step-down method, so the chance of any false "better" in the table is at most
-``alpha``; ``"bonferroni"`` multiplies by the family size; ``"none"`` is WMT's practice (each test at ``alpha``).
+Multiple comparisons: the ``m(m−1)/2`` one-sided p-values of a benchmark are one family, adjusted with
+``correction`` (:func:`capeval.statistics.corrections.adjust`): ``"holm"`` (default), so the chance of any false
+"better" in the table is at most ``alpha``; ``"bonferroni"``; ``"none"`` is WMT's practice (each test at ``alpha``).
 
 A metric whose statistic is undefined on the benchmark (constant scores; every metric where the human scores are
 constant) gets no rank: it is listed under ``undefined`` with the cause, its value and CI are NaN, and it takes no
@@ -21,44 +20,17 @@ import numpy as np
 from capeval.core.errors import InputError
 from capeval.functional.correlation import STATISTICS, warn_undefined
 from capeval.meta_eval.resampled import AccuracyResampler, Resampler
-from capeval.meta_eval.resampling import bootstrap_counts, swap_masks, unit_codes
-from capeval.meta_eval.significance import (
-    bootstrap_p, correct_table, paired_columns, percentile_interval, permutation_p, too_few_units, undefined_of,
-)
+from capeval.meta_eval.significance import correct_table, paired_columns, undefined_of
+from capeval.statistics.clusters import assign_ranks, best_first
+from capeval.statistics.corrections import adjust
+from capeval.statistics.p_values import bootstrap_p, permutation_p
+from capeval.statistics.resampling import bootstrap_counts, percentile_interval, swap_masks, too_few_units, unit_codes
 
-CORRECTIONS = ("holm", "bonferroni", "none")
 TESTS = ("permutation", "bootstrap")
 
 
-def adjust(pvalues: Sequence[float], correction: str = "holm") -> np.ndarray:
-    """Family-wise adjusted p-values (Holm 1979 step-down, Bonferroni, or unchanged)."""
-    if correction not in CORRECTIONS:
-        raise InputError(f"correction: {correction!r} is not one of {CORRECTIONS}")
-    p = np.asarray(pvalues, dtype=float)
-    if correction == "none" or p.size == 0:
-        return p.copy()
-    if correction == "bonferroni":
-        return np.minimum(1.0, p * p.size)
-    order = np.argsort(p, kind="stable")
-    stepped = np.maximum.accumulate(np.minimum(1.0, p[order] * (p.size - np.arange(p.size))))
-    out = np.empty_like(p)
-    out[order] = stepped
-    return out
-
-
-def assign_ranks(significant: np.ndarray) -> List[int]:
-    """Ranks from ``significant[i, j]`` (i < j, metrics sorted by decreasing value): i is significantly better
-    than j. Metric j opens a new rank when any metric of the current rank beats it (``AssignRanks``)."""
-    ranks, rank, start = [], 1, 0
-    for j in range(len(significant)):
-        if significant[start:j, j].any():
-            rank, start = rank + 1, j
-        ranks.append(rank)
-    return ranks
-
-
 def _cluster(names: List[str], values: np.ndarray, pair_p, alpha: float, correction: str) -> Dict:
-    order = sorted(range(len(names)), key=lambda k: -values[k])
+    order = best_first(values)
     pairs = [(i, j) for i in range(len(order)) for j in range(i + 1, len(order))]
     raw = np.array([pair_p(order[i], order[j]) for i, j in pairs])
     adjusted = adjust(raw, correction)
