@@ -2,8 +2,8 @@
 references, init options, and scoring through the registered capeval scorer.
 
 A module script subclasses :class:`CaptionMetric` and sets ``scorer_name``: its info (:func:`module_info`) and its
-docstring are built from the scorer's registration: the card (:class:`capeval.core.module_card.ModuleCard`), the
-inputs it needs and its options.
+docstring are built from the scorer's registration: its card (:mod:`capeval.core.module_card`), the inputs it needs
+and its options.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from PIL import Image
 
 from capeval.core.errors import InputError
 from capeval.core.inputs import as_list
+from capeval.core.module_card import ModuleCard, module_card
 from capeval.core.scoring import (REQUIRED, EmptyCaption, empty_caption_policy, get_scorer_spec, load_scorer,
                                   validate_allowing_empty)
 
@@ -72,10 +73,10 @@ def module_info(scorer_name: str) -> evaluate.MetricInfo:
                                codebase_urls=list(card.codebase_urls), reference_urls=list(card.reference_urls))
 
 
-def _card(spec):
+def _card(spec) -> ModuleCard:
     if spec.card is None:
         raise ValueError(f"scorer {spec.name!r} has no module card: register it with register_scorer(..., card=...)")
-    return spec.card
+    return module_card(spec.card, spec.name)
 
 
 def _indented(argument: str) -> str:
@@ -149,7 +150,7 @@ class CaptionMetric(evaluate.Metric):
         super().__init_subclass__(**kwargs)
         spec = get_scorer_spec(cls.scorer_name) if cls.scorer_name else None
         if spec is not None and spec.card is not None:
-            evaluate.utils.file_utils.add_start_docstrings(spec.card.description,
+            evaluate.utils.file_utils.add_start_docstrings(_card(spec).description,
                                                            inputs_description(cls.scorer_name))(cls)
 
     def _info(self) -> evaluate.MetricInfo:

@@ -110,3 +110,21 @@ def test_an_undeclared_key_is_a_clear_error_and_the_coco_name_defaults_to_the_ke
 def test_metadata_is_checked_when_declared(arguments, problem):
     with pytest.raises(ValueError, match=problem):
         ScoreKey(*arguments)
+
+
+def test_torchmetrics_clip_s_is_printed_as_computed_its_scores_being_x100_already(tiny_hub, tmp_path):
+    """``definition="torchmetrics"`` scores 100·max(cos, 0): the loaded scorer declares scale 1, so the table does
+    not multiply by 100 again (the paper definition keeps ×100)."""
+    report = evaluate_captions(RESULTS[:2], annotations=EXAMPLE / "captions_val2014.json",
+                               images=EXAMPLE / "images" / "val2014", metrics=["clip_s"],
+                               options={"clip_s": {"definition": "torchmetrics"}}, device="cpu", resamples=20,
+                               show_progress=False)
+    assert report["metrics"]["clip_s"]["scale"] == 1.0 and report["metrics"]["clip_s"]["title"] == "CLIP-S"
+    value = report["systems"]["baseline"]["scores"]["clip_s"]["value"]
+    text = markdown_table(report)
+    assert "CLIP-S (tiny) as computed." in text.splitlines()[2] or "CLIP-S as computed." in text
+    assert table_rows(text)[2][1].startswith((f"{value:.4f}", f"**{value:.4f}**"))
+    paper = evaluate_captions(RESULTS[:2], annotations=EXAMPLE / "captions_val2014.json",
+                              images=EXAMPLE / "images" / "val2014", metrics=["clip_s"], device="cpu", resamples=20,
+                              show_progress=False)
+    assert paper["metrics"]["clip_s"]["scale"] == 100.0

@@ -12,6 +12,7 @@ import contextlib
 import copy
 import io
 import json
+import re
 import warnings
 from pathlib import Path
 
@@ -67,12 +68,12 @@ def test_the_schema_is_draft_2020_12_and_its_id_names_the_version():
     schema = report_schema()
     Draft202012Validator.check_schema(schema)
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
-    assert SCHEMA_VERSION == "capeval-report/1"
-    assert schema["$id"].endswith(SCHEMA_VERSION)
-    assert schema["properties"]["schema"] == {**schema["properties"]["schema"], "const": SCHEMA_VERSION}
+    version = schema["properties"]["schema"]["const"]
+    assert re.fullmatch(r"capeval-report/[1-9][0-9]*", version) and version == SCHEMA_VERSION
+    assert schema["$id"] == f"urn:capeval:{version}"
 
 
-def test_the_schema_ships_in_the_wheel_and_sdist():
+def test_setup_cfg_ships_the_schema_as_package_data():
     config = configparser.ConfigParser()
     config.read(REPO / "setup.cfg")
     assert "report.schema.json" in config["options.package_data"]["capeval.report"].split()
@@ -98,7 +99,7 @@ def test_several_systems_on_coco_files_with_a_baseline(coco_files):
 
 
 def test_the_coco_group_of_one_system_on_inline_records(tmp_path):
-    """One system: no pair to compare, no comparison, no cluster but its own; ``"coco"`` expands to the group."""
+    """One system: no pair, so no comparison; ``"coco"`` expands to the group (SPICE where its jars exist)."""
     report = evaluate_captions(records=[write_records(tmp_path, "only", CAPTIONS)], metrics=["coco"],
                                resamples=100, show_progress=False, output=tmp_path / "out")
     document = both_follow_the_schema(report, tmp_path / "out")
@@ -215,14 +216,14 @@ def broken(report, change):
 ])
 def test_a_document_off_the_schema_fails_naming_the_field(coco_files, change, message):
     document = broken(coco_files, change)
-    with pytest.raises(InputError, match=rf"report does not follow capeval-report/1: {message}"):
+    with pytest.raises(InputError, match=rf"report does not follow {re.escape(SCHEMA_VERSION)}: {message}"):
         validate_report(document)
 
 
-@pytest.mark.parametrize("version, shown", [("capeval-report/2", "'capeval-report/2'"), (None, "None")])
+@pytest.mark.parametrize("version, shown", [("capeval-report/0", "'capeval-report/0'"), (None, "None")])
 def test_another_version_or_none_fails_naming_both(coco_files, version, shown):
     document = broken(coco_files, lambda d: d.update(schema=version) if version else d.pop("schema"))
-    with pytest.raises(InputError, match=rf"report: schema is {shown}, expected 'capeval-report/1'"):
+    with pytest.raises(InputError, match=rf"report: schema is {shown}, expected '{re.escape(SCHEMA_VERSION)}'"):
         validate_report(document)
 
 
@@ -251,7 +252,7 @@ def test_the_session_check_fails_a_test_whose_suite_builds_a_document_off_the_sc
         return comparison
 
     monkeypatch.setattr(systems, "compare_systems", with_a_stray_field)
-    with pytest.raises(Exception, match=r"report does not follow capeval-report/1: report\['significance'\]: "
+    with pytest.raises(Exception, match=rf"report does not follow {re.escape(SCHEMA_VERSION)}: report\['significance'\]: "
                                         r"Additional properties are not allowed \('stray' was unexpected\)"):
         evaluate_captions(records=[write_records(tmp_path, "only", CAPTIONS)], metrics=["rouge_l"], resamples=100,
                           show_progress=False)

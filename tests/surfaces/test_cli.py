@@ -215,14 +215,20 @@ def test_top_level_help_and_version_import_no_model_code():
     assert "HEAVY []" in out.stdout, out.stdout
 
 
-def test_every_subcommand_has_help():
+def test_every_subcommand_has_help(capsys):
+    """Every command's ``--help`` through ``main`` in this process (the path of the console script, which builds
+    only that command's parser), and one through ``python -m capeval.cli`` in a fresh interpreter."""
     parser = build_parser("*")
     commands = parser._subparsers._group_actions[0].choices
     assert {"score", "merge", "convert", "push", "publish-spaces", "train", "throughput",
             "install-modules"} <= set(commands)
     for name in commands:
-        out = subprocess.run([sys.executable, "-m", "capeval.cli", name, "--help"], capture_output=True, text=True)
-        assert out.returncode == 0 and "usage: capeval" in out.stdout, name
+        with pytest.raises(SystemExit) as exit_:
+            main([name, "--help"])
+        out = capsys.readouterr().out
+        assert exit_.value.code == 0 and out.startswith(f"usage: capeval {name}"), name
+    out = subprocess.run([sys.executable, "-m", "capeval.cli", "score", "--help"], capture_output=True, text=True)
+    assert out.returncode == 0 and "usage: capeval score" in out.stdout, out.stderr
 
 
 def test_push_uploads_the_folder_and_prints_the_revision_to_pin(tmp_path, monkeypatch, capsys):

@@ -121,10 +121,12 @@ def test_default_image_ids_are_every_annotated_image_and_a_missing_result_is_ref
 
 
 @pytest.mark.parametrize("change, message", [
-    (lambda r: r.append(dict(r[0])), r"has 2 captions in the results; COCOEvalCap scores exactly one"),
-    (lambda r: r[1].update(caption=None), r"results: image .* has a caption that is not a non-empty string"),
-    (lambda r: r[1].update(caption="  "), r"results: image .* has a caption that is not a non-empty string"),
-    (lambda r: r[2].pop("caption"), r"results record 2 needs 'image_id' and 'caption'"),
+    (lambda r: r.append(dict(r[0])), r"the results: record 5: image_id \d+ again \(first at record 0\): one caption "
+                                     "per image"),
+    (lambda r: r[1].update(caption=None), r"the results: record 1: 'caption' is NoneType None, expected text"),
+    (lambda r: r[1].update(caption="  "), r"the results: record 1: results: the caption of image \d+ is an "
+                                          "empty caption"),
+    (lambda r: r[2].pop("caption"), r"the results: record 2 has no 'caption' field"),
 ])
 def test_bad_results_are_refused_with_the_image_named(coco_files, change, message):
     _, _, annotations, results = coco_files

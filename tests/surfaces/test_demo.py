@@ -56,15 +56,28 @@ def app_demo(name):
     return runpy.run_path(str(module_dir(name) / "app.py"))["demo"]
 
 
-def call_app(metric, image_file):
-    """Serve ``metrics/<metric>/app.py`` on localhost and score CAPTION/REFERENCES through gradio_client."""
-    demo = app_demo(metric)
-    try:
-        client = gradio_client.Client(serve(demo), verbose=False)
-        references = "" if scorers()[metric].references == "unused" else "\n".join(REFERENCES)
-        return client.predict(gradio_client.handle_file(str(image_file)), CAPTION, references, api_name="/score")
-    finally:
+@pytest.fixture(scope="module")
+def served(quiet_gradio):
+    """``served(name)``: ``metrics/<name>/app.py`` (or a measurement's) built and served on localhost once for the
+    module (what a page or a request sees does not depend on earlier requests); all closed after the module."""
+    demos = {}
+
+    def demo_of(name):
+        if name not in demos:
+            demos[name] = app_demo(name)
+            serve(demos[name])
+        return demos[name]
+
+    yield demo_of
+    for demo in demos.values():
         demo.close()
+
+
+def call_app(served, metric, image_file):
+    """Score CAPTION/REFERENCES through gradio_client with ``metrics/<metric>/app.py`` served on localhost."""
+    client = gradio_client.Client(served(metric).local_url, verbose=False)
+    references = "" if scorers()[metric].references == "unused" else "\n".join(REFERENCES)
+    return client.predict(gradio_client.handle_file(str(image_file)), CAPTION, references, api_name="/score")
 
 
 @pytest.fixture(scope="module")
@@ -88,8 +101,8 @@ def components_from_embeddings(scorer, image, caption, references):
 
 
 @pytest.mark.parametrize("metric", ["clip_s", "pac_s"])
-def test_app_served_and_called_with_gradio_client(tiny_hub, quiet_gradio, image_file, metric):
-    scores, breakdown = call_app(metric, image_file)
+def test_app_served_and_called_with_gradio_client(tiny_hub, served, image_file, metric):
+    scores, breakdown = call_app(served, metric, image_file)
     scorer = load_scorer(metric)
     image = Image.open(image_file)
     expected = scorer.score([CAPTION], images=[image], references=[REFERENCES])
@@ -103,16 +116,12 @@ def test_app_served_and_called_with_gradio_client(tiny_hub, quiet_gradio, image_
     assert scores[metric] == pytest.approx(table["w"] * max(image_cos, 0), abs=1e-5)
 
 
-def test_bad_input_is_a_clear_error(tiny_hub, quiet_gradio, image_file):
-    demo = app_demo("clip_s")
-    try:
-        client = gradio_client.Client(serve(demo), verbose=False)
-        with pytest.raises(Exception, match="empty caption"):
-            client.predict(gradio_client.handle_file(str(image_file)), "   ", "", api_name="/score")
-        with pytest.raises(Exception, match="upload an image"):
-            client.predict(None, CAPTION, "", api_name="/score")
-    finally:
-        demo.close()
+def test_bad_input_is_a_clear_error(tiny_hub, served, image_file):
+    client = gradio_client.Client(served("clip_s").local_url, verbose=False)
+    with pytest.raises(Exception, match="empty caption"):
+        client.predict(gradio_client.handle_file(str(image_file)), "   ", "", api_name="/score")
+    with pytest.raises(Exception, match="upload an image"):
+        client.predict(None, CAPTION, "", api_name="/score")
 
 
 def test_image_explanation_and_reference_free_call(tiny_hub, image_file):
@@ -132,7 +141,7 @@ def test_image_explanation_and_reference_free_call(tiny_hub, image_file):
         Explanation("plot", "x", half_size)
 
 
-def test_text_metric_demo_hides_the_image_and_ignores_an_uploaded_one(tiny_hub, quiet_gradio, image_file):
+def test_text_metric_demo_hides_the_image_and_ignores_an_uploaded_one(tiny_hub, quiet_gradio, served, image_file):
     """A metric whose images are "unused" (ROUGE-L): the image input is hidden, and an image sent anyway (through
     the API or the Python helper) is ignored instead of failing the scorer's input validation."""
     import gradio as gr
@@ -152,7 +161,7 @@ def test_text_metric_demo_hides_the_image_and_ignores_an_uploaded_one(tiny_hub, 
     def image_inputs(demo):
         return [block for block in demo.blocks.values() if isinstance(block, gr.Image)]
 
-    assert [block.visible for block in image_inputs(build_demo("clip_s"))] == [True]
+    assert [block.visible for block in image_inputs(served("clip_s"))] == [True]  # build_demo, through app.py
     demo = build_demo("rouge_l")
     (image_input,) = image_inputs(demo)
     assert image_input.visible is False
@@ -174,23 +183,18 @@ def chromium(url, tmp_path, *action, width=1200, height=900, budget_ms=20000):
 
 
 @pytest.mark.parametrize("width", [1280, 390])  # desktop and phone
-def test_headless_chromium_renders_the_first_example_scored(tiny_hub, quiet_gradio, tmp_path, width):
+def test_headless_chromium_renders_the_first_example_scored(tiny_hub, served, tmp_path, width):
     """The page opens with the first example scored at startup (no weights loaded on a click): rounded scores,
     the breakdown, the weights' provenance with the tiny-weights banner, the examples and the metric card."""
     binary = chromium_or_skip()
     assert shutil.which(binary)
-    demo = app_demo("clip_s")
-    try:
-        url = serve(demo)
-        shot = tmp_path / "demo.png"
-        with DevToolsPage(url, tmp_path / "profile", width=width) as page:
-            # the labels exist only once the Svelte front end has rendered the Blocks: wait for them in real time
-            page.wait_for('document.body && document.body.innerText.includes("How the score is made")'
-                          ' && document.body.innerText.includes("Metric card")')
-            page.screenshot(shot)
-            dom = page.html()
-    finally:
-        demo.close()
+    shot = tmp_path / "demo.png"
+    with DevToolsPage(served("clip_s").local_url, tmp_path / "profile", width=width) as page:
+        # the labels exist only once the Svelte front end has rendered the Blocks: wait for them in real time
+        page.wait_for('document.body && document.body.innerText.includes("How the score is made")'
+                      ' && document.body.innerText.includes("Metric card")')
+        page.screenshot(shot)
+        dom = page.html()
     pixels = np.asarray(Image.open(shot).convert("L"), dtype=np.float32)
     assert pixels.shape == (900, width)
     assert pixels.std() > 5 and len(np.unique(pixels)) > 20  # not a blank page
@@ -291,8 +295,8 @@ def test_tables_provenance_and_card_helpers(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("metric, key", [("polos", "polos"), ("ensembeval", "ensembeval")])
-def test_learned_metric_apps_served_and_called(tiny_hub, quiet_gradio, image_file, metric, key):
-    scores, panel = call_app(metric, image_file)
+def test_learned_metric_apps_served_and_called(tiny_hub, served, image_file, metric, key):
+    scores, panel = call_app(served, metric, image_file)
     direct = load_scorer(metric, device="cpu").score([CAPTION], [Image.open(image_file)], [REFERENCES])
     assert scores[key] == pytest.approx(direct[key], abs=1e-5)
     if metric == "ensembeval":  # the breakdown's contributions add up to the ensemble score
@@ -300,41 +304,31 @@ def test_learned_metric_apps_served_and_called(tiny_hub, quiet_gradio, image_fil
         assert sum(float(value) for _, value in rows) == pytest.approx(direct[key], abs=1e-4)
 
 
-def test_human_correlation_app_served_and_called(quiet_gradio):
+def test_human_correlation_app_served_and_called(served):
     from capeval.functional.correlation import kendall_tau
 
-    demo = app_demo("human_correlation")
-    try:
-        client = gradio_client.Client(serve(demo), verbose=False)
-        out = client.predict("0.1 0.4 0.35 0.8", "1, 2, 2, 4", api_name="/correlate")
-    finally:
-        demo.close()
+    client = gradio_client.Client(served("human_correlation").local_url, verbose=False)
+    out = client.predict("0.1 0.4 0.35 0.8", "1, 2, 2, 4", api_name="/correlate")
     assert out["kendall_tau_c"] == pytest.approx(kendall_tau([0.1, 0.4, 0.35, 0.8], [1, 2, 2, 4], "c"))
 
 
-def test_roundtrip_app_shows_the_generated_image(tiny_hub, quiet_gradio, image_file, tmp_path, monkeypatch):
+def test_roundtrip_app_shows_the_generated_image(tiny_hub, served, image_file, tmp_path, monkeypatch):
     monkeypatch.setenv("CAPEVAL_CACHE", str(tmp_path / "cache"))
-    scores, generated = call_app("image_roundtrip", image_file)
+    scores, generated = call_app(served, "image_roundtrip", image_file)
     direct = load_scorer("image_roundtrip", device="cpu").score([CAPTION], [Image.open(image_file)])
     assert scores["image_roundtrip"] == pytest.approx(direct["image_roundtrip"], abs=1e-5)
     assert generated is not None
 
 
-def test_hice_app_shows_the_region_phrase_overlay(tiny_hub, quiet_gradio, image_file):
-    scores, overlay = call_app("hice_s", image_file)
-    direct = load_scorer("hice_s", device="cpu").score([CAPTION], [Image.open(image_file)], [REFERENCES])
-    assert scores["hice_s"] == pytest.approx(direct["hice_s"], abs=1e-5)
-    assert scores["refhice_s"] == pytest.approx(direct["refhice_s"], abs=1e-5)
-    picture = Image.open(overlay["path"] if isinstance(overlay, dict) else overlay)
-    original = Image.open(image_file)
-    assert picture.width == V.MIN_WIDTH  # a 64-px photo is drawn at the working width, legible
-    assert picture.height > V.MIN_WIDTH * original.height // original.width  # image + phrase panel
-
-
-def test_hice_demo_scores_once_per_request(tiny_hub, image_file):
+def test_hice_app_shows_the_region_phrase_overlay_and_the_demo_scores_once_per_request(tiny_hub, served,
+                                                                                       image_file):
+    """The served app returns the scorer's HICE-S scores and the overlay; a ``DemoScorer`` scores a request once
+    (with the report the overlay is drawn from). The expected scores come from that second, independently loaded
+    scorer (segmenting every image with SAM's default 32x32 points is what costs here: each is done once)."""
     from capeval.demo import DemoScorer, hice_overlay
 
-    demo_scorer = DemoScorer("hice_s", {"device": "cpu"}, hice_overlay())
+    scores, overlay = call_app(served, "hice_s", image_file)
+    demo_scorer = DemoScorer("hice_s", {"device": "cpu"}, hice_overlay())  # load_scorer("hice_s", device="cpu")
     calls = []
     real_score = demo_scorer.scorer.score
 
@@ -343,9 +337,16 @@ def test_hice_demo_scores_once_per_request(tiny_hub, image_file):
         return real_score(*args, **kwargs)
 
     demo_scorer.scorer.score = counting_score
-    scores, picture = demo_scorer.score(Image.open(image_file), CAPTION, "\n".join(REFERENCES))
+    demo_scores, demo_picture = demo_scorer.score(Image.open(image_file), CAPTION, "\n".join(REFERENCES))
     assert len(calls) == 1 and calls[0]["return_report"] is True
-    assert "reports" not in scores and picture.width == V.MIN_WIDTH
+    assert "reports" not in demo_scores and demo_picture.width == V.MIN_WIDTH
+    direct = real_score([CAPTION], [Image.open(image_file)], [REFERENCES])  # the scorer itself, outside the demo
+    assert scores["hice_s"] == pytest.approx(direct["hice_s"], abs=1e-5)
+    assert scores["refhice_s"] == pytest.approx(direct["refhice_s"], abs=1e-5)
+    picture = Image.open(overlay["path"] if isinstance(overlay, dict) else overlay)
+    original = Image.open(image_file)
+    assert picture.width == V.MIN_WIDTH  # a 64-px photo is drawn at the working width, legible
+    assert picture.height > V.MIN_WIDTH * original.height // original.width  # image + phrase panel
 
 
 def hice_report(mentioned, caption="a sun above a field"):
@@ -405,8 +406,8 @@ def test_hice_report_text_scales_with_the_image_and_wraps_long_captions():
     assert heights[4000] == heights[V.MAX_WIDTH]  # a huge photo is drawn at the largest working width
 
 
-def test_vcrscore_app_shows_the_three_features_and_the_detected_objects(tiny_hub, quiet_gradio, image_file):
-    scores, panel = call_app("vcrscore", image_file)
+def test_vcrscore_app_shows_the_three_features_and_the_detected_objects(tiny_hub, served, image_file):
+    scores, panel = call_app(served, "vcrscore", image_file)
     direct = load_scorer("vcrscore", device="cpu").score([CAPTION], [Image.open(image_file)], [REFERENCES],
                                                           return_features=True)
     assert scores["vcrscore"] == pytest.approx(direct["vcrscore"], abs=1e-9)

@@ -27,9 +27,16 @@ def karpathy_args(*systems, folder=EXAMPLE):
             "--images", str(EXAMPLE / "images")]
 
 
-@functools.lru_cache(maxsize=None)
 def pycocoevalcap_scores(system: str) -> dict:
     """BLEU-1..4, METEOR, ROUGE-L and CIDEr of pycocoevalcap 1.2 itself on one system's results (Karpathy test)."""
+    return _pycocoevalcap_scores_of_every_system()[system]
+
+
+@functools.lru_cache(maxsize=None)
+def _pycocoevalcap_scores_of_every_system() -> dict:
+    """:func:`pycocoevalcap_scores` of each of :data:`SYSTEMS`, each system scored alone; the Java programs start
+    once: one PTB tokenizer run (each line is tokenized on its own, so the tokens are those of a run per system)
+    and one METEOR process, which scores each ``compute_score`` call from that call's segments only."""
     from pycocoevalcap.bleu.bleu import Bleu
     from pycocoevalcap.cider.cider import Cider
     from pycocoevalcap.meteor.meteor import Meteor
@@ -39,18 +46,24 @@ def pycocoevalcap_scores(system: str) -> dict:
     images = json.loads((EXAMPLE / "dataset_coco.json").read_text())["images"]
     gts = {image["cocoid"]: [{"caption": s["raw"]} for s in image["sentences"]]
            for image in images if image["split"] == "test"}
-    res = {r["image_id"]: [{"caption": r["caption"]}] for r in json.loads((EXAMPLE / f"{system}.json").read_text())}
-    tokenizer = PTBTokenizer()
-    gts, res = tokenizer.tokenize(gts), tokenizer.tokenize(res)
-    bleu, _ = Bleu(4).compute_score(gts, res)
+    results = {system: json.loads((EXAMPLE / f"{system}.json").read_text()) for system in SYSTEMS}
+    tokenized = PTBTokenizer().tokenize({**{("gts", image_id): captions for image_id, captions in gts.items()},
+                                         **{(system, r["image_id"]): [{"caption": r["caption"]}]
+                                            for system, rows in results.items() for r in rows}})
+    gts = {image_id: tokenized[("gts", image_id)] for image_id in gts}
     meteor = Meteor()
+    scores = {}
     try:
-        meteor_score, _ = meteor.compute_score(gts, res)
+        for system, rows in results.items():
+            res = {r["image_id"]: tokenized[(system, r["image_id"])] for r in rows}
+            bleu, _ = Bleu(4).compute_score(gts, res)
+            meteor_score, _ = meteor.compute_score(gts, res)
+            scores[system] = {**{f"bleu_{n + 1}": value for n, value in enumerate(bleu)}, "meteor": meteor_score,
+                              "rouge_l": Rouge().compute_score(gts, res)[0], "cider": Cider().compute_score(gts, res)[0]}
     finally:
         meteor.meteor_p.kill()  # its Java process (pycocoevalcap kills it only when the object is collected)
         meteor.meteor_p.wait()
-    return {**{f"bleu_{n + 1}": value for n, value in enumerate(bleu)}, "meteor": meteor_score,
-            "rouge_l": Rouge().compute_score(gts, res)[0], "cider": Cider().compute_score(gts, res)[0]}
+    return scores
 
 
 @pytest.fixture(scope="module")

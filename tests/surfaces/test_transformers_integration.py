@@ -496,13 +496,15 @@ def evaluate_modes(output_dir) -> dict:
     return {"metrics": metrics, "counts": counts, "captions": captions}
 
 
+# one torchrun for the module: each process evaluates every mode, then scores the captions with empty ones
 DDP_WORKER = r"""
 import json, os, sys
 sys.path.insert(0, sys.argv[1])
 import test_transformers_integration as t
 
-result = t.evaluate_modes(sys.argv[2])
-json.dump(result, open(os.path.join(sys.argv[2], f"rank{os.environ['RANK']}.json"), "w"))
+rank = os.environ["RANK"]
+json.dump(t.evaluate_modes(sys.argv[2]), open(os.path.join(sys.argv[2], f"rank{rank}.json"), "w"))
+json.dump(t.score_with_empty_captions(), open(os.path.join(sys.argv[2], f"empty{rank}.json"), "w"))
 """
 
 
@@ -523,14 +525,21 @@ def _run_two_gloo_processes(worker: str, tmp_path, env: dict) -> None:
     assert proc.returncode == 0, proc.stderr[-5000:]
 
 
-def test_ddp_two_gloo_processes_equal_one_process(tiny_hub, tmp_path):
+@pytest.fixture(scope="module")
+def ddp_run(tiny_hub, tmp_path_factory):
+    """The folder of the module's one torchrun of :data:`DDP_WORKER` (two gloo processes)."""
+    folder = tmp_path_factory.mktemp("ddp")
+    offline = {k: "1" for k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_EVALUATE_OFFLINE")}
+    _run_two_gloo_processes(DDP_WORKER, folder, {**offline, "HF_HUB_CACHE": str(tiny_hub),
+                                                 "HF_MODULES_CACHE": str(folder / "modules")})
+    return folder
+
+
+def test_ddp_two_gloo_processes_equal_one_process(ddp_run, tmp_path):
     """torchrun --nproc_per_node=2 (gloo, CPU): with batch_eval_metrics + include_for_metrics=["inputs"] the
     Trainer passes gathered predictions but local inputs; every mode, on a dict of eval datasets, gives the
     one-process metrics in both processes; the scorer's samples are split, the module scores in process 0."""
-    offline = {k: "1" for k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_EVALUATE_OFFLINE")}
-    _run_two_gloo_processes(DDP_WORKER, tmp_path, {**offline, "HF_HUB_CACHE": str(tiny_hub),
-                                                   "HF_MODULES_CACHE": str(tmp_path / "modules")})
-    ranks = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in range(2)]
+    ranks = [json.loads((ddp_run / f"rank{rank}.json").read_text()) for rank in range(2)]
 
     single = evaluate_modes(tmp_path / "single")
     scorer = load_scorer("clip_s", device="cpu")
@@ -555,13 +564,6 @@ def test_ddp_two_gloo_processes_equal_one_process(tiny_hub, tmp_path):
 
 
 DDP_WITH_EMPTY = ["a red square", "", "a blue stripe", "a green circle", ""]
-DDP_EMPTY_WORKER = r"""
-import json, os, sys
-sys.path.insert(0, sys.argv[1])
-import test_transformers_integration as t
-
-json.dump(t.score_with_empty_captions(), open(os.path.join(sys.argv[2], f"empty{os.environ['RANK']}.json"), "w"))
-"""
 
 
 def score_with_empty_captions() -> dict:
@@ -578,11 +580,10 @@ def score_with_empty_captions() -> dict:
     return out
 
 
-def test_ddp_empty_captions_logged_as_the_scorer_scores_them(tiny_hub, tmp_path):
+def test_ddp_empty_captions_logged_as_the_scorer_scores_them(ddp_run):
     """Under DDP each process scores its share of the non-empty captions; the merged metrics are the scorer's own
     under the same policy."""
-    _run_two_gloo_processes(DDP_EMPTY_WORKER, tmp_path, {"HF_HUB_CACHE": str(tiny_hub)})
-    ranks = [json.loads((tmp_path / f"empty{rank}.json").read_text()) for rank in range(2)]
+    ranks = [json.loads((ddp_run / f"empty{rank}.json").read_text()) for rank in range(2)]
     scorer = load_scorer("clip_s", device="cpu")
     dataset = make_dataset(make_tokenizer(), make_image_processor()).select(range(len(DDP_WITH_EMPTY)))
     for policy in ("skip", 0.25):

@@ -9,7 +9,6 @@ from capeval.backbones.registration import convert_clip_checkpoint, register_cli
 from capeval.core.constants import HALF_PREPROCESS, OPENAI_PREPROCESS
 from capeval.core.convert import register_converter
 from capeval.core.hub import Upstream
-from capeval.core.module_card import ModuleCard
 from capeval.core.scoring import register_scorer
 
 # The official README links its checkpoints folder and, per file, one Google Drive id (given for both files; it is
@@ -59,82 +58,11 @@ def convert_pacs_vit_l_14(official: Path, out_dir: Path) -> None:
                             title="PAC-S OpenCLIP ViT-L/14 (capeval layout)")
 
 
-CLIP_S_CARD = ModuleCard(
-    description="""\
-CLIP-S is a reference-free image-captioning metric: 2.5 * max(cos(CLIP(image), CLIP("A photo depicts " +
-caption)), 0) with OpenAI CLIP ViT-B/32. With references, RefCLIP-S is the harmonic mean of CLIP-S and the
-maximum cosine between the candidate and its references (official semantics: the reference side is neither
-clipped nor rescaled, and references get the same prefix).
-""",
-    citation="""\
-@inproceedings{hessel2021clipscore,
-  title={{CLIPScore}: A Reference-free Evaluation Metric for Image Captioning},
-  author={Hessel, Jack and Holtzman, Ari and Forbes, Maxwell and Le Bras, Ronan and Choi, Yejin},
-  booktitle={EMNLP},
-  year={2021}
-}
-""",
-    returns="""\
-clip_s (`float`): corpus mean; clip_s_per_sample (`list` of `float`);
-refclip_s, refclip_s_per_sample: when references are given;
-truncated_texts (`int`): texts longer than 77 CLIP tokens (truncated, with a warning).
-""",
-    examples="""\
->>> import evaluate
->>> from PIL import Image
->>> clip_s = evaluate.load("capeval/clip_s")
->>> image = Image.new("RGB", (64, 48), "red")
->>> result = clip_s.compute(predictions=["a red square"], images=[image],
-...                         references=[["a red image", "red"]])
->>> result["clip_s"]  # CLIP-S lies in [0, 2.5]; the digits depend on the weights
-0...
->>> len(result["refclip_s_per_sample"]), result["truncated_texts"]
-(1, 0)
-""",
-    references_note="when given, RefCLIP-S is returned too.",
-    codebase_urls=("https://github.com/jmhessel/clipscore",),
-    reference_urls=("https://arxiv.org/abs/2104.08718",),
-)
 register_scorer("clip_s", factory="capeval.clip_s.scorer:clip_s", images="required", references="optional",
                 option_help={"definition": "'paper' (Hessel et al. 2021) or 'torchmetrics' (100*max(cos, 0), no prompt, "
                                            "no reference-based score)"},
                 help="CLIP-S (w=2.5) and, with references, RefCLIP-S (Hessel et al. 2021)",
-                card=CLIP_S_CARD)
-PAC_S_CARD = ModuleCard(
-    description="""\
-PAC-S is CLIP-S computed with the positive-augmented contrastive CLIP ViT-B/32 of Sarto et al. and w = 2.0:
-2.0 * max(cos(PAC-CLIP(image), PAC-CLIP("A photo depicts " + caption)), 0), in float32. With references,
-RefPAC-S is the harmonic mean of PAC-S and the maximum (unclipped, unscaled) candidate-reference cosine.
-""",
-    citation="""\
-@inproceedings{sarto2023positive,
-  title={Positive-Augmented Contrastive Learning for Image and Video Captioning Evaluation},
-  author={Sarto, Sara and Barraco, Manuele and Cornia, Marcella and Baraldi, Lorenzo and Cucchiara, Rita},
-  booktitle={CVPR},
-  year={2023}
-}
-""",
-    returns="""\
-pac_s (`float`): corpus mean; pac_s_per_sample (`list` of `float`);
-refpac_s, refpac_s_per_sample: when references are given;
-truncated_texts (`int`): texts longer than 77 CLIP tokens (truncated, with a warning).
-""",
-    examples="""\
->>> import evaluate
->>> from PIL import Image
->>> pac_s = evaluate.load("capeval/pac_s")
->>> image = Image.new("RGB", (64, 48), "red")
->>> result = pac_s.compute(predictions=["a red square"], images=[image],
-...                        references=[["a red image", "red"]])
->>> result["pac_s"]  # PAC-S lies in [0, 2]; the digits depend on the weights
-0...
->>> len(result["refpac_s_per_sample"]), result["truncated_texts"]
-(1, 0)
-""",
-    references_note="when given, RefPAC-S is returned too.",
-    codebase_urls=("https://github.com/aimagelab/pacscore",),
-    reference_urls=("https://arxiv.org/abs/2303.12112",),
-)
+                card="capeval.clip_s:module_cards.toml")
 register_scorer("pac_s", factory="capeval.clip_s.scorer:pac_s", images="required", references="optional",
                 help="PAC-S (w=2.0) and, with references, RefPAC-S (Sarto et al. 2023)",
-                card=PAC_S_CARD)
+                card="capeval.clip_s:module_cards.toml")

@@ -1,10 +1,13 @@
-"""What a scorer's evaluate module shows (``evaluate``'s ``MetricInfo`` and the class docstring), stated once at
-the scorer's registration (``register_scorer(..., card=ModuleCard(...))``); ``capeval.evaluate_module`` builds the
-module's info from it and from the scorer's needs and options. Pure data."""
+"""What a scorer's evaluate module shows (``evaluate``'s ``MetricInfo`` and the class docstring): a table of a TOML
+file of its family (``module_cards.toml``), named at the registration (``register_scorer(...,
+card="capeval.<family>:module_cards.toml")``) and read on use; ``capeval.evaluate_module`` builds the module's info
+from it and from the scorer's needs and options."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import tomllib
+from dataclasses import dataclass, fields
+from importlib import resources
 from typing import Tuple
 
 
@@ -24,3 +27,17 @@ class ModuleCard:
     arguments: Tuple[str, ...] = ()
     codebase_urls: Tuple[str, ...] = ()
     reference_urls: Tuple[str, ...] = ()
+
+
+def module_card(reference: str, scorer_name: str) -> ModuleCard:
+    """The card of ``scorer_name``: its table in the TOML file ``reference`` (``"package:file.toml"``)."""
+    package, _, name = reference.partition(":")
+    with resources.files(package).joinpath(name).open("rb") as handle:
+        tables = tomllib.load(handle)
+    if scorer_name not in tables:
+        raise ValueError(f"{reference} has no table [{scorer_name}]")
+    table = tables[scorer_name]
+    unknown = sorted(set(table) - {f.name for f in fields(ModuleCard)})
+    if unknown:
+        raise ValueError(f"{reference} [{scorer_name}]: unknown field(s) {unknown}")
+    return ModuleCard(**{key: tuple(value) if isinstance(value, list) else value for key, value in table.items()})

@@ -523,8 +523,23 @@ def _image_id(value: Any, where: str) -> Hashable:
     return value
 
 
-def read_ground_truth(path: Union[str, os.PathLike], *, split: Optional[str] = None) -> GroundTruth:
-    """The annotated images of a COCO caption annotations file or a Karpathy split file, detected from its content.
+def _json_source(source: Any, what: str, given: str) -> Tuple[Any, str]:
+    """(the JSON content, its name in messages) of ``source``: a file path, the content itself (a dict or list,
+    named ``given``), or a pycocotools ``COCO`` object (its ``dataset``: the adapter that lets pycocotools users pass
+    ``COCO(...)`` / ``coco.loadRes(...)`` objects)."""
+    if isinstance(source, (str, os.PathLike)):
+        return _load_json(source, what), str(source)
+    if hasattr(source, "dataset") and hasattr(source, "getImgIds"):
+        return source.dataset, f"the pycocotools {type(source).__name__} object"
+    if isinstance(source, (dict, list)):
+        return source, given
+    raise InputError(f"{given}: {type(source).__name__} is neither a JSON file path, its content, nor a pycocotools "
+                     f"COCO object; expected {what}")
+
+
+def read_ground_truth(path: Union[str, os.PathLike, Any], *, split: Optional[str] = None) -> GroundTruth:
+    """The annotated images of a COCO caption annotations file or a Karpathy split file, detected from its content
+    (``path``: the file, its content as a dict, or a pycocotools ``COCO`` object).
 
     - COCO caption annotations (``captions_val2014.json``): ``images[]`` with ``id`` and ``file_name``,
       ``annotations[]`` with ``image_id`` and ``caption``. The image id is ``id``; the file is ``file_name`` (relative
@@ -540,7 +555,7 @@ def read_ground_truth(path: Union[str, os.PathLike], *, split: Optional[str] = N
     :func:`read_results`. Malformed files (duplicate image ids, a caption that is not text or is empty, an
     annotation for an image not in ``images[]``) are refused naming the entry.
     """
-    data = _load_json(path, "COCO caption annotations or a Karpathy split file")
+    data, path = _json_source(path, "COCO caption annotations or a Karpathy split file", "the annotations")
     if isinstance(data, dict) and "annotations" in data:
         if split is not None:
             raise InputError(f"{path} is a COCO annotations file (one split already): --split {split} applies to "
@@ -661,10 +676,11 @@ def _karpathy_ground_truth(entries: List, source: str, split: Optional[str]) -> 
     return GroundTruth(images, source, split, tuple(unannotated))
 
 
-def read_results(path: Union[str, os.PathLike], ground_truth: GroundTruth, *,
+def read_results(path: Union[str, os.PathLike, Any], ground_truth: GroundTruth, *,
                  name: Optional[str] = None) -> SystemCaptions:
     """One system's captions from a COCO results file ``[{"image_id": ..., "caption": "..."}, ...]`` (other keys
-    are ignored), checked against ``ground_truth``; ``name`` defaults to the file's stem.
+    are ignored), checked against ``ground_truth``; ``name`` defaults to the file's stem. ``path`` may also be the
+    results list itself, or a pycocotools results object (``coco.loadRes(...)``; its ``annotations``).
 
     Refused, naming the file, the record (its position in the list, counted from 0 as ``capeval score`` counts
     records) and the problem: a file that is not JSON or not a list, a record without ``image_id`` or ``caption``, a
@@ -673,8 +689,9 @@ def read_results(path: Union[str, os.PathLike], ground_truth: GroundTruth, *,
     number); the error says so. Empty captions are kept here (the suite refuses them, naming this file and record:
     :meth:`SystemCaptions.caption_where`).
     """
-    source = str(path)
-    records = _load_json(path, 'a COCO results list [{"image_id", "caption"}]')
+    records, source = _json_source(path, 'a COCO results list [{"image_id", "caption"}]', "the results")
+    if isinstance(records, dict) and isinstance(records.get("annotations"), list):  # a loadRes object's dataset
+        records = records["annotations"]
     if not isinstance(records, list):
         raise InputError(f'{source}: the top level is {type(records).__name__}, expected a list of '
                          '{"image_id", "caption"} records (a COCO results file)')
@@ -698,7 +715,8 @@ def read_results(path: Union[str, os.PathLike], ground_truth: GroundTruth, *,
     unknown = [i for i in captions if i not in ground_truth.images]
     if unknown:
         raise InputError(f"{source}: record {first_record[unknown[0]]}: {_unknown_ids(unknown, ground_truth)}")
-    return SystemCaptions(name or Path(source).stem, captions, source, first_record)
+    default = Path(source).stem if isinstance(path, (str, os.PathLike)) else "results"
+    return SystemCaptions(name or default, captions, source, first_record)
 
 
 def _unknown_ids(unknown: List[Hashable], ground_truth: GroundTruth) -> str:

@@ -41,7 +41,6 @@ from capeval.core.errors import InputError
 from capeval.core.hub import recording_resolutions
 from capeval.core.inputs import NEEDS, ValidInputs, as_list, validate_inputs
 from capeval.core.keys import ScoreKey
-from capeval.core.module_card import ModuleCard
 from capeval.core.option_help import OPTION_HELP
 from capeval.core.provenance import build_provenance, effective_options, hashcode
 
@@ -72,7 +71,7 @@ class ScorerSpec:
     help: str
     own_option_help: Tuple[Tuple[str, str], ...] = ()  # (option, help) of the options OPTION_HELP does not explain
     group: Optional[str] = None  # a registered group (:func:`register_group`) whose members are scored in one call
-    card: Optional[ModuleCard] = None  # what its evaluate module shows (capeval.evaluate_module builds it from this)
+    card: Optional[str] = None  # "package:file.toml": its evaluate module's card (capeval.core.module_card)
 
     def __post_init__(self):
         for field_name in ("images", "references"):
@@ -199,11 +198,12 @@ _SCORERS: Dict[str, ScorerSpec] = {}
 
 def register_scorer(name: str, *, factory: str, images: str, references: str, help: str,
                     option_help: Optional[Mapping[str, str]] = None, group: Optional[str] = None,
-                    card: Optional[ModuleCard] = None) -> ScorerSpec:
+                    card: Optional[str] = None) -> ScorerSpec:
     """Add a scorer to the registry (called from a family's ``registration.py``): ``factory`` (``"module:attr"``, a
     class or a function whose return annotation names the class) states its options; ``option_help`` explains
     those that :data:`OPTION_HELP` does not; ``group``: the registered group it is scored with (one call for the
-    group's members of a suite: :meth:`Scorer.score_systems`'s ``peers``); ``card``: its evaluate module's card."""
+    group's members of a suite: :meth:`Scorer.score_systems`'s ``peers``); ``card``: where its evaluate module's card is
+    (``"package:file.toml"``, a table named after the scorer: :func:`capeval.core.module_card.module_card`)."""
     spec = ScorerSpec(name, factory, images, references, help, tuple((option_help or {}).items()), group, card)
     existing = _SCORERS.get(name)
     if existing is not None and existing != spec:

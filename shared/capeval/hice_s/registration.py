@@ -6,7 +6,6 @@ from capeval.backbones.sam import SAM_FILES
 from capeval.core.constants import CLIP_FILES
 from capeval.core.convert import register_converter
 from capeval.core.hub import Upstream, WeightSpec, register
-from capeval.core.module_card import ModuleCard
 from capeval.core.scoring import register_scorer
 from capeval.hice_s.converters import convert_alpha_clip, convert_mobile_sam, convert_sam
 
@@ -78,52 +77,6 @@ register_converter("sam", help="Segment Anything sam_vit_{b,l,h}_*.pth or Mobile
                                "(official state dicts)")(convert_sam)
 register_converter("mobile-sam", help="MobileSAM mobile_sam.pt (official state dict, TinyViT image "
                                       "encoder)")(convert_mobile_sam)
-HICE_S_CARD = ModuleCard(
-    description="""\
-HICE-S scores a caption at two levels with Alpha-CLIP: globally (image vs caption, CLIP-S style
-w·max(cos, 0)) and locally (segment-everything regions vs the caption's scene-graph phrases: precision over
-phrases, recall over regions, harmonic mean). HICE-S = hMean(gITC, lITC). With references, RefHICE-S adds the
-global and local text–text terms: hMean(gITC, lITC, gTTC, lTTC). With `return_report=True` each sample also
-gets its wrong phrases (precision < 0.5) and unmentioned regions (recall < 0.5).
-""",
-    citation="""\
-@inproceedings{zeng2024hicescore,
-  title={{HICEScore}: A Hierarchical Metric for Image Captioning Evaluation},
-  author={Zeng, Zequn and Sun, Jianqiao and Zhang, Hao and Wen, Tiansheng and Su, Yudi and Xie, Yan and
-          Wang, Zhengjue and Chen, Bo},
-  booktitle={ACM Multimedia},
-  year={2024}
-}
-""",
-    returns="""\
-hice_s, global_itc, local_itc (`float`) and their `*_per_sample` lists; with references also refhice_s,
-global_ttc, local_ttc; no_phrase_captions, no_region_images (`int`); truncated_texts (`int`: captions,
-references and phrases over Alpha-CLIP's 77 tokens); parser_truncated_texts (`int`: captions and references
-over the phrase parser's input limit, 64 tokens with the prompt for FACTUAL, 0 for spaCy); one warning per call
-when any is truncated; timings (seconds per stage: segmentation, parsing, encoding, scoring).
-""",
-    examples="""\
->>> import evaluate
->>> from PIL import Image
->>> hice = evaluate.load("capeval/hice_s", scorer_options={  # quick settings; defaults: FACTUAL, 32×32
-...     "phrase_parser": "spacy", "region_settings": {"points_per_side": 8}})
->>> image = Image.new("RGB", (64, 48), "red")
->>> result = hice.compute(predictions=["a red square"], images=[image],
-...                       references=[["a red image"]], return_report=True)
->>> result["hice_s"], result["refhice_s"]  # in [0, 2.5]; the digits depend on the weights
-(..., ...)
->>> report = result["reports"][0]
->>> report["caption"], [phrase["phrase"] for phrase in report["phrases"]]
-('a red square', ['red square'])
-""",
-    references_note="when given, RefHICE-S is returned too.",
-    arguments=(
-        "return_report (`bool`, compute kwarg): add `reports` (per phrase: precision, correct; per region: area, "
-        "bbox, recall, mentioned, best phrase).",
-    ),
-    codebase_urls=("https://github.com/joeyz0z/HICE", "https://github.com/SunzeY/AlphaCLIP",),
-    reference_urls=("https://arxiv.org/abs/2407.18589",),
-)
 register_scorer("hice_s", factory="capeval.hice_s.scorer:HiceScorer", images="required", references="optional",
                 option_help={
                     "weights": "Alpha-CLIP: alpha-clip-vit-l-14 (the paper's), alpha-clip-vit-b-16, "
@@ -143,4 +96,4 @@ register_scorer("hice_s", factory="capeval.hice_s.scorer:HiceScorer", images="re
                     "max_cached_masks_bytes": "bound of the SAM mask cache, in bytes"},
                 help="HICE-S and, with references, RefHICE-S (Zeng et al. 2024): Alpha-CLIP global + "
                      "region/phrase local scores",
-                card=HICE_S_CARD)
+                card="capeval.hice_s:module_cards.toml")

@@ -6,7 +6,6 @@ from __future__ import annotations
 from capeval.backbones.image_features import DINOV2_FILES
 from capeval.core.constants import CLIP_FILES
 from capeval.core.hub import WeightSpec, register
-from capeval.core.module_card import ModuleCard
 from capeval.core.scoring import register_scorer
 from capeval.image_roundtrip.pipeline import DIFFUSERS_FILES
 
@@ -31,46 +30,6 @@ register(WeightSpec(
 ))
 
 
-IMAGE_ROUNDTRIP_CARD = ModuleCard(
-    description="""\
-Image round-trip is a reference-free image-captioning metric: a text-to-image model renders the candidate
-caption, an image encoder embeds the original and the rendered image, and the score is their cosine
-similarity (averaged over the images rendered per caption). Defaults: SD-Turbo (1 step, guidance 0, 512 px)
-and the OpenCLIP ViT-g/14 image tower; DINOv2 and negative L2 distance are options.
-""",
-    citation="""\
-@article{huang2024novel,
-  title={A Novel Evaluation Framework for Image2Text Generation},
-  author={Huang, Jia-Hong and Zhu, Hongyi and Shen, Yixian and Rudinac, Stevan and Pacces, Alessio M. and
-          Kanoulas, Evangelos},
-  journal={arXiv preprint arXiv:2408.01723},
-  year={2024}
-}
-""",
-    returns="""\
-image_roundtrip (`float`): corpus mean; image_roundtrip_per_sample (`list` of `float`);
-truncated_texts (`int`): captions over the generator's text-encoder limit (77 CLIP tokens for Stable
-    Diffusion), truncated before generation, with one warning per call (left out for a plugged-in generator
-    that cannot tell); generated_images with `return_images=True`.
-""",
-    examples="""\
->>> import evaluate
->>> from PIL import Image
->>> roundtrip = evaluate.load("capeval/image_roundtrip",  # 256 px to be quick; default 512
-...                           scorer_options={"height": 256, "width": 256})
->>> image = Image.new("RGB", (64, 48), "red")
->>> result = roundtrip.compute(predictions=["a red square"], images=[image], return_images=True)
->>> -1 <= result["image_roundtrip"] <= 1, result["truncated_texts"]  # cosine of image features
-(True, 0)
->>> result["generated_images"][0][0].size
-(256, 256)
-""",
-    arguments=(
-        "return_images (`bool`, optional): also return the generated images (`generated_images`, one list per "
-        "caption).",
-    ),
-    reference_urls=("https://arxiv.org/abs/2408.01723",),
-)
 register_scorer("image_roundtrip", factory="capeval.image_roundtrip.scorer:ImageRoundTripScorer", images="required",
                 references="unused",
                 option_help={
@@ -88,4 +47,4 @@ register_scorer("image_roundtrip", factory="capeval.image_roundtrip.scorer:Image
                     "image_cache_dir": "where generated images are cached (default <capeval cache>/roundtrip_images)",
                     "use_image_cache": "False: keep no generated image, generate again on every call"},
                 help="Image round-trip: text-to-image render of the caption vs the original image (Huang et al. 2024)",
-                card=IMAGE_ROUNDTRIP_CARD)
+                card="capeval.image_roundtrip:module_cards.toml")

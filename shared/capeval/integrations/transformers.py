@@ -206,33 +206,24 @@ class _SuiteAdapter:
     each dataset row is one image with its references, the generated captions one system. Scored in the main
     process; empty captions are an error (a suite has corpus-level metrics, whose values are not means)."""
 
-    RUNTIME = ("device", "dtype", "batch_size", "cache_dir")
     module = None
     splits = False
 
     def __init__(self, metrics: Sequence[str], options: Dict[str, Any], empty_caption: EmptyCaption):
-        from capeval.suite import expand_metrics
+        from capeval.suite.plan import resolve_mixed
 
         if not metrics or not all(isinstance(name, str) for name in metrics):
             raise InputError(f"a metric suite is a non-empty list of metric names, got {list(metrics)!r}")
         if empty_caption != "error":
             raise InputError("empty_caption applies to a single metric; a suite refuses empty captions (its "
                              "corpus-level metrics are not means): set min_new_tokens for generation")
-        self.metrics = expand_metrics(list(metrics))
+        try:
+            self.plan = resolve_mixed(list(metrics), options)
+        except InputError as exc:
+            raise InputError(f"metric_options of a suite: {exc}") from None
         self.name = "+".join(metrics)
         self.empty_caption = "error"
-        self.runtime = {key: options[key] for key in self.RUNTIME if key in options}
-        self.options = {}
-        for key, values in options.items():
-            if key in self.RUNTIME:
-                continue
-            spec = _known_spec(key)
-            if spec is None or spec.name not in self.metrics or not isinstance(values, Mapping):
-                raise InputError(f"metric_options of a suite: {key!r} is neither a runtime option {self.RUNTIME} nor "
-                                 f"one of its metrics {self.metrics} with a dict of that metric's options")
-            spec.check_options(values)
-            self.options[spec.name] = dict(values)
-        specs = [get_scorer_spec(name) for name in self.metrics]
+        specs = [get_scorer_spec(name) for name in (*self.plan.loaded, *self.plan.composed)]
         self.needs_references = any(spec.needs_references for spec in specs)
         needs = {spec.images for spec in specs}
         self.needs_images: Optional[bool] = True if "required" in needs else (False if needs == {"unused"} else None)
@@ -246,18 +237,10 @@ class _SuiteAdapter:
         truth = GroundTruth({row: EvalImage(row, None, _references(references, i)) for i, row in enumerate(rows)},
                             "eval_dataset")
         system = SystemCaptions("predictions", dict(zip(rows, predictions)), "generated captions")
-        scores = score_suite(truth, [system], self.metrics, images=None if images is None else dict(zip(rows, images)),
-                             options=self.options, show_progress=False, **self.runtime)
+        scores = score_suite(truth, [system], self.plan, images=None if images is None else dict(zip(rows, images)),
+                             show_progress=False)
         hashcodes = dict.fromkeys(scores.metrics[key]["hashcode"] for key in scores.keys)
         return {**scores.corpus[system.name], "hashcode": " + ".join(hashcodes)}
-
-
-def _known_spec(name: str):
-    """The registered scorer ``name`` names, or ``None``."""
-    try:
-        return get_scorer_spec(name)
-    except InputError:
-        return None
 
 
 def _references(references: Optional[Sequence], i: int) -> Tuple[str, ...]:

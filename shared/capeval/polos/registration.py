@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from capeval.core.convert import register_converter
 from capeval.core.hub import Upstream, WeightSpec, register
-from capeval.core.module_card import ModuleCard
 from capeval.core.scoring import register_scorer
 from capeval.core.training import register_trainer
 from capeval.polos.checkpoint import HEAD_FILES, HEAD_LICENSE, OFFICIAL_TEXT_ENCODER, SIMCSE_FILES, convert_polos
@@ -28,42 +27,6 @@ register(WeightSpec(
 
 register_converter("polos", help="Polos reprod.ckpt (PyTorch-Lightning; hparams.yaml beside it is checked) -> "
                                  "polos_head.safetensors + polos_config.json")(convert_polos)
-POLOS_CARD = ModuleCard(
-    description="""\
-Polos is a supervised caption metric: CLIP ViT-B/32 image/text features ("A photo depicts " + text, not
-normalised) and SimCSE-RoBERTa sentence features (a layer-normalised scalar mix of all 13 hidden states, first
-position) are combined per reference into a 6144-dim vector, an MLP with a sigmoid maps it to [0, 1], and the
-score is the maximum over the references.
-""",
-    citation="""\
-@inproceedings{wada2024polos,
-  title={{Polos}: Multimodal Metric Learning from Human Feedback for Image Captioning},
-  author={Wada, Yuiga and Kaneda, Kanta and Saito, Daichi and Sugiura, Komei},
-  booktitle={CVPR},
-  year={2024}
-}
-""",
-    returns="""\
-polos (`float`): corpus mean; polos_per_sample (`list` of `float`, each in [0, 1]);
-truncated_texts (`int`): texts over 512 SimCSE tokens (truncated, with a warning);
-clip_truncated_texts (`int`): texts over 77 CLIP tokens (truncated, as the official code does).
-""",
-    examples="""\
->>> import evaluate
->>> from PIL import Image
->>> polos = evaluate.load("capeval/polos")
->>> image = Image.new("RGB", (64, 48), "green")
->>> result = polos.compute(predictions=["a green field"], images=[image],
-...                        references=[["a green lawn", "grass"]])
->>> result["polos"]  # in [0, 1]; the digits depend on the weights
-0...
->>> result["polos_per_sample"] == [result["polos"]], result["truncated_texts"]
-(True, 0)
-""",
-    references_note="all are used.",
-    codebase_urls=("https://github.com/keio-smilab24/Polos",),
-    reference_urls=("https://arxiv.org/abs/2402.18091",),
-)
 register_scorer("polos", factory="capeval.polos.scorer:PolosScorer", images="required", references="required",
                 option_help={
                     "weights": "the head: capeval's converted artifact (registry name, hub id, directory) or the "
@@ -73,7 +36,7 @@ register_scorer("polos", factory="capeval.polos.scorer:PolosScorer", images="req
                     "head": "an in-memory PolosHead (with config) instead of weights",
                     "config": "the config of an in-memory head"},
                 help="Polos (Wada et al. 2024): CLIP + SimCSE features -> MLP, max over references",
-                card=POLOS_CARD)
+                card="capeval.polos:module_cards.toml")
 register_trainer("polos", configure="capeval.polos.training:configure_training", run="capeval.polos.training:train_polos",
                  help="M2LHF: train the Polos head on human judgments with frozen CLIP/SimCSE encoders")
 register_trainer("polos-features", configure="capeval.polos.training:configure_features",

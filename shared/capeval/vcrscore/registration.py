@@ -9,7 +9,6 @@ from capeval.backbones.registration import convert_clip_checkpoint, register_cli
 from capeval.core.constants import OPENAI_PREPROCESS
 from capeval.core.convert import register_converter
 from capeval.core.hub import Upstream, WeightSpec, register
-from capeval.core.module_card import ModuleCard
 from capeval.core.scoring import register_scorer
 from capeval.core.training import register_trainer
 from capeval.vcrscore.constants import DETECTOR_FILES, VILT_FILES
@@ -121,49 +120,6 @@ def convert_mcip(official: Path, out_dir: Path) -> None:
 
 register_converter("vcrscore-gbr", help="VCRScore model_GBR_VCR.pickle (read with a restricted unpickler) -> "
                                         "JSON")(convert_vcrscore_gbr)
-VCRSCORE_CARD = ModuleCard(
-    description="""\
-VCRScore is a learned caption metric: a gradient-boosted regressor (the official one, converted to JSON trees)
-maps three features of a candidate caption to a score: (1) the percentage of the caption's distinct words found in
-a pool made of the references and the names of the objects that DETR and a YOLO-family detector find in the image,
-(2) the raw image-text retrieval logit of ViLT (dandelin/vilt-b32-finetuned-coco), and (3) RefCLIP-S computed with
-the retrieval-optimised MCIP OpenCLIP ViT-L-14-336 (no text prefix, reference side clipped at 0).
-""",
-    citation="""\
-@misc{ruiz2025vcrscore,
-  title={{VCRScore}: Image captioning metric based on {V\\&L} Transformers, {CLIP}, and precision-recall},
-  author={Ruiz, Guillermo and Ram{\\'\\i}rez, Tania and Moctezuma, Daniela},
-  year={2025},
-  eprint={2501.09155},
-  archivePrefix={arXiv}
-}
-""",
-    returns="""\
-vcrscore (`float`): corpus mean; vcrscore_per_sample (`list` of `float`);
-word_precision, vilt_logit, mcip_refclip_s (`float`): feature means, with their `*_per_sample` lists;
-truncated_texts (`int`): captions over 39 ViLT tokens (truncated, as officially);
-clip_truncated_texts (`int`): texts over 77 CLIP tokens (truncated, as officially).
-""",
-    examples="""\
->>> import evaluate
->>> from PIL import Image
->>> vcrscore = evaluate.load("capeval/vcrscore")
->>> image = Image.new("RGB", (64, 48), "blue")
->>> result = vcrscore.compute(predictions=["a blueberry cake on a plate"], images=[image],
-...                           references=[["a large piece of blueberry cake on a plate"]], return_features=True)
->>> result["vcrscore"]  # the regressor's output; the digits depend on the weights
-0...
->>> result["features"][0] == [result["word_precision"], result["vilt_logit"], result["mcip_refclip_s"]]
-True
-""",
-    references_note="all are used unless `max_references` is set (the official code uses three).",
-    arguments=(
-        "return_features (`bool`, compute kwarg): also return `features` (one [f1, f2, f3] row per caption, the "
-        "input of `capeval train vcrscore` / `capeval score vcrscore --from-features`) and `detected_objects`.",
-    ),
-    codebase_urls=("https://github.com/ResearchInfoGeo/VCRScore",),
-    reference_urls=("https://arxiv.org/abs/2501.09155",),
-)
 register_scorer("vcrscore", factory="capeval.vcrscore.scorer:VcrScorer", images="required", references="required",
                 option_help={
                     "weights": "the regressor: registry name, hub id or directory of a vcrscore_gbr.json",
@@ -177,7 +133,7 @@ register_scorer("vcrscore", factory="capeval.vcrscore.scorer:VcrScorer", images=
                     "regressor": "an in-memory regressor (JSON tree ensemble) instead of weights"},
                 help="VCRScore (Ruiz et al. 2024): word precision vs references + detected objects, ViLT retrieval "
                      "logit, MCIP RefCLIP-S -> official gradient-boosted regressor",
-                card=VCRSCORE_CARD)
+                card="capeval.vcrscore:module_cards.toml")
 register_trainer("vcrscore", configure="capeval.vcrscore.regressor:configure_training",
                  run="capeval.vcrscore.regressor:train_vcrscore",
                  help="fit VCRScore's GradientBoostingRegressor on cached feature rows; exports JSON")
