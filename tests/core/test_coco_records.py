@@ -99,7 +99,7 @@ def test_split_on_a_coco_annotations_file_is_refused(tmp_path):
 @pytest.mark.parametrize("edit, patterns", [
     (lambda d: d["images"].append({"id": 10, "file_name": "x.jpg"}), [r"images\[3\]", "image id 10 again"]),
     (lambda d: d["annotations"][1].update(caption=["two", "cats"]), [r"annotations\[1\]\.caption", "list",
-                                                                      "expected a caption"]),
+                                                                      "expected a string"]),
     (lambda d: d["annotations"][2].update(caption="  "), [r"annotations\[2\]\.caption is an empty caption"]),
     (lambda d: d["annotations"][0].update(image_id=99), [r"annotations\[0\]\.image_id 99 is not an id of images"]),
     (lambda d: d["annotations"][0].update(image_id=10.0), [r"annotations\[0\]\.image_id is float",

@@ -12,8 +12,10 @@ import pytest
 from capeval.cocoevalcap import COCOEvalCap
 from capeval.core import scoring
 from capeval.core.keys import ScoreKey, UndeclaredKeyError, coco_method, score_key
+from capeval.core.records import EvalImage, GroundTruth, SystemCaptions
 from capeval.core.scoring import Scorer, register_scorer, summarize
 from capeval.report import markdown_table
+from capeval.suite import score_suite
 from capeval.suite.run import evaluate_captions
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "coco_small"
@@ -112,19 +114,14 @@ def test_metadata_is_checked_when_declared(arguments, problem):
         ScoreKey(*arguments)
 
 
-def test_torchmetrics_clip_s_is_printed_as_computed_its_scores_being_x100_already(tiny_hub, tmp_path):
-    """``definition="torchmetrics"`` scores 100·max(cos, 0): the loaded scorer declares scale 1, so the table does
-    not multiply by 100 again (the paper definition keeps ×100)."""
-    report = evaluate_captions(RESULTS[:2], annotations=EXAMPLE / "captions_val2014.json",
-                               images=EXAMPLE / "images" / "val2014", metrics=["clip_s"],
-                               options={"clip_s": {"definition": "torchmetrics"}}, device="cpu", resamples=20,
-                               show_progress=False)
-    assert report["metrics"]["clip_s"]["scale"] == 1.0 and report["metrics"]["clip_s"]["title"] == "CLIP-S"
-    value = report["systems"]["baseline"]["scores"]["clip_s"]["value"]
-    text = markdown_table(report)
-    assert "CLIP-S (tiny) as computed." in text.splitlines()[2] or "CLIP-S as computed." in text
-    assert table_rows(text)[2][1].startswith((f"{value:.4f}", f"**{value:.4f}**"))
-    paper = evaluate_captions(RESULTS[:2], annotations=EXAMPLE / "captions_val2014.json",
-                              images=EXAMPLE / "images" / "val2014", metrics=["clip_s"], device="cpu", resamples=20,
-                              show_progress=False)
-    assert paper["metrics"]["clip_s"]["scale"] == 100.0
+def test_torchmetrics_clip_s_is_printed_as_computed_its_scores_being_x100_already(tiny_hub):
+    """``definition="torchmetrics"`` scores 100·max(cos, 0) (reference-free only): the loaded scorer declares scale
+    1, so a table does not multiply by 100 again; the paper definition keeps ×100."""
+    files = sorted((EXAMPLE / "images" / "val2014").iterdir())[:3]
+    truth = GroundTruth({n: EvalImage(n, file.name, ()) for n, file in enumerate(files)}, source="test")
+    system = SystemCaptions("s", {n: f"a picture number {n}" for n in range(len(files))}, source="test")
+    scales = {definition: score_suite(truth, [system], ["clip_s"], images_root=files[0].parent, device="cpu",
+                                      options={"clip_s": {"definition": definition}},
+                                      show_progress=False).metrics["clip_s"]["scale"]
+              for definition in ("torchmetrics", "paper")}
+    assert scales == {"torchmetrics": 1.0, "paper": 100.0}
