@@ -191,3 +191,15 @@ def test_capeval_convert_merges_an_adapter_folder_into_the_registered_base(tiny_
     expected = base["language_model.model.layers.1.self_attn.v_proj.weight"] + scale * (
         lora[f"{peft}.lora_B.weight"] @ lora[f"{peft}.lora_A.weight"])
     assert torch.allclose(_tensors(out)["language_model.model.layers.1.self_attn.v_proj.weight"], expected, atol=1e-5)
+
+
+def test_the_same_merge_twice_describes_the_same_weights(tmp_path):
+    """The merge record beside the weights holds file times; the weights' sha256 (what the hashcode covers) must not
+    see it, so merging the same base and adapter again gives the same identity."""
+    from capeval.core.provenance import describe_weights
+
+    base, adapter = _tiny(tmp_path)
+    first, second = merge_adapter(base, adapter, tmp_path / "a"), merge_adapter(base, adapter, tmp_path / "b")
+    assert json.loads((first / "expert_merge.json").read_text()) != json.loads((second / "expert_merge.json")
+                                                                               .read_text())
+    assert describe_weights(str(first), first)["sha256"] == describe_weights(str(second), second)["sha256"]

@@ -18,3 +18,4 @@ CLIP_FILES = (CLIP_CONFIG_FILE, CLIP_WEIGHTS_FILE)
 ENSEMBEVAL_WEIGHTS_FILE = "ensembeval_weights.json"
 PROVENANCE_FILE = "capeval_provenance.json"  # beside weights converted from an upstream file: source, sha256, converter
 TINY_MARKER_FILE = "CAPEVAL_TINY_RANDOM_WEIGHTS"  # in every snapshot written by capeval.testing: random test weights
+MERGE_RECORD = "expert_merge.json"  # written by EXPERT's merge beside the weights: what they are made of

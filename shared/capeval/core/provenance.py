@@ -18,7 +18,7 @@ import warnings
 from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Tuple
 
-from capeval.core.constants import PROVENANCE_FILE, TINY_MARKER_FILE
+from capeval.core.constants import MERGE_RECORD, PROVENANCE_FILE, TINY_MARKER_FILE
 from capeval.core.hashing import file_sha256
 from capeval.core.hub import hub_snapshot_of, registered_spec_of
 from capeval.core.caches import LruCache
@@ -32,7 +32,8 @@ NEUTRAL_OPTIONS = ("device", "batch_size", "cache_dir", "persist_dir", "image_ca
 _FILE_HASHES: LruCache = LruCache(256)
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 # files beside the weights that do not change a number: model cards, git metadata, capeval's own records
-_NOT_WEIGHTS = ("README.md", ".gitattributes", PROVENANCE_FILE, TINY_MARKER_FILE)
+# records beside the weights, not weights (EXPERT's merge record holds file times: the same merge twice differs)
+_NOT_WEIGHTS = ("README.md", ".gitattributes", PROVENANCE_FILE, TINY_MARKER_FILE, MERGE_RECORD)
 
 
 class TinyWeightsWarning(UserWarning):

@@ -12,12 +12,11 @@ from pathlib import Path
 from typing import Callable, Dict, Mapping, Optional, Sequence
 
 from capeval.core.caches import LruCache
-from capeval.core.constants import PROVENANCE_FILE, TINY_MARKER_FILE
+from capeval.core.constants import MERGE_RECORD, PROVENANCE_FILE, TINY_MARKER_FILE
 from capeval.core.hashing import file_sha256
 from capeval.core.hub import cached_location, hub_snapshot_of, registered_weights
 
 TINY_SUFFIX = "+tiny-random"  # ends the model id of capeval's tiny random test weights
-MERGE_RECORD = "expert_merge.json"  # written by EXPERT's merge beside the weights: what they are made of
 # beside the weights, what does not change an answer: model cards, capeval's own records, the tiny marker (it
 # enters the id as TINY_SUFFIX)
 NOT_CONTENT = ("README.md", ".gitattributes", PROVENANCE_FILE, TINY_MARKER_FILE, MERGE_RECORD)
