@@ -212,3 +212,22 @@ def test_the_public_names_the_readme_shows_still_work():
             importlib.import_module(alias)
     with pytest.raises(AttributeError):
         capeval.no_such_name
+
+
+def test_the_suite_engine_and_plan_name_no_metric():
+    """Groups, compositions and corpus levels are registry data (#36): the engine and its plan hold no registered
+    scorer's or group's name, nor a key prefix such as ``bleu_``, in any string or identifier."""
+    from capeval.core.scoring import groups, scorers
+
+    names = {*scorers(), *groups(), "bleu_"}
+    for module in ("engine.py", "plan.py"):
+        tree = ast.parse((PACKAGE / "suite" / module).read_text())
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef)) and node.body
+                      and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+        strings = [node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)
+                   and isinstance(node.value, str) and id(node) not in docstrings]
+        identifiers = [node.id for node in ast.walk(tree) if isinstance(node, ast.Name)]
+        named = sorted({name for name in names for text in strings + identifiers
+                        if text == name or text.lower() == name or text.startswith("bleu_")})
+        assert not named, f"suite/{module} names metrics {named}"
