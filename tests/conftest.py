@@ -13,8 +13,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 
-# The fast loop, `python -m pytest -m "not slow" tests`, runs the tests named here (the one place they are named):
-# a module path keeps the whole module, a node id one test (all its parameters); every other test is marked slow.
+# The fast loop, `python -m pytest -q -n 2 --dist worksteal -m "not slow" tests`, runs the tests named here (the one
+# place they are named): a module path keeps the whole module, a node id one test (all its parameters); every other
+# test is marked slow.
 # The scorer contract leaves out the scorers that start Java per call (pycocoevalcap's PTB tokenizer, METEOR, SPICE).
 # tests/test_fast_subset.py checks that the loop keeps the architecture test, a contract of every family and a test
 # of every test folder; a new test folder needs an entry here.

@@ -11,7 +11,7 @@ import pytest
 
 from capeval.cocoevalcap import COCOEvalCap
 from capeval.core import scoring
-from capeval.core.keys import ScoreKey, UndeclaredKeyError, coco_method, score_key
+from capeval.core.keys import ScoreKey
 from capeval.core.records import EvalImage, GroundTruth, SystemCaptions
 from capeval.core.scoring import Scorer, register_scorer, summarize
 from capeval.report import markdown_table
@@ -92,26 +92,6 @@ def test_cocoevalcap_names_a_new_metric_as_its_scorer_declares(word_count):
     assert set(evaluator.eval) == {"Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "WordCount"}
     assert evaluator.eval["WordCount"] == pytest.approx(mean_words("model_a"))
     assert all("WordCount" in row for row in evaluator.evalImgs)
-
-
-def test_an_undeclared_key_is_a_clear_error_and_the_coco_name_defaults_to_the_key():
-    class Undeclared(WordCountScorer):
-        key_metadata = {"word_count": ScoreKey("Words")}
-
-    with pytest.raises(UndeclaredKeyError, match=r"Undeclared declares no metadata for score key 'char_count' "
-                                                 r"\(it declares \['word_count'\]\)"):
-        score_key(Undeclared, "char_count")
-    assert coco_method(Undeclared(), "word_count") == "word_count"
-    assert coco_method(WordCountScorer, "word_count") == "WordCount"
-
-
-@pytest.mark.parametrize("arguments, problem", [
-    (("",), "title must be a non-empty string"), (("T", 0.0), "scale must be a finite positive number"),
-    (("T", float("nan")), "scale must be a finite positive number"), (("T", True), "scale must be a finite"),
-    (("T", 1.0, "yes"), "higher_is_better must be a bool"), (("T", 1.0, True, ""), "coco_method must be")])
-def test_metadata_is_checked_when_declared(arguments, problem):
-    with pytest.raises(ValueError, match=problem):
-        ScoreKey(*arguments)
 
 
 def test_torchmetrics_clip_s_is_printed_as_computed_its_scores_being_x100_already(tiny_hub):

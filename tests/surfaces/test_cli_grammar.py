@@ -1,7 +1,8 @@
 """One grammar for every `capeval` command: every option has help, output goes to `--output` (the spellings of
 before the first release, `--out`, `--output-dir`, `--dry-run`, `convert`'s positional folder and the `bench`
 command, are gone), every command takes `--json` and then prints exactly one JSON document on stdout, `ray-score`
-takes every scoring option of `score` (one shared builder), one `--weights [METRIC=]SOURCE` grammar, and
+takes every scoring option of `score` (one shared builder; that they reach the scorer alike is checked in
+test_ray_integration.py, on that module's Ray), one `--weights [METRIC=]SOURCE` grammar, and
 `throughput` is told apart from `benchmark`."""
 
 import argparse
@@ -162,30 +163,6 @@ def test_weights_grammar_is_metric_equals_source_or_a_bare_source(tiny_hub, tmp_
         capsys.readouterr()
     assert main(["score", "mpnet_score", "--input", str(records), "--weights", f"clip_s={folder}"]) == 2
     assert "--weights clip_s=" in capsys.readouterr().err
-
-
-def test_ray_score_passes_dtype_to_the_scorer_as_score_does(tiny_hub, tmp_path, capsys):
-    """The same options give `score` and `ray-score` the same scorer: equal hashcodes (which cover the dtype),
-    different from the default's."""
-    import os
-
-    ray = pytest.importorskip("ray")
-    records = tmp_path / "in.jsonl"
-    records.write_text("".join(json.dumps({"caption": f"a caption {i}", "references": ["a reference"]}) + "\n"
-                               for i in range(3)))
-    options = ["--device", "cpu", "--dtype", "bfloat16"]
-    default = _one_document(capsys, ["score", "mpnet_score", "--input", str(records), "--device", "cpu"])
-    scored = _one_document(capsys, ["score", "mpnet_score", "--input", str(records), *options])
-    assert scored["hashcode"] != default["hashcode"]
-    env = {k: v for k, v in os.environ.items() if k.startswith(("HF_", "TRANSFORMERS_", "CAPEVAL_"))}
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=256 * 2**20,
-             runtime_env={"env_vars": {**env, "OMP_NUM_THREADS": "1"}})
-    try:
-        summary = _one_document(capsys, ["ray-score", "mpnet_score", "--input", str(records), "--output",
-                                         str(tmp_path / "out"), "--num-cpus", "0.5", *options])
-    finally:
-        ray.shutdown()
-    assert summary["hashcode"] == scored["hashcode"] and summary["n"] == 3
 
 
 def test_weights_grammar_in_evaluate_and_leaderboard(tmp_path, capsys):

@@ -320,15 +320,22 @@ def test_roundtrip_app_shows_the_generated_image(tiny_hub, served, image_file, t
     assert generated is not None
 
 
-def test_hice_app_shows_the_region_phrase_overlay_and_the_demo_scores_once_per_request(tiny_hub, served,
-                                                                                       image_file):
-    """The served app returns the scorer's HICE-S scores and the overlay; a ``DemoScorer`` scores a request once
-    (with the report the overlay is drawn from). The expected scores come from that second, independently loaded
-    scorer (segmenting every image with SAM's default 32x32 points is what costs here: each is done once)."""
-    from capeval.demo import DemoScorer, hice_overlay
+def app_scorer(demo):
+    """The ``DemoScorer`` that an app made by ``build_demo`` scores with (its scoring function's closure holds it)."""
+    from capeval.demo import DemoScorer
 
-    scores, overlay = call_app(served, "hice_s", image_file)
-    demo_scorer = DemoScorer("hice_s", {"device": "cpu"}, hice_overlay())  # load_scorer("hice_s", device="cpu")
+    found = {id(cell.cell_contents): cell.cell_contents for function in demo.fns.values()
+             for cell in (getattr(function.fn, "__closure__", None) or ()) if isinstance(cell.cell_contents, DemoScorer)}
+    (scorer,) = found.values()
+    return scorer
+
+
+def test_hice_app_shows_the_region_phrase_overlay_and_scores_once_per_request(tiny_hub, served, image_file):
+    """The served app (SAM's default 32x32 points, as in a Space) scores a request once, with the report the overlay
+    is drawn from, and returns the scores of its scorer, the default one, and the overlay at the working width.
+    Each image is segmented once (what costs here): the direct scores come from the app's scorer after the
+    request, which segmented the image cold, and the default scorer is recognised by its hashcode."""
+    demo_scorer = app_scorer(served("hice_s"))
     calls = []
     real_score = demo_scorer.scorer.score
 
@@ -337,10 +344,17 @@ def test_hice_app_shows_the_region_phrase_overlay_and_the_demo_scores_once_per_r
         return real_score(*args, **kwargs)
 
     demo_scorer.scorer.score = counting_score
-    demo_scores, demo_picture = demo_scorer.score(Image.open(image_file), CAPTION, "\n".join(REFERENCES))
-    assert len(calls) == 1 and calls[0]["return_report"] is True
-    assert "reports" not in demo_scores and demo_picture.width == V.MIN_WIDTH
-    direct = real_score([CAPTION], [Image.open(image_file)], [REFERENCES])  # the scorer itself, outside the demo
+    try:
+        scores, overlay = call_app(served, "hice_s", image_file)
+        assert len(calls) == 1 and calls[0]["return_report"] is True  # the request through the server
+        demo_scores, demo_picture = demo_scorer.score(Image.open(image_file), CAPTION, "\n".join(REFERENCES))
+        assert len(calls) == 2 and calls[1]["return_report"] is True  # and a DemoScorer call: once each
+        assert "reports" not in demo_scores and demo_picture.width == V.MIN_WIDTH
+    finally:
+        del demo_scorer.scorer.score  # the scorer's own method again
+    assert demo_scorer.scorer.hashcode == load_scorer("hice_s", device="cpu").hashcode
+    direct = real_score([CAPTION], [Image.open(image_file)], [REFERENCES])
+    assert "reports" not in scores
     assert scores["hice_s"] == pytest.approx(direct["hice_s"], abs=1e-5)
     assert scores["refhice_s"] == pytest.approx(direct["refhice_s"], abs=1e-5)
     picture = Image.open(overlay["path"] if isinstance(overlay, dict) else overlay)

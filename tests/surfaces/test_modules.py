@@ -66,10 +66,14 @@ def _run(code_args, env, cwd):
 
 
 def test_install_modules_serves_evaluate_load_by_hub_name_offline(tiny_hub, tmp_path):
+    """``capeval install-modules`` into the default cache ($HF_MODULES_CACHE, read by evaluate when imported: hence
+    a fresh interpreter), then every module loaded by hub name in that interpreter."""
     env = {**os.environ, **OFFLINE, "HF_HUB_CACHE": str(tiny_hub), "HF_MODULES_CACHE": str(tmp_path / "modules")}
-    subprocess.run([sys.executable, "-m", "capeval.cli", "install-modules"], check=True, env=env, capture_output=True)
-    loaded = _run([sys.executable, "-c", LOAD_EVERY_MODULE, json.dumps(MODULES), "capeval/{name}"], env, tmp_path)
+    install_then_load = "from capeval.cli import main\nassert main(['install-modules']) == 0\n" + LOAD_EVERY_MODULE
+    loaded = _run([sys.executable, "-c", install_then_load, json.dumps(MODULES), "capeval/{name}"], env, tmp_path)
     assert sorted(loaded) == MODULES
+    assert sorted(p.name for p in (tmp_path / "modules" / "evaluate_modules" / "metrics").iterdir()
+                  if p.name.startswith("capeval--")) == [f"capeval--{name}" for name in MODULES]
 
 
 def test_wheel_in_clean_environment_serves_every_module(tiny_hub, tmp_path, source_tree_lock):
@@ -87,16 +91,19 @@ def test_wheel_in_clean_environment_serves_every_module(tiny_hub, tmp_path, sour
                    check=True, capture_output=True)
     env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, **OFFLINE, "HF_HUB_CACHE": str(tiny_hub),
            "HF_MODULES_CACHE": str(tmp_path / "modules")}
-    where = _run([str(venv / "bin" / "python"), "-c",
-                  "import capeval, json; print(json.dumps(capeval.__file__))"], env, tmp_path)
+    # one interpreter of the clean venv: where capeval comes from, the dataset cards it ships, every module loaded
+    where_and_cards = ("import capeval, json\nfrom capeval.benchmarks.catalog import cards_dir\n"
+                       "print(json.dumps([capeval.__file__, "
+                       "sorted(p.parent.name for p in cards_dir().glob('*/README.md'))]))\n")
+    load_installed = where_and_cards + LOAD_EVERY_MODULE.replace(
+        "sys.argv[2].format(name=name)", "str(__import__('capeval.modules').modules.module_dir(name))")
+    out = subprocess.run([str(venv / "bin" / "python"), "-c", load_installed, json.dumps(MODULES), ""],
+                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    (where, cards), loaded = [json.loads(line) for line in out.stdout.strip().splitlines()[-2:]]
     assert where.startswith(str(site)), where
-    load_installed = LOAD_EVERY_MODULE.replace("sys.argv[2].format(name=name)",
-                                               "str(__import__('capeval.modules').modules.module_dir(name))")
-    loaded = _run([str(venv / "bin" / "python"), "-c", load_installed, json.dumps(MODULES), ""], env, tmp_path)
     assert sorted(loaded) == MODULES
     assert set(MODULES) >= {"clip_s", "pac_s"}
-    cards = _run([str(venv / "bin" / "python"), "-c", "import json; from capeval.benchmarks.catalog import cards_dir; "
-                  "print(json.dumps(sorted(p.parent.name for p in cards_dir().glob('*/README.md'))))"], env, tmp_path)
     assert cards == sorted(p.parent.name for p in (REPO / "datasets").glob("*/README.md"))  # dataset cards ship too
 
 

@@ -209,6 +209,29 @@ def test_ray_score_on_an_empty_input_is_a_one_line_error_as_capeval_score(local_
         assert err == f"capeval ray-score: error: {tmp_path / name} holds no records\n", err
 
 
+def _one_document(capsys, argv):
+    assert main([*argv, "--json"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1, out  # one line: one document
+    return json.loads(out)
+
+
+def test_ray_score_passes_dtype_to_the_scorer_as_score_does(local_ray, tmp_path, capsys):
+    """The same options give `score` and `ray-score` the same scorer: equal hashcodes (which cover the dtype),
+    different from the default's (the `ray-score` half of test_cli_grammar.py's one builder for both commands)."""
+    records = tmp_path / "in.jsonl"
+    records.write_text("".join(json.dumps({"caption": f"a caption {i}", "references": ["a reference"]}) + "\n"
+                               for i in range(3)))
+    options = ["--device", "cpu", "--dtype", "bfloat16"]
+    capsys.readouterr()
+    default = _one_document(capsys, ["score", "mpnet_score", "--input", str(records), "--device", "cpu"])
+    scored = _one_document(capsys, ["score", "mpnet_score", "--input", str(records), *options])
+    assert scored["hashcode"] != default["hashcode"]
+    summary = _one_document(capsys, ["ray-score", "mpnet_score", "--input", str(records), "--output",
+                                     str(tmp_path / "out"), "--num-cpus", "0.5", *options])
+    assert summary["hashcode"] == scored["hashcode"] and summary["n"] == 3
+
+
 def test_a_bad_row_fails_the_job_with_the_input_error_text(local_ray, tmp_path, capsys):
     """Last in the module: Ray may keep a failed job's actor (and its CPU) for a while."""
     rows = _bad_rows()

@@ -13,8 +13,8 @@ import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Dict, Generic, Hashable, Iterator, List, Optional, Sequence, Tuple, \
-    TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Dict, Generic, Hashable, Iterable, Iterator, List, Optional, Sequence, \
+    Tuple, TypeVar
 
 from tqdm.auto import tqdm
 
@@ -56,22 +56,45 @@ class LruCache(Generic[V]):
             self._items.move_to_end(key)
             return value
 
-    def put(self, key: Hashable, value: V) -> None:
-        size = int(self._sizeof(value)) if self._sizeof is not None else 0
+    def get_many(self, keys: Iterable[Hashable]) -> List[Optional[V]]:
+        """:meth:`get` of each key (None where absent), under one lock: for callers that look up many keys at once
+        on a hot path."""
+        found: List[Optional[V]] = []
         with self._lock:
-            if self._items.pop(key, _MISSING) is not _MISSING:
-                self.nbytes -= self._sizes.pop(key, 0)
-            if self.max_entries == 0 or (self.max_bytes is not None and size > self.max_bytes):
-                return
-            self._items[key] = value
-            if self._sizeof is not None:
-                self._sizes[key] = size
-                self.nbytes += size
-            while (self.max_entries is not None and len(self._items) > self.max_entries) or (
-                    self.max_bytes is not None and self.nbytes > self.max_bytes):
-                evicted, _ = self._items.popitem(last=False)
-                self.nbytes -= self._sizes.pop(evicted, 0)
-                self.evictions += 1
+            lookup, touch = self._items.get, self._items.move_to_end
+            for key in keys:
+                value = lookup(key, _MISSING)
+                if value is _MISSING:
+                    found.append(None)
+                else:
+                    touch(key)
+                    found.append(value)
+        return found
+
+    def put(self, key: Hashable, value: V) -> None:
+        self.put_many(((key, value),))
+
+    def put_many(self, items: Iterable[Tuple[Hashable, V]]) -> None:
+        """:meth:`put` of each ``(key, value)`` in order, under one lock."""
+        sized = [(key, value, int(self._sizeof(value)) if self._sizeof is not None else 0) for key, value in items]
+        with self._lock:
+            for key, value, size in sized:
+                self._store(key, value, size)
+
+    def _store(self, key: Hashable, value: V, size: int) -> None:
+        if self._items.pop(key, _MISSING) is not _MISSING:
+            self.nbytes -= self._sizes.pop(key, 0)
+        if self.max_entries == 0 or (self.max_bytes is not None and size > self.max_bytes):
+            return
+        self._items[key] = value
+        if self._sizeof is not None:
+            self._sizes[key] = size
+            self.nbytes += size
+        while (self.max_entries is not None and len(self._items) > self.max_entries) or (
+                self.max_bytes is not None and self.nbytes > self.max_bytes):
+            evicted, _ = self._items.popitem(last=False)
+            self.nbytes -= self._sizes.pop(evicted, 0)
+            self.evictions += 1
 
     def clear(self) -> None:
         with self._lock:

@@ -575,24 +575,34 @@ def tokenize_block(texts: Sequence[str]) -> List[str]:
     if "<" in joined:  # a tag's quoted attribute may run over a line end: the whole file in one piece
         return _read_back(raw_tokens(joined), len(lines))
     out: List[str] = []
-    pos, last = 0, len(lines) - 1
-    for i, line in enumerate(lines):
-        # a line's tokens depend on the next lines only where it ends in a letter and a period (an acronym or an
-        # abbreviation may end the sentence); the last line ends the file, not a line
-        end = line.rstrip(_SPACES)[-2:]
-        own = i < last and not (end[-1:] == "." and end[:1].isascii() and end[:1].isalpha())
-        cached = _CACHE.get(line) if own else None
-        if cached is not None:
-            out.append(cached)
+    last = len(lines) - 1
+    owns = [i < last and _stands_alone(line) for i, line in enumerate(lines)]  # the last line ends the file
+    cached = iter(_CACHE.get_many(line for line, own in zip(lines, owns) if own))
+    made: Dict[str, str] = {}  # this call's new results: a line repeated in the block is tokenized once
+    pos = 0
+    for line, own in zip(lines, owns):
+        found = next(cached) if own else None
+        if found is None and own:
+            found = made.get(line)
+        if found is not None:
+            out.append(found)
         else:
             tokens = _scan(joined, pos, one_line=True)[0]
             if tokens and tokens[-1] == "\n":
                 tokens.pop()
             out.append(_kept(_as_written(" ".join(tokens))))
             if own:
-                _CACHE.put(line, out[-1])
+                made[line] = out[-1]
         pos += len(line) + 1
+    _CACHE.put_many(made.items())
     return out
+
+
+def _stands_alone(line: str) -> bool:
+    """Whether a line's tokens do not depend on the lines after it: they do only where it ends in a letter and a
+    period (an acronym or an abbreviation may end the sentence)."""
+    end = line.rstrip(_SPACES)[-2:]
+    return not (end[-1:] == "." and end[:1].isascii() and end[:1].isalpha())
 
 
 def refuse_line_break(text: str, where: str) -> None:
