@@ -9,6 +9,8 @@ import pytest
 for _var in ("HF_HUB_OFFLINE", "HF_EVALUATE_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
     os.environ[_var] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+if os.environ.get("PYTEST_XDIST_WORKER"):  # `-n 2` on 2 cores: one thread per worker, not two workers of two threads
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -85,19 +87,20 @@ def fast_loop():
     return SimpleNamespace(fast_tests=FAST_TESTS, slow_parameters=SLOW_PARAMETERS, is_slow=is_slow)
 
 
-def run_folder(tmp_path_factory) -> Path:
+def run_folder(tmp_path_factory, config) -> Path:
     """A folder of this test run that its pytest-xdist workers share (each worker's base temp folder is a child of
     the run's); the session's base temp folder without xdist."""
     base = tmp_path_factory.getbasetemp()
-    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    return base.parent if hasattr(config, "workerinput") else base
 
 
 @pytest.fixture(scope="session", autouse=True)
-def run_capeval_cache(tmp_path_factory):
+def run_capeval_cache(tmp_path_factory, pytestconfig):
     """``$CAPEVAL_CACHE`` as given, else a fresh folder for the run (shared by its workers), never the user's
-    ~/.cache/capeval: what one run writes (the METEOR index, benchmark scores, converted weights) no other sees."""
+    ~/.cache/capeval: what one run writes (the METEOR index, benchmark scores, converted weights) no other sees. Set
+    it to reuse one across runs (the METEOR paraphrase index takes about 20 s to build)."""
     if not os.environ.get("CAPEVAL_CACHE"):
-        os.environ["CAPEVAL_CACHE"] = str(run_folder(tmp_path_factory) / "capeval-cache")
+        os.environ["CAPEVAL_CACHE"] = str(run_folder(tmp_path_factory, pytestconfig) / "capeval-cache")
     return Path(os.environ["CAPEVAL_CACHE"])
 
 

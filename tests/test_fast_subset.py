@@ -1,7 +1,9 @@
 """The fast loop, ``python -m pytest -m "not slow" tests``: the marker is registered, and the loop keeps the architecture
-test, a scorer contract of every family and a test of every test folder, whatever tests/conftest.py names."""
+test, a scorer contract of every family and a test of every test folder, whatever tests/conftest.py names. The README's
+two test commands are the ones `.ci/run` and CONTRIBUTING.md run."""
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -85,3 +87,13 @@ def test_the_marker_expression_runs_the_named_tests_only(fast_loop):
     assert [node for node in collected if node.endswith("[clip_s]")]
     assert not [node for node in collected if node.startswith(unnamed) or node.endswith(slow_parameter)]
     assert {node.split("[")[0] for node in collected if node.startswith(node_module)} == {node_entry}
+
+
+def test_ci_and_contributing_run_the_readme_test_commands():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    commands = re.findall(r"```bash\n(python -m pytest [^\n]*)\n```", readme)
+    (full,) = [command for command in commands if "not slow" not in command]
+    (fast,) = [command for command in commands if '-m "not slow"' in command]
+    assert full in (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    contributing = (REPO / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    assert f"`{full}`" in contributing and f"`{fast}`" in contributing

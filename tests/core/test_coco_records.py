@@ -119,7 +119,7 @@ def test_malformed_karpathy_entries_are_refused_naming_the_entry(tmp_path):
     data = json.loads(json.dumps(KARPATHY))
     data["images"][2]["sentences"][0]["raw"] = 7
     path = _write(tmp_path, "dataset_coco.json", data)
-    _refusal(lambda: read_ground_truth(path, split="test"), r"images\[2\]\.sentences\[0\]\.raw is int")
+    _refusal(lambda: read_ground_truth(path, split="test"), r"images\[2\]\.sentences\[0\]\.raw is an int", "expected a string")
     data["images"][2]["cocoid"] = 10
     path = _write(tmp_path, "dataset_coco.json", data)
     _refusal(lambda: read_ground_truth(path, split="test"), r"images\[2\]: image id 10 again")

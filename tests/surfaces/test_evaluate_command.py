@@ -225,7 +225,7 @@ CASES = {
                    r"record 0: image_id '3675' is not an annotated image .*the annotations' id 3675 is a number"),
     "non-string caption": (lambda t: _results(t, lambda r: r[:2] + [{**r[2], "caption": 7}] + r[3:]),
                            r"model_a\.json: record 2: 'caption' is int 7, expected text"),
-    "malformed annotations": (_bad_annotations, r"bad\.json: annotations\[3\]\.caption is list"),
+    "malformed annotations": (_bad_annotations, r"bad\.json: annotations\[3\]\.caption is a list"),
     "unknown metric": (lambda t: _swap(karpathy_args(), "--metrics", "coco", "clip_z"), r"unknown metric 'clip_z'"),
     "systems on different images": (lambda t: _results(t, lambda r: r[:-1], name="model_b"),
                                     r"model_b \(.*model_b\.json\) lacks 1 image\(s\) that baseline captions \(6402\)"),

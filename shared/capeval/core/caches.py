@@ -72,7 +72,9 @@ class LruCache(Generic[V]):
         return found
 
     def put(self, key: Hashable, value: V) -> None:
-        self.put_many(((key, value),))
+        size = int(self._sizeof(value)) if self._sizeof is not None else 0
+        with self._lock:
+            self._store(key, value, size)
 
     def put_many(self, items: Iterable[Tuple[Hashable, V]]) -> None:
         """:meth:`put` of each ``(key, value)`` in order, under one lock."""

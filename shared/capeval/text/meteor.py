@@ -301,15 +301,15 @@ class Meteor:
     def _prepare(self, texts) -> Dict[str, Sentence]:
         """The Sentence of every text, from the cache or made (their phrases looked up in one pass)."""
         jar, index = self._data
-        sentences = {t: self._sentences.get(t) for t in texts}
+        texts = list(texts)
+        sentences = dict(zip(texts, self._sentences.get_many(texts)))
         missing = [t for t, s in sentences.items() if s is None]
         if missing:
             word_lists = [tuple(meteor_words(t, jar.nonbreaking_prefixes)) for t in missing]
-            # each distinct word looked up once, in order of first use
-            known = {w: self._word(w) for w in dict.fromkeys(chain.from_iterable(word_lists))}
+            known = self._words_known(list(dict.fromkeys(chain.from_iterable(word_lists))))
             for text, words, found in zip(missing, word_lists, _phrases(index, word_lists, self._phrase_groups)):
                 sentences[text] = self._sentence(words, found, known)
-                self._sentences.put(text, sentences[text])
+            self._sentences.put_many((text, sentences[text]) for text in missing)
         return sentences
 
     @staticmethod
@@ -319,15 +319,18 @@ class Meteor:
         hashes, stems, function = zip(*features) if features else ((), (), ())
         return Sentence(words, hashes, stems, function, ids, phrases)
 
-    def _word(self, word: str) -> Tuple[int, int, bool]:
-        features = self._words.get(word)
-        if features is None:
-            jar = self._data[0]
-            features = (java_hash(word), java_hash(english_stem(word)), word.lower() in jar.function_words)
-            self._words.put(word, features)
+    def _words_known(self, words: List[str]) -> Dict[str, Tuple[int, int, bool]]:
+        """The features of each (distinct) word, from the cache or made, new words in their order (their synonyms
+        linked as they come)."""
+        known = dict(zip(words, self._words.get_many(words)))
+        new = [w for w in words if known[w] is None]
+        jar = self._data[0]
+        for word in new:
+            known[word] = (java_hash(word), java_hash(english_stem(word)), word.lower() in jar.function_words)
             if word not in self._synonyms:
-                self._link_synonyms(word, features[0], _synsets(jar, word))
-        return features
+                self._link_synonyms(word, known[word][0], _synsets(jar, word))
+        self._words.put_many((w, known[w]) for w in new)
+        return known
 
     def _link_synonyms(self, word: str, word_hash: int, synsets: FrozenSet[int]) -> None:
         partners = self._synonyms[word] = set()
@@ -422,14 +425,15 @@ def _phrases(index: ParaphraseIndex, word_lists: List[Tuple[str, ...]], groups: 
         lengths.append(np.full(int((found >= 0).sum()), length, dtype=np.int64))
         phrases.append(found[found >= 0])
     rows, lengths, phrases = (np.concatenate(a) if a else np.zeros(0, np.int64) for a in (rows, lengths, phrases))
-    batch = {p: groups.get(p) for p in set(phrases.tolist())}
+    distinct = list(set(phrases.tolist()))
+    batch = dict(zip(distinct, groups.get_many(distinct)))
     missing = [p for p, g in batch.items() if g is None]
     for phrase, paraphrases in (index.paraphrases(missing) if missing else {}).items():
         grouped: Dict[int, List] = {}
         for rank, words in enumerate(paraphrases):
             grouped.setdefault(gram_key(words), []).append((rank, words))
         batch[phrase] = {head: tuple(found) for head, found in grouped.items()}
-        groups.put(phrase, batch[phrase])
+    groups.put_many((phrase, batch[phrase]) for phrase in missing if batch[phrase] is not None)
     order = np.argsort(owner[rows], kind="stable")
     bounds = np.concatenate(([0], np.cumsum(np.bincount(owner[rows], minlength=len(ids))))).tolist()
     found = list(zip(start[rows][order].tolist(), lengths[order].tolist(),
