@@ -20,7 +20,7 @@ from PIL import Image
 
 from capeval.core.errors import InputError
 from capeval.core.inputs import as_list
-from capeval.core.module_card import ModuleCard, module_card
+from capeval.core.module_card import ModuleCard, has_module_card, module_card
 from capeval.core.scoring import (REQUIRED, EmptyCaption, empty_caption_policy, get_scorer_spec, load_scorer,
                                   validate_allowing_empty)
 
@@ -74,7 +74,7 @@ def module_info(scorer_name: str) -> evaluate.MetricInfo:
 
 
 def _card(spec) -> ModuleCard:
-    if spec.card is None:
+    if spec.card is None or not has_module_card(spec.card, spec.name):
         raise ValueError(f"scorer {spec.name!r} has no module card: register it with register_scorer(..., card=...)")
     return module_card(spec.card, spec.name)
 
@@ -149,7 +149,7 @@ class CaptionMetric(evaluate.Metric):
         """A module's class gets its docstring from the card, as ``add_start_docstrings`` writes it."""
         super().__init_subclass__(**kwargs)
         spec = get_scorer_spec(cls.scorer_name) if cls.scorer_name else None
-        if spec is not None and spec.card is not None:
+        if spec is not None and spec.card is not None and has_module_card(spec.card, spec.name):
             evaluate.utils.file_utils.add_start_docstrings(_card(spec).description,
                                                            inputs_description(cls.scorer_name))(cls)
 

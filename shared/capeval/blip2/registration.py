@@ -18,5 +18,5 @@ register(WeightSpec(
 
 
 register_scorer("blip2_score", factory="capeval.blip2.scorer:Blip2Scorer", images="required", references="unused",
-                option_help={"backbone": "a loaded Blip2Backbone to share (EnsembEval lends one)"},
-                help="BLIP2Score: max over Q-Former queries of the BLIP-2 ITC cosine (EnsembEval component)")
+                help="BLIP2Score: max over Q-Former queries of the BLIP-2 ITC cosine (EnsembEval component)",
+                card="capeval.blip2:module_cards.toml")

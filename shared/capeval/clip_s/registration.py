@@ -59,8 +59,6 @@ def convert_pacs_vit_l_14(official: Path, out_dir: Path) -> None:
 
 
 register_scorer("clip_s", factory="capeval.clip_s.scorer:clip_s", images="required", references="optional",
-                option_help={"definition": "'paper' (Hessel et al. 2021) or 'torchmetrics' (100*max(cos, 0), no prompt, "
-                                           "no reference-based score)"},
                 help="CLIP-S (w=2.5) and, with references, RefCLIP-S (Hessel et al. 2021)",
                 card="capeval.clip_s:module_cards.toml")
 register_scorer("pac_s", factory="capeval.clip_s.scorer:pac_s", images="required", references="optional",

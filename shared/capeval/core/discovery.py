@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 from functools import lru_cache
 from pathlib import Path
-from typing import Tuple
+from typing import Any, Dict, Tuple
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 
@@ -24,3 +24,12 @@ def load_registrations() -> Tuple[str, ...]:
     for name in names:
         importlib.import_module(name)
     return names
+
+
+def add_registered(registry: Dict[str, Any], spec: Any) -> Any:
+    """``spec`` added to ``registry`` under its ``name``: registering the same spec again does nothing, another spec
+    under a registered name is a ``ValueError``."""
+    if registry.get(spec.name, spec) != spec:
+        raise ValueError(f"{spec.name!r} is already registered with a different spec")
+    registry[spec.name] = spec
+    return spec

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from capeval.core.constants import PROVENANCE_FILE
-from capeval.core.discovery import load_registrations
+from capeval.core.discovery import add_registered, load_registrations
 from capeval.core.errors import ModelNotAvailableError
 from capeval.core.hashing import file_sha256
 
@@ -76,11 +76,7 @@ _REGISTRY: Dict[str, WeightSpec] = {}
 
 def register(spec: WeightSpec) -> WeightSpec:
     """Add ``spec`` to the registry (re-registering an identical spec is a no-op)."""
-    existing = _REGISTRY.get(spec.name)
-    if existing is not None and existing != spec:
-        raise ValueError(f"weight name {spec.name!r} is already registered with a different spec")
-    _REGISTRY[spec.name] = spec
-    return spec
+    return add_registered(_REGISTRY, spec)
 
 
 def registered_weights() -> Dict[str, WeightSpec]:

@@ -36,11 +36,12 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from capeval.core.corpus_statistics import KeyScores, per_sample_mean
-from capeval.core.discovery import load_registrations
+from capeval.core.discovery import add_registered, load_registrations
 from capeval.core.errors import InputError
 from capeval.core.hub import recording_resolutions
 from capeval.core.inputs import NEEDS, ValidInputs, as_list, validate_inputs
 from capeval.core.keys import ScoreKey
+from capeval.core.module_card import card_options
 from capeval.core.option_help import OPTION_HELP
 from capeval.core.provenance import build_provenance, effective_options, hashcode
 
@@ -69,9 +70,8 @@ class ScorerSpec:
     images: str  # "required" | "optional" | "unused"
     references: str  # "required" | "optional" | "unused"
     help: str
-    own_option_help: Tuple[Tuple[str, str], ...] = ()  # (option, help) of the options OPTION_HELP does not explain
     group: Optional[str] = None  # a registered group (:func:`register_group`) whose members are scored in one call
-    card: Optional[str] = None  # "package:file.toml": its evaluate module's card (capeval.core.module_card)
+    card: Optional[str] = None  # "package:file.toml": its card, own option help included (capeval.core.module_card)
 
     def __post_init__(self):
         for field_name in ("images", "references"):
@@ -107,13 +107,18 @@ class ScorerSpec:
         return tuple(ScorerOption(name, parameter.default, self.option_help(name))
                      for name, parameter in _parameters(self.load_factory()).items())
 
+    @property
+    def own_option_help(self) -> Tuple[Tuple[str, str], ...]:
+        """(option, help) of the options :data:`OPTION_HELP` does not explain: its card's ``[<name>.options]``."""
+        return tuple(card_options(self.card, self.name).items()) if self.card else ()
+
     def option_help(self, option: str) -> str:
         own = dict(self.own_option_help)
         if option in own:
             return own[option]
         if option in OPTION_HELP:
             return OPTION_HELP[option]
-        raise KeyError(f"{self.name}: no help for option {option!r}: add it to its registration's option_help")
+        raise KeyError(f"{self.name}: no help for option {option!r}: add it to its card's [{self.name}.options]")
 
     @property
     def shares(self) -> Tuple[str, ...]:
@@ -197,19 +202,14 @@ _SCORERS: Dict[str, ScorerSpec] = {}
 
 
 def register_scorer(name: str, *, factory: str, images: str, references: str, help: str,
-                    option_help: Optional[Mapping[str, str]] = None, group: Optional[str] = None,
-                    card: Optional[str] = None) -> ScorerSpec:
+                    group: Optional[str] = None, card: Optional[str] = None) -> ScorerSpec:
     """Add a scorer to the registry (called from a family's ``registration.py``): ``factory`` (``"module:attr"``, a
-    class or a function whose return annotation names the class) states its options; ``option_help`` explains
-    those that :data:`OPTION_HELP` does not; ``group``: the registered group it is scored with (one call for the
-    group's members of a suite: :meth:`Scorer.score_systems`'s ``peers``); ``card``: where its evaluate module's card is
-    (``"package:file.toml"``, a table named after the scorer: :func:`capeval.core.module_card.module_card`)."""
-    spec = ScorerSpec(name, factory, images, references, help, tuple((option_help or {}).items()), group, card)
-    existing = _SCORERS.get(name)
-    if existing is not None and existing != spec:
-        raise ValueError(f"scorer {name!r} is already registered with a different spec")
-    _SCORERS[name] = spec
-    return spec
+    class or a function whose return annotation names the class) states its options; ``group``: the registered group
+    it is scored with (one call for the group's members of a suite: :meth:`Scorer.score_systems`'s ``peers``);
+    ``card``: its card (``"package:file.toml"``, a table named after the scorer: its evaluate module's text,
+    :func:`capeval.core.module_card.module_card`, and in ``[<name>.options]`` the help of the options that
+    :data:`OPTION_HELP` does not explain)."""
+    return add_registered(_SCORERS, ScorerSpec(name, factory, images, references, help, group, card))
 
 
 def scorers() -> Dict[str, ScorerSpec]:
@@ -235,11 +235,7 @@ _GROUPS: Dict[str, GroupSpec] = {}
 
 def register_group(name: str, *, members: str, help: str) -> GroupSpec:
     """Add a group of scorers (called from a family's ``registration.py``; each member registers with ``group``)."""
-    spec = GroupSpec(name, members, help)
-    if _GROUPS.get(name, spec) != spec:
-        raise ValueError(f"group {name!r} is already registered with a different spec")
-    _GROUPS[name] = spec
-    return spec
+    return add_registered(_GROUPS, GroupSpec(name, members, help))
 
 
 def groups() -> Dict[str, GroupSpec]:

@@ -7,13 +7,6 @@ from capeval.core.training import register_trainer
 
 register_scorer("ensembeval", factory="capeval.ensembeval.scorer:EnsembleScorer", images="required",
                 references="required",
-                option_help={
-                    "weights": "'official', a weights JSON written by `capeval train ensembeval`, its folder, or a "
-                               "hub repo holding ensembeval_weights.json",
-                    "component_options": "per component scorer, its own options ({'polos': {'statistics': 'batch'}})",
-                    "extra_components": "more components: name -> scorer or fn(predictions, images, references)",
-                    "cider_idf": "fixed CIDEr document frequencies (folder of `capeval train cider-idf`): CIDEr, "
-                                 "and so EnsembEval, no longer depends on the scored corpus"},
                 help="EnsembEval: weighted sum of caption metrics (Berger et al. 2025) with every component",
                 card="capeval.ensembeval:module_cards.toml")
 register_trainer("ensembeval", configure="capeval.ensembeval.fit:configure_fit", run="capeval.ensembeval.fit:run_fit_command",

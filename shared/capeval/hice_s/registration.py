@@ -78,22 +78,6 @@ register_converter("sam", help="Segment Anything sam_vit_{b,l,h}_*.pth or Mobile
 register_converter("mobile-sam", help="MobileSAM mobile_sam.pt (official state dict, TinyViT image "
                                       "encoder)")(convert_mobile_sam)
 register_scorer("hice_s", factory="capeval.hice_s.scorer:HiceScorer", images="required", references="optional",
-                option_help={
-                    "weights": "Alpha-CLIP: alpha-clip-vit-l-14 (the paper's), alpha-clip-vit-b-16, "
-                               "alpha-clip-vit-l-14-336, a hub id or a directory",
-                    "sam": "the region segmenter: sam-vit-b, sam-vit-l, sam-vit-h or mobile-sam (or a hub id or directory)",
-                    "phrase_parser": "'factual' (the paper's FACTUAL parser), 'spacy', or an object with extract()",
-                    "w": "rescaling weight of the image-text terms", "text_w": "rescaling weight of the text-text terms",
-                    "threshold": "precision/recall a phrase/region needs to count as correct/mentioned",
-                    "caption_prefix": "prompt before captions and references",
-                    "phrase_prefix": "prompt before phrases",
-                    "empty_phrases": "captions without phrases: 'global' (local terms dropped) or 'zero'",
-                    "region_settings": "SAM's automatic mask generation settings (RegionSettings or a dict: points_per_side, "
-                                       "pred_iou_thresh, stability_score_thresh, max_regions, ...)",
-                    "mask_alignment": "how a region's mask meets Alpha-CLIP's crop: 'official' or 'crop'",
-                    "phrase_options": "options of a phrase parser loaded by name (e.g. max_cached_captions)",
-                    "max_cached_images": "images whose SAM masks stay cached",
-                    "max_cached_masks_bytes": "bound of the SAM mask cache, in bytes"},
                 help="HICE-S and, with references, RefHICE-S (Zeng et al. 2024): Alpha-CLIP global + "
                      "region/phrase local scores",
                 card="capeval.hice_s:module_cards.toml")

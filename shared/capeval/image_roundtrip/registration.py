@@ -32,19 +32,5 @@ register(WeightSpec(
 
 register_scorer("image_roundtrip", factory="capeval.image_roundtrip.scorer:ImageRoundTripScorer", images="required",
                 references="unused",
-                option_help={
-                    "weights": "the text-to-image generator: a weights name, hub id or diffusers directory, or a "
-                               "TextToImageGenerator",
-                    "features": "image features compared: 'clip', 'dinov2' or an ImageFeatureExtractor",
-                    "feature_weights": "weights of the feature extractor (None: laion-clip-vit-g-14 / dinov2-small)",
-                    "similarity": "how features are compared: 'cosine' or 'negative_l2'", "steps": "denoising steps",
-                    "guidance_scale": "classifier-free guidance (0: none, SD-Turbo's setting)",
-                    "height": "generated image height, pixels", "width": "generated image width, pixels",
-                    "images_per_caption": "images generated per caption (scores averaged)",
-                    "seed": "seed of the first generated image (the j-th uses seed + j)",
-                    "generation_dtype": "dtype of the generator (None or 'auto': float16 on CUDA, float32 on CPU)",
-                    "generation_batch_size": "captions rendered per generator call",
-                    "image_cache_dir": "where generated images are cached (default <capeval cache>/roundtrip_images)",
-                    "use_image_cache": "False: keep no generated image, generate again on every call"},
                 help="Image round-trip: text-to-image render of the caption vs the original image (Huang et al. 2024)",
                 card="capeval.image_roundtrip:module_cards.toml")

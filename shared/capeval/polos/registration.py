@@ -28,13 +28,6 @@ register(WeightSpec(
 register_converter("polos", help="Polos reprod.ckpt (PyTorch-Lightning; hparams.yaml beside it is checked) -> "
                                  "polos_head.safetensors + polos_config.json")(convert_polos)
 register_scorer("polos", factory="capeval.polos.scorer:PolosScorer", images="required", references="required",
-                option_help={
-                    "weights": "the head: capeval's converted artifact (registry name, hub id, directory) or the "
-                               "official reprod.ckpt",
-                    "statistics": "'per_sentence' or 'batch' (the official scalar-mix statistics over consecutive chunks "
-                                  "of batch_size samples, for exact paper reproduction; the paper's used 32)",
-                    "head": "an in-memory PolosHead (with config) instead of weights",
-                    "config": "the config of an in-memory head"},
                 help="Polos (Wada et al. 2024): CLIP + SimCSE features -> MLP, max over references",
                 card="capeval.polos:module_cards.toml")
 register_trainer("polos", configure="capeval.polos.training:configure_training", run="capeval.polos.training:train_polos",

@@ -19,13 +19,12 @@ for _metric, _factory, _help in (
 register_group("coco", members="capeval.text.coco:coco_group_names",
                help="BLEU-1..4, METEOR, ROUGE-L, CIDEr-D and SPICE (where its jars exist), as pycocoevalcap")
 register_scorer("cider_fixed_idf", factory="capeval.text.fixed_idf_cider:FixedIdfCiderScorer", images="unused",
-                references="required", option_help={"idf": "fixed document frequencies: a folder of `capeval train "
-                                                            "cider-idf`, or build_document_frequencies(references)"},
-                help="CIDEr-D with document frequencies fixed from a reference corpus (key: cider)")
+                references="required",
+                help="CIDEr-D with document frequencies fixed from a reference corpus (key: cider)",
+                card="capeval.text:module_cards.toml")
 register_scorer("noun_verb_overlap", factory="capeval.text.coco:noun_verb_overlap", images="unused",
-                references="required", option_help={"spacy_model": "spaCy pipeline (default: en_core_web_lg when "
-                                                                    "installed, else en_core_web_sm)"},
-                help="exact/fuzzy noun and verb overlap with the joined references (spaCy)")
+                references="required", help="exact/fuzzy noun and verb overlap with the joined references (spaCy)",
+                card="capeval.text:module_cards.toml")
 
 register(WeightSpec(
     name="all-mpnet-base-v2", repo_id="sentence-transformers/all-mpnet-base-v2",

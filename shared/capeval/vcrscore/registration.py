@@ -121,16 +121,6 @@ def convert_mcip(official: Path, out_dir: Path) -> None:
 register_converter("vcrscore-gbr", help="VCRScore model_GBR_VCR.pickle (read with a restricted unpickler) -> "
                                         "JSON")(convert_vcrscore_gbr)
 register_scorer("vcrscore", factory="capeval.vcrscore.scorer:VcrScorer", images="required", references="required",
-                option_help={
-                    "weights": "the regressor: registry name, hub id or directory of a vcrscore_gbr.json",
-                    "vilt": "ViLT retrieval weights", "mcip": "MCIP CLIP weights",
-                    "detr": "DETR detector weights (None: left out of the word pool)",
-                    "yolo": "YOLO detector weights (YOLOS-S, capeval's stand-in for the unpublished Keras YOLOv3; "
-                            "None: left out)",
-                    "detr_threshold": "DETR detection score threshold", "yolo_threshold": "YOLO detection threshold",
-                    "yolo_label_names": "'darknet' (the official names) or 'coco' (the model's own)",
-                    "max_references": "use only the first k references (3 = official; None: all)",
-                    "regressor": "an in-memory regressor (JSON tree ensemble) instead of weights"},
                 help="VCRScore (Ruiz et al. 2024): word precision vs references + detected objects, ViLT retrieval "
                      "logit, MCIP RefCLIP-S -> official gradient-boosted regressor",
                 card="capeval.vcrscore:module_cards.toml")
