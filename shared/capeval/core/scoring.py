@@ -380,6 +380,9 @@ class Scorer(ABC):
         scorers override it."""
         if peers:
             raise TypeError(f"{self.name} is in no group: it scores with no peers")
+        if self.is_corpus_level():
+            raise NotImplementedError(f"{self.name} is corpus-level: its values are no means of per-sample values, so "
+                                      "its scorer states its own score_systems (sufficient statistics)")
         n = len(systems[0]) if systems else 0
         given = ValidInputs([caption for captions in systems for caption in captions],
                             None if images is None else list(images) * len(systems),

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from capeval.core.errors import InputError
-from capeval.core.scoring import canonical_metric, get_scorer_spec, groups, scorer_of, scorers
+from capeval.core.scoring import Scorer, canonical_metric, get_scorer_spec, groups, scorer_of, scorers
 
 RUNTIME = ("device", "dtype", "batch_size", "cache_dir")  # given to every scorer that accepts them
 
@@ -80,6 +80,11 @@ class Plan:
                 raise InputError(f"{reading[0]} is corpus-level under {dict(self.option(reading[0]))} (its per-sample "
                                  "values depend on the whole input) and reads images, which a suite decodes in chunks; "
                                  "score it alone (capeval score)")
+            stating = [name for name in unit if registry[name].scorer_class().score_systems is Scorer.score_systems]
+            if stating:
+                raise InputError(f"{stating[0]} is corpus-level under {dict(self.option(stating[0]))} and its scorer "
+                                 "states no statistics for several systems (score_systems); score it alone "
+                                 "(capeval score)")
         object.__setattr__(self, "loaded", tuple(loaded))
         object.__setattr__(self, "whole_input", tuple(tuple(unit) for unit in units.values()))
         object.__setattr__(self, "chunked", tuple(chunked))
@@ -96,8 +101,6 @@ class Plan:
     def text_checks(self) -> List[type]:
         """The scorer classes with a rule on texts (:meth:`Scorer.check_text`), checked before any model loads."""
         classes = [scorers()[name].scorer_class() for name in self.loaded]
-        from capeval.core.scoring import Scorer
-
         return [cls for cls in dict.fromkeys(classes) if cls.check_text.__func__ is not Scorer.check_text.__func__]
 
     def check_references(self, has_references: bool) -> None:
