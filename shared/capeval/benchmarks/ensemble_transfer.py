@@ -22,6 +22,7 @@ from capeval.benchmarks.runner import metric_scores, scorer_and_key
 from capeval.core.errors import InputError, ModelNotAvailableError
 from capeval.functional.correlation import STATISTICS, bootstrap_interval
 from capeval.core.hub import default_cache_dir
+from capeval.core.caches import write_atomically
 
 OVERLAP_COMPONENTS = ("exact_noun_overlap", "fuzzy_noun_overlap", "exact_verb_overlap", "fuzzy_verb_overlap")
 RUNNER_METRICS = {  # component (EnsembEval output key) -> the runner's metric name
@@ -52,7 +53,7 @@ def overlap_scores(benchmark: Benchmark, *, cache_dir=None) -> Dict[str, List[fl
     row_of = {k: i for i, k in enumerate(unique)}
     scores = {name: [result[f"{name}_per_sample"][row_of[k]] for k in keys] for name in OVERLAP_COMPONENTS}
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(scores))
+    write_atomically(path, lambda tmp: tmp.write_text(json.dumps(scores)))  # a concurrent reader sees all or none
     return scores
 
 

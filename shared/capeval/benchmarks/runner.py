@@ -28,6 +28,7 @@ from capeval.functional.correlation import (
 )
 from capeval.core.hub import default_cache_dir
 from capeval.core.scoring import canonical_metric, scorer_of
+from capeval.core.caches import write_atomically
 
 ENSEMBLE_TEXT = "ensembeval-text"
 
@@ -95,7 +96,7 @@ def metric_scores(metric: str, benchmark: Benchmark, *, images_dir: Optional[Pat
     else:  # corpus statistics (CIDEr's IDF) over every row, as the literature computes them
         scores = _score_rows(scorer, key, keys, images_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(scores))
+    write_atomically(path, lambda tmp: tmp.write_text(json.dumps(scores)))  # a concurrent reader sees all or none
     return scores
 
 

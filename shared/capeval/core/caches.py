@@ -227,8 +227,8 @@ class EmbeddingCache:
             self._dir.mkdir(parents=True, exist_ok=True)
             described = self._dir / "namespace.json"
             if not described.exists():
-                _write_atomically(described, lambda tmp: tmp.write_text(self.namespace.description, encoding="utf-8"))
-            _write_atomically(self._dir / f"{key}.safetensors",
+                write_atomically(described, lambda tmp: tmp.write_text(self.namespace.description, encoding="utf-8"))
+            write_atomically(self._dir / f"{key}.safetensors",
                               lambda tmp: save_file({"embedding": value.contiguous()}, str(tmp)))
         return value
 
@@ -288,7 +288,7 @@ class EmbeddingCache:
         return len(self._memory)
 
 
-def _write_atomically(path: Path, write: Callable[[Path], Any]) -> None:
+def write_atomically(path: Path, write: Callable[[Path], Any]) -> None:
     """``write(tmp)`` to a name unique per writer (processes and threads), then renamed to ``path``."""
     tmp = path.with_suffix(f".{uuid.uuid4().hex}.tmp")
     write(tmp)
