@@ -136,16 +136,16 @@ def test_mask_cache_is_bounded_by_images_and_evicted_images_are_segmented_again(
 def test_mask_cache_is_bounded_by_bytes(tiny_hub):
     images = distinct_images(6)
     regions = SegmentEverything("sam-vit-b", settings=TINY_SETTINGS, device="cpu", max_cached_images=100,
-                                max_cached_masks_bytes=40_000)
+                                max_cached_masks_bytes=10_000)
     sizes = []
     with count_generate_calls(regions) as spy:
         for image in images:
             sizes.append(sum(m.nbytes for m in regions.masks(image)))
-            assert regions.cache.nbytes <= 40_000 and len(regions.cache) <= 100
+            assert regions.cache.nbytes <= 10_000 and len(regions.cache) <= 100
         assert len(heights(spy)) == 6
-        assert 40_000 < sum(sizes)  # the byte bound, not the entry bound, evicted images
+        assert 10_000 < sum(sizes)  # the byte bound, not the entry bound, evicted images
         # least recently used first: the cache holds the longest run of the latest images that fits in the bound
-        expected = max(k for k in range(7) if sum(sizes[len(sizes) - k:]) <= 40_000)
+        expected = max(k for k in range(7) if sum(sizes[len(sizes) - k:]) <= 10_000)
         assert 1 <= expected < 6
         assert len(regions.cache) == expected and regions.cache.nbytes == sum(sizes[len(sizes) - expected:])
         spy.reset_mock()

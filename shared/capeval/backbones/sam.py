@@ -58,28 +58,30 @@ SEGMENTER_WEIGHTS = {"vit_b": "sam-vit-b", "vit_l": "sam-vit-l", "vit_h": "sam-v
 
 
 def build_sam(config: Dict):
-    """A ``segment_anything.modeling.Sam`` of the given sizes (random weights, eval mode)."""
+    """A ``segment_anything.modeling.Sam`` of the given sizes (random weights, eval mode); its input side is
+    ``config["image_size"]`` when given (a test model's; every official SAM takes :data:`IMAGE_SIZE`)."""
     from functools import partial
 
     import torch
     from segment_anything.modeling import ImageEncoderViT, MaskDecoder, PromptEncoder, Sam, TwoWayTransformer
 
     dim = config["prompt_embed_dim"]
-    grid = IMAGE_SIZE // PATCH_SIZE
+    side = config.get("image_size", IMAGE_SIZE)
+    grid = side // PATCH_SIZE
     if "tiny_vit" in config:
         from capeval.backbones.tiny_vit import TinyViTEncoder
 
-        image_encoder = TinyViTEncoder(img_size=IMAGE_SIZE, out_chans=dim, **config["tiny_vit"])
+        image_encoder = TinyViTEncoder(img_size=side, out_chans=dim, **config["tiny_vit"])
     else:
         image_encoder = ImageEncoderViT(
-            depth=config["encoder_depth"], embed_dim=config["encoder_embed_dim"], img_size=IMAGE_SIZE, mlp_ratio=4,
+            depth=config["encoder_depth"], embed_dim=config["encoder_embed_dim"], img_size=side, mlp_ratio=4,
             norm_layer=partial(torch.nn.LayerNorm, eps=1e-6), num_heads=config["encoder_num_heads"],
             patch_size=PATCH_SIZE, qkv_bias=True, use_rel_pos=True,
             global_attn_indexes=tuple(config["encoder_global_attn_indexes"]), window_size=WINDOW_SIZE, out_chans=dim)
     sam = Sam(
         image_encoder=image_encoder,
         prompt_encoder=PromptEncoder(embed_dim=dim, image_embedding_size=(grid, grid),
-                                     input_image_size=(IMAGE_SIZE, IMAGE_SIZE), mask_in_chans=config["mask_in_chans"]),
+                                     input_image_size=(side, side), mask_in_chans=config["mask_in_chans"]),
         mask_decoder=MaskDecoder(
             num_multimask_outputs=3,
             transformer=TwoWayTransformer(depth=config["decoder_depth"], embedding_dim=dim,

@@ -67,10 +67,12 @@ def tiny_sam_factory(seed: int = 0):
 
         from capeval.backbones.sam import build_sam, save_sam
 
+        # a 256-pixel input side (official: 1024): the automatic mask generator's 32x32 points then upsample their
+        # masks to 256², not 1024², which made one image's default segmentation take about a minute on a CPU
         config = {"encoder_embed_dim": 16, "encoder_depth": 1, "encoder_num_heads": 1,
                   "encoder_global_attn_indexes": [0], "prompt_embed_dim": 16, "decoder_depth": 1,
                   "decoder_mlp_dim": 32, "decoder_num_heads": 1, "iou_head_depth": 1, "iou_head_hidden_dim": 16,
-                  "mask_in_chans": 4}
+                  "mask_in_chans": 4, "image_size": 256}
         torch.manual_seed(seed)
         save_sam(out_dir, build_sam(config).state_dict(), config)
 
