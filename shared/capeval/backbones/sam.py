@@ -101,11 +101,12 @@ def sam_config_from_state_dict(state_dict) -> Dict:
     prefix = "image_encoder.blocks."
     depth = len({k[len(prefix):].split(".")[0] for k in state_dict if k.startswith(prefix)})
     width = int(state_dict["image_encoder.patch_embed.proj.weight"].shape[0])
-    grid = IMAGE_SIZE // PATCH_SIZE
+    grid = int(state_dict["image_encoder.pos_embed"].shape[1])  # 64 for every official SAM (1024 px)
+    side = {} if grid * PATCH_SIZE == IMAGE_SIZE else {"image_size": grid * PATCH_SIZE}
     global_blocks = [i for i in range(depth) if state_dict[f"{prefix}{i}.attn.rel_pos_h"].shape[0] == 2 * grid - 1]
     for name, arch in SAM_ARCHITECTURES.items():
         if (arch.get("encoder_embed_dim"), arch.get("encoder_depth")) == (width, depth):
-            return {**arch, "encoder_global_attn_indexes": global_blocks}
+            return {**arch, "encoder_global_attn_indexes": global_blocks, **side}
     raise ValueError(f"not a segment-anything registry model: encoder width {width}, depth {depth}")
 
 
