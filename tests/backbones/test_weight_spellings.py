@@ -44,15 +44,10 @@ def _hub_snapshot(cache: Path, repo_id: str, revision: str, *, seed: int, branch
 
 
 @pytest.fixture
-def hub_cache(tmp_path, monkeypatch):
-    import huggingface_hub.constants as hub_constants
-
-    cache = tmp_path / "hub"
-    cache.mkdir()
-    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
-    monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", str(cache))
+def hub_cache(empty_weights_cache, tmp_path, monkeypatch):
+    """The empty offline hub cache the snapshots are written into, with a capeval cache of its own."""
     monkeypatch.setenv("CAPEVAL_CACHE", str(tmp_path / "capeval"))
-    return cache
+    return empty_weights_cache
 
 
 def _activation(backbone: ClipBackbone) -> str:

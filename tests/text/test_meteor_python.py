@@ -6,8 +6,6 @@ paraphrase-only matches, Java hash collisions, long captions that fill the align
 splits) and on a stratified sample of real segments of ``../shared``; the jar's corpus score of resampled multisets
 from summed statistics; Java's Math.pow corrections; the jar's own stemmer and normaliser against capeval's."""
 
-import os
-import shutil
 import subprocess
 import zipfile
 
@@ -18,7 +16,7 @@ from capeval import InputError
 from capeval.benchmarks import loaders
 from capeval.benchmarks.pairwise import pascal50s
 from capeval.text import meteor as meteor_module
-from capeval.text.coco import MeteorJar, meteor_score_line, ptb_tokenize_blocks
+from capeval.text.coco import MeteorJar, meteor_score_line, ptb_tokenize_blocks, require_java
 from capeval.text.meteor import AGGREGATE_CHUNKS, CHUNKS, Meteor, combine, segment_score
 from capeval.text.meteor_data import JAR_NAME, meteor_folder
 from capeval.text.meteor_text import english_stem, normalize, parse_nonbreaking_prefixes
@@ -68,16 +66,9 @@ RAW_REQUESTS = [
 ]
 
 
-def _java_or_skip():
-    if shutil.which("java") is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("java is missing in CI: the METEOR differential tests need it")
-        pytest.skip("java is not on PATH")
-
-
 @pytest.fixture(scope="module")
 def jar():
-    _java_or_skip()
+    require_java("the METEOR differential tests")  # the jar is the oracle: no Java fails, as the PTB tests do
     process = MeteorJar()
     yield process
     process.close()
@@ -221,7 +212,7 @@ def test_java_pow_corrections_give_the_jars_scores(jar, monkeypatch):
 
 def _jar_main(main_class, args, lines):
     """Run a main class of the METEOR jar on ``lines`` (UTF-8 in and out)."""
-    _java_or_skip()
+    require_java("the METEOR differential tests")
     run = subprocess.run(["java", "-Dfile.encoding=UTF-8", "-cp", str(meteor_folder() / JAR_NAME), main_class,
                           *args], input="".join(f"{line}\n" for line in lines).encode(), capture_output=True,
                          check=True)
