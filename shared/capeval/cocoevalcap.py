@@ -91,9 +91,8 @@ class COCOEvalCap:
         has one, ``backend``."""
         from capeval.suite.plan import expand_metrics, resolve_mixed
 
-        if isinstance(self.metrics, str):
-            self.metrics = [self.metrics]
-        names = expand_metrics(list(self.metrics) if self.metrics is not None else ["coco"])
+        asked = ["coco"] if self.metrics is None else [self.metrics] if isinstance(self.metrics, str) else self.metrics
+        names = expand_metrics(list(asked))
         mixed = dict(self.options)
         for name in names:
             if "backend" in get_scorer_spec(name).options:

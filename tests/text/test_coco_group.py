@@ -214,3 +214,10 @@ def test_group_names_leave_spice_out_with_one_warning_when_its_jars_are_missing(
 def test_bad_input_is_refused_before_any_jar_starts(systems, references, metrics, message):
     with pytest.raises(InputError, match=message):
         coco.score_coco_group(systems, references, metrics=metrics or ["bleu"])
+
+
+def test_a_scorer_names_a_refused_caption_by_its_prediction_index():
+    from capeval.core.scoring import load_scorer
+
+    with pytest.raises(InputError, match=r"^predictions\[1\] holds the line break '\\r'"):
+        load_scorer("bleu").score(["a dog", "a dog\rruns"], references=[["a dog"], ["a dog runs"]])

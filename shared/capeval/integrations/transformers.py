@@ -210,15 +210,16 @@ class _SuiteAdapter:
     splits = False
 
     def __init__(self, metrics: Sequence[str], options: Dict[str, Any], empty_caption: EmptyCaption):
-        from capeval.suite.plan import resolve_mixed
+        from capeval.suite.plan import expand_metrics, resolve_mixed
 
         if not metrics or not all(isinstance(name, str) for name in metrics):
             raise InputError(f"a metric suite is a non-empty list of metric names, got {list(metrics)!r}")
         if empty_caption != "error":
             raise InputError("empty_caption applies to a single metric; a suite refuses empty captions (its "
                              "corpus-level metrics are not means): set min_new_tokens for generation")
+        names = expand_metrics(list(metrics))  # an unknown metric is its own error, not one of metric_options
         try:
-            self.plan = resolve_mixed(list(metrics), options)
+            self.plan = resolve_mixed(names, options)
         except InputError as exc:
             raise InputError(f"metric_options of a suite: {exc}") from None
         self.name = "+".join(metrics)

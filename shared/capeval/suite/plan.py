@@ -62,10 +62,11 @@ class Plan:
 
     def __post_init__(self):
         registry = scorers()
-        composed = tuple(name for name in self.metrics if registry[name].scorer_class().components(self.option(name)))
-        loaded = [name for name in self.metrics if name not in composed]
+        parts = {name: registry[name].scorer_class().components(self.option(name)) for name in self.metrics}
+        composed = tuple(name for name in self.metrics if parts[name])
+        loaded = [name for name in self.metrics if not parts[name]]
         for name in composed:
-            loaded += [c for c in registry[name].scorer_class().components(self.option(name)) if c not in loaded]
+            loaded += [c for c in parts[name] if c not in loaded]
         units: Dict[str, List[str]] = {}
         chunked = []
         for name in loaded:

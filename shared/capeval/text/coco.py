@@ -55,9 +55,8 @@ class CocoCaptionScorer(Scorer):
         return BLEU_KEYS if self.metric == "bleu" else (self.metric,)
 
     def _score(self, inputs: ValidInputs) -> Dict:
-        _refuse_line_breaks([inputs.predictions], inputs.references, systems_field="predictions")
         (values,) = score_coco_group([inputs.predictions], inputs.references, metrics=[self.metric],
-                                     backend=self.backend)
+                                     backend=self.backend, systems_field="predictions")
         result = summarize({key: value.per_sample for key, value in values.items()})
         result.update({key: value.corpus for key, value in values.items()})
         return result
@@ -241,8 +240,8 @@ def coco_group_names() -> Tuple[str, ...]:
 
 
 def score_coco_group(systems: Sequence[Sequence[str]], references: Sequence[Sequence[str]], *,
-                     metrics: Optional[Sequence[str]] = None, backend: str = "python"
-                     ) -> List[Dict[str, KeyScores]]:
+                     metrics: Optional[Sequence[str]] = None, backend: str = "python",
+                     systems_field: str = "systems") -> List[Dict[str, KeyScores]]:
     """Score every system's captions (``systems[s][i]`` describes image i) against the same references with
     pycocoevalcap 1.2's BLEU-1..4, METEOR, ROUGE-L, CIDEr-D (and SPICE): one dict per system, keys ``bleu_1`` ..
     ``bleu_4``, ``meteor``, ``rouge_l``, ``cider``, ``spice``, each value equal (==) to pycocoevalcap run on that
@@ -252,7 +251,8 @@ def score_coco_group(systems: Sequence[Sequence[str]], references: Sequence[Sequ
     ``backend="python"`` (the default) needs no Java: the PTB tokenizer (:mod:`capeval.text.ptb`) and METEOR 1.5
     (:mod:`capeval.text.meteor`) in Python, equal to the jars. ``backend="java"`` runs pycocoevalcap's jars (one
     tokenizer JVM for every block; the METEOR jar beside the Python metrics, one per process, kept between calls),
-    for cross-checking. SPICE always runs on Java and Stanford CoreNLP."""
+    for cross-checking. SPICE always runs on Java and Stanford CoreNLP. ``systems_field``: how a refused caption is
+    named (``systems[s][i]``; ``predictions[i]`` for a scorer's one system)."""
     names = _group_metrics(metrics)
     check_backend(backend)
     references = as_list(references, "references") if not isinstance(references, str) else None
@@ -260,7 +260,7 @@ def score_coco_group(systems: Sequence[Sequence[str]], references: Sequence[Sequ
         raise InputError("references must be a non-empty list with one reference list per image")
     references = check_references(references, len(references))
     systems = _check_systems(systems, len(references))
-    _refuse_line_breaks(systems, references)
+    _refuse_line_breaks(systems, references, systems_field)
     spice = _spice() if "spice" in names else None
     meteor = take_meteor_jar() if "meteor" in names and backend == "java" else None
     finished = False
