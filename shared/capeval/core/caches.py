@@ -229,7 +229,7 @@ class EmbeddingCache:
             if not described.exists():
                 write_atomically(described, lambda tmp: tmp.write_text(self.namespace.description, encoding="utf-8"))
             write_atomically(self._dir / f"{key}.safetensors",
-                              lambda tmp: save_file({"embedding": value.contiguous()}, str(tmp)))
+                             lambda tmp: save_file({"embedding": value.contiguous()}, str(tmp)))
         return value
 
     def _entry_bytes(self, key: Hashable) -> int:
