@@ -15,6 +15,7 @@ from capeval.core.errors import ConversionError, InputError, ModelNotAvailableEr
 from capeval.core.version import __version__
 
 BROKEN_PIPE_STATUS = 128 + 13  # a Unix tool killed by SIGPIPE, as the shell reports it
+INTERRUPTED_STATUS = 128 + 2  # a Unix tool stopped by SIGINT (Ctrl-C), as the shell reports it
 # command -> (module under capeval.cli, one-line help); the order is the order of `capeval --help`
 COMMANDS = {
     "score": ("score", "score captions from a file, a datasets folder or a hub dataset"),
@@ -70,7 +71,8 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    """Run a command; its exit status. Output piped into a reader that stops early (``| head``) ends it quietly."""
+    """Run a command; its exit status. Output piped into a reader that stops early (``| head``) ends it quietly;
+    Ctrl-C (SIGINT) ends it with one line on stderr, status 130 (what it was writing is left whole or not at all)."""
     try:
         try:
             return _run(sys.argv[1:] if argv is None else list(argv))
@@ -79,6 +81,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     except BrokenPipeError:
         _discard_stdout()
         return BROKEN_PIPE_STATUS
+    except KeyboardInterrupt:
+        print("capeval: interrupted", file=sys.stderr)
+        return INTERRUPTED_STATUS
 
 
 def _run(argv: List[str]) -> int:

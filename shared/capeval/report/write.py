@@ -1,11 +1,18 @@
-"""``write_report``: the report document and its renderings in one folder."""
+"""``write_report``: the report document and its renderings in one folder, written as a set; ``check_writable``: the
+output folder proven writable before any model loads."""
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
+import signal
+import tempfile
+import threading
+from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Dict, Mapping, Optional
+from typing import Dict, Iterator, Mapping, Optional
 
 from capeval.core.errors import InputError
 from capeval.report.cells import build_table
@@ -14,6 +21,30 @@ from capeval.report.tables import latex_table, write_scores_csv, write_summary_c
 
 FILES = {"json": "report.json", "csv": "scores.csv", "summary": "summary.csv", "latex": "table.tex",
          "html": "report.html"}
+STAGING_PREFIX = ".capeval-report-"  # the set is written into such a folder inside the output folder, then moved
+
+
+def check_writable(folder, field: str = "output") -> None:
+    """Prove that ``folder`` takes files: it is made if missing, a file is written, synced and removed, then the
+    folders made for it are removed again (the report makes them when it is written). A read-only, full or
+    forbidden folder is an :class:`InputError` naming ``field``, the folder and the reason."""
+    out = Path(folder)
+    missing = [path for path in (out, *out.parents) if not os.path.lexists(path)]  # deepest first
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        handle, probe = tempfile.mkstemp(prefix=".capeval-write-check-", dir=out)
+        try:
+            os.write(handle, b"capeval write check\n")
+            os.fsync(handle)  # a file system that allocates late reports a full disk here at the latest
+        finally:
+            os.close(handle)
+            os.unlink(probe)
+    except OSError as exc:
+        raise InputError(f"{field} {folder}: cannot write files there ({exc.strerror or exc})") from exc
+    finally:
+        for made in missing:
+            with suppress(OSError):
+                os.rmdir(made)
 
 
 def json_ready(value, where: str = "report"):
@@ -38,18 +69,77 @@ def write_report(report: Mapping, out_dir, *, images_root=None, baseline: Option
     """Write ``report.json`` (the whole document), ``scores.csv``, ``summary.csv``, ``table.tex`` and the
     self-contained ``report.html`` (thumbnails from ``images_root``, the folder the images' ``file`` paths are
     relative to; None: no thumbnails) into ``out_dir``. Returns ``{"json", "csv", "summary", "latex", "html"}``
-    → path. Marks are against ``baseline`` (default: the document's)."""
+    → path. Marks are against ``baseline`` (default: the document's).
+
+    The five files are a set: written into a staging folder inside ``out_dir`` (the same file system), then renamed
+    into place, so ``out_dir`` holds all of them or none of this call's. An earlier set's files are moved aside
+    first and put back if a rename fails; a Ctrl-C during the renames takes effect after them (the new set is
+    whole). On any failure or interrupt ``out_dir`` keeps what it held and the staging folder is removed."""
     table = build_table(report, baseline)  # checks the document before anything is written
     document = json_ready(report)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    paths = {kind: out / name for kind, name in FILES.items()}
-    with open(paths["json"], "w", encoding="utf-8") as handle:  # compact: the C encoder (100k images stay fast)
-        json.dump(document, handle, ensure_ascii=False, allow_nan=False)
-        handle.write("\n")
-    write_scores_csv(report, paths["csv"])
-    write_summary_csv(report, paths["summary"], table.baseline)
-    paths["latex"].write_text(latex_table(table, report), encoding="utf-8")
-    root = None if images_root is None else Path(images_root)
-    paths["html"].write_text(render_html(report, table, root), encoding="utf-8")
-    return paths
+    with _staging_folder(out) as staging:
+        written = staging / "new"
+        written.mkdir()
+        paths = {kind: written / name for kind, name in FILES.items()}
+        with open(paths["json"], "w", encoding="utf-8") as handle:  # compact: the C encoder (100k images stay fast)
+            json.dump(document, handle, ensure_ascii=False, allow_nan=False)
+            handle.write("\n")
+        write_scores_csv(report, paths["csv"])
+        write_summary_csv(report, paths["summary"], table.baseline)
+        paths["latex"].write_text(latex_table(table, report), encoding="utf-8")
+        root = None if images_root is None else Path(images_root)
+        paths["html"].write_text(render_html(report, table, root), encoding="utf-8")
+        with _interrupts_deferred():
+            _move_into_place(written, out, staging / "previous")
+    return {kind: out / name for kind, name in FILES.items()}
+
+
+@contextmanager
+def _staging_folder(out: Path) -> Iterator[Path]:
+    """A new folder inside ``out``, removed with everything in it when the block ends, however it ends."""
+    staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=out))
+    try:
+        yield staging
+    finally:
+        with _interrupts_deferred():
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def _move_into_place(written: Path, out: Path, previous: Path) -> None:
+    """Rename every file of ``written`` into ``out``; an earlier file of the same name (not a folder) is renamed into
+    ``previous`` first. If a rename fails, the new files go back and the earlier ones return: ``out`` is as before."""
+    previous.mkdir()
+    set_aside, moved_in = [], []
+    try:
+        for name in FILES.values():
+            if os.path.lexists(out / name) and not (out / name).is_dir():
+                os.replace(out / name, previous / name)
+                set_aside.append(name)
+        for name in FILES.values():
+            os.replace(written / name, out / name)
+            moved_in.append(name)
+    except OSError:
+        for name in moved_in:
+            os.replace(out / name, written / name)
+        for name in set_aside:
+            os.replace(previous / name, out / name)
+        raise
+
+
+@contextmanager
+def _interrupts_deferred() -> Iterator[None]:
+    """Hold back SIGINT for the block (a few renames or a removal, so that none is left half done): one that arrives
+    meanwhile is handed to the earlier handler when the block ends. Outside the main thread signals are not ours."""
+    if threading.current_thread() is not threading.main_thread() or not callable(signal.getsignal(signal.SIGINT)):
+        yield
+        return
+    arrived = []
+    handler = signal.signal(signal.SIGINT, lambda signum, frame: arrived.append(frame))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, handler)
+        if arrived:
+            handler(signal.SIGINT, arrived[0])
