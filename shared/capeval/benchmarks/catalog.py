@@ -9,13 +9,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Dict, Optional, Union
 
+from capeval.benchmarks.detailcaps import AUTHORS_HUB, DETAILCAPS_LOADERS
 from capeval.benchmarks.loaders import CORRELATION_LOADERS, Benchmark
 from capeval.benchmarks.pairwise import PAIRWISE_LOADERS, PairwiseBenchmark
 from capeval.benchmarks.schema import from_table, to_table
 from capeval.core.errors import InputError
 
 AnyBenchmark = Union[Benchmark, PairwiseBenchmark]
-BENCHMARKS: Dict[str, Callable[[Path], AnyBenchmark]] = {**CORRELATION_LOADERS, **PAIRWISE_LOADERS}
+BENCHMARKS: Dict[str, Callable[[Path], AnyBenchmark]] = {**CORRELATION_LOADERS, **PAIRWISE_LOADERS,
+                                                           **DETAILCAPS_LOADERS}
 HUB_ORG = "capeval"
 HUB_REVISION = "main"  # pass a commit hash (``revision=``) to pin a published version
 PARQUET_FILE = Path("data") / "test-00000-of-00001.parquet"
@@ -65,14 +67,15 @@ def load(name: str, data_dir: Optional[os.PathLike] = None, *, revision: Optiona
 
     ``data_dir`` (default $CAPEVAL_BENCHMARK_DIR) holds raw releases (``<data_dir>/<name>/...`` as in the
     original distribution) or converted folders (``<data_dir>/<name>/data/test-00000-of-00001.parquet``);
-    without one, the hub dataset ``capeval/<name>`` is read at ``revision``. Images stay path strings; with
-    ``images_dir`` they become absolute paths of the same file names inside it.
+    without one, the hub dataset ``capeval/<name>`` is read at ``revision`` (for the benchmarks in ``AUTHORS_HUB``,
+    the authors' own hub dataset, at the pinned commit unless ``revision`` names another). Images stay path
+    strings; with ``images_dir`` they become absolute paths of the same file names inside it.
     """
     if name not in BENCHMARKS:
         raise InputError(f"unknown benchmark {name!r}; available: {sorted(BENCHMARKS)}")
     data_dir = Path(data_dir) if data_dir else default_data_dir()
     if data_dir is None:
-        benchmark = _from_hub(name, revision)
+        benchmark = AUTHORS_HUB[name](revision) if name in AUTHORS_HUB else _from_hub(name, revision)
     elif (data_dir / name / PARQUET_FILE).is_file():
         benchmark = _read_parquet(data_dir / name / PARQUET_FILE)
     else:

@@ -7,6 +7,8 @@ import argparse
 from typing import Dict
 
 from capeval.benchmarks.catalog import BENCHMARKS
+from capeval.benchmarks.detailcaps import DETAILCAPS_LOADERS
+from capeval.benchmarks.detailcaps_protocol import run_detailcaps_benchmark
 from capeval.benchmarks.ensemble_transfer import configure_ensembeval_text, run_ensembeval_text
 from capeval.benchmarks.replay import LABELS, OUTPUTS, UNMATCHED, run_replayed
 from capeval.benchmarks.runner import ENSEMBLE_TEXT, run_benchmark
@@ -19,10 +21,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
                                        f"{ENSEMBLE_TEXT} (a text-only EnsembEval refit on --fit-on, evaluated here)")
     parser.add_argument("dataset", choices=sorted(BENCHMARKS), help="the benchmark of human judgments")
     parser.add_argument("--data-dir", help="folder holding the raw releases or converted folders (default "
-                                           "$CAPEVAL_BENCHMARK_DIR; without one: the hub dataset capeval/<name>)")
+                                           "$CAPEVAL_BENCHMARK_DIR; without one: the hub dataset capeval/<name>, "
+                                           "or the authors' for detailcaps_4870, at its pinned commit)")
     parser.add_argument("--revision", help="hub dataset revision (commit) when no data dir is given")
     parser.add_argument("--images", help="benchmark images (image metrics only)")
-    parser.add_argument("--statistic", choices=sorted(STATISTICS), help="default: the one the literature reports")
+    parser.add_argument("--statistic", choices=sorted(STATISTICS), help="default: the one the literature reports "
+                                                                       "(DetailCaps: the Kendall tau variant)")
     parser.add_argument("--ties", choices=["wrong", "half"], default="wrong",
                         help="pairwise benchmarks: a metric tie counts as wrong (the literature) or as half")
     parser.add_argument("--sample-references-per", choices=["image", "pair"],
@@ -56,6 +60,8 @@ def run(args: argparse.Namespace) -> Dict:
         raise InputError(f"--{next(iter(chosen)).replace('_', '-')} needs --replay CACHE")
     if args.replay and args.metric == ENSEMBLE_TEXT:
         raise InputError(f"--replay replays a judge metric's cache; {ENSEMBLE_TEXT} is refitted, not replayed")
+    if args.dataset in DETAILCAPS_LOADERS:
+        return detailcaps_command(args)
     if args.metric == ENSEMBLE_TEXT:
         return run_ensembeval_text(args)
     if args.replay:
@@ -66,3 +72,17 @@ def run(args: argparse.Namespace) -> Dict:
                          images_dir=args.images, statistic=args.statistic, ties=args.ties,
                          resamples=args.resamples, plot=args.plot, device=args.device, batch_size=args.batch_size,
                          sample_references_per=args.sample_references_per, nan_policy=args.nan_policy)
+
+
+def detailcaps_command(args: argparse.Namespace) -> Dict:
+    """A DetailCaps benchmark: PCC, Kendall tau and sample tau (:mod:`capeval.benchmarks.detailcaps_protocol`);
+    the options of other protocols are refused."""
+    refused = {"--replay": args.replay, "--sample-references-per": args.sample_references_per}
+    given = [flag for flag, value in refused.items() if value is not None]
+    if given or args.metric == ENSEMBLE_TEXT:
+        raise InputError(f"{args.dataset} runs the DetailCaps protocol on a metric's scores; "
+                         f"{given[0] if given else ENSEMBLE_TEXT} does not apply to it")
+    return run_detailcaps_benchmark(args.metric, args.dataset, data_dir=args.data_dir, revision=args.revision,
+                                    images_dir=args.images, statistic=args.statistic, resamples=args.resamples,
+                                    plot=args.plot, device=args.device, batch_size=args.batch_size,
+                                    nan_policy=args.nan_policy)
