@@ -1,7 +1,11 @@
 """Scorers loaded together share their backbones: one :class:`~capeval.backbones.clip.ClipBackbone` per distinct CLIP
 weights and settings, lent to every scorer whose registry entry says it can borrow one (``shares``). EnsembEval
 builds its components this way, and so does a metric suite (:mod:`capeval.suite`): RefCLIP-S and Polos then share
-OpenAI CLIP ViT-B/32, its load, its forwards and its feature caches, while PAC-S keeps its own weights."""
+OpenAI CLIP ViT-B/32, its load, its forwards and its feature caches, while PAC-S keeps its own weights.
+
+The FACTUAL scene-graph parser needs no lending: every scorer that parses takes the process's live parser of its
+weights and settings (:func:`capeval.backbones.scene_graph_parser.shared_scene_graph_parser`), so scorers loaded
+here, or anywhere else in the process, share its load and generate each distinct text once."""
 
 from __future__ import annotations
 

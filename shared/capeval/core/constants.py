@@ -14,6 +14,16 @@ CLIP_CONFIG_FILE = "open_clip_config.json"
 CLIP_WEIGHTS_FILE = "open_clip_model.safetensors"
 CLIP_FILES = (CLIP_CONFIG_FILE, CLIP_WEIGHTS_FILE)
 
+# capeval's Segment Anything / MobileSAM artifact layout
+SAM_CONFIG_FILE = "sam_config.json"
+SAM_WEIGHTS_FILE = "sam_model.safetensors"
+SAM_FILES = (SAM_CONFIG_FILE, SAM_WEIGHTS_FILE)
+
+# the FACTUAL scene-graph parser's files at its pinned hub commit: model.safetensors (no pickle) and the fast
+# tokenizer's tokenizer.json; the repo's older pytorch_model.bin and spiece.model are not needed
+FACTUAL_FILES = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
+                 "tokenizer_config.json")
+
 # EnsembEval's weights file (official weights, refits)
 ENSEMBEVAL_WEIGHTS_FILE = "ensembeval_weights.json"
 PROVENANCE_FILE = "capeval_provenance.json"  # beside weights converted from an upstream file: source, sha256, converter

@@ -14,15 +14,14 @@ A caption without any entity gives an empty list (the HICE-S scorer applies its 
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Protocol, Sequence, Tuple, runtime_checkable
 
-from capeval.core.caches import DEFAULT_CACHE_BYTES, ENTRY_OVERHEAD, text_key
+from capeval.backbones.scene_graph_parser import FACTUAL_PROMPT, MAX_CACHED_TEXTS, shared_scene_graph_parser
+from capeval.core.caches import DEFAULT_CACHE_BYTES
 from capeval.core.inputs import check_captions
 
 Triplet = Tuple[str, str, str]
-FACTUAL_PROMPT = "Generate Scene Graph: "
 ATTRIBUTE_PREDICATE = "is"  # FACTUAL writes attributes and quantities as (entity, "is", value)
 _PIECE = re.compile(r"\(([^()]*)(\)?)")  # "( a , b , c )", or a piece cut off by the output length
 
@@ -49,13 +48,6 @@ class SceneGraph:
     triplets: List[Triplet] = field(default_factory=list)
     entities: List[str] = field(default_factory=list)
     malformed: int = 0
-
-
-def _graph_nbytes(graph: SceneGraph) -> int:
-    """Memory of a cached scene graph, its entry and key included."""
-    strings = [*graph.entities, *(part for triplet in graph.triplets for part in triplet)]
-    return ENTRY_OVERHEAD + sys.getsizeof(graph.triplets) + sys.getsizeof(graph.entities) \
-        + sum(sys.getsizeof(s) for s in strings)
 
 
 def parse_scene_graph(text: str) -> SceneGraph:
@@ -121,105 +113,75 @@ def _stripped_captions(captions: Sequence[str]) -> List[str]:
     return [caption.strip() for caption in check_captions(captions, name="captions")]
 
 
-MAX_CACHED_CAPTIONS = 50_000  # parsed scene graphs kept by FactualParser (~0.3–2 KB each with its caption)
-
-
 class FactualParser:
-    """FACTUAL (``lizhuang144/flan-t5-base-VG-factual-sg``) as the official ``SceneGraphParser.parse``: prompt
-    ``"Generate Scene Graph: " + caption.strip()``, input truncated to ``max_input_length`` (64) tokens, beam
-    search (5 beams, early stopping), output ≤ ``max_output_length`` (128) tokens, decoder started with the pad
-    token. Distinct captions are generated once, in batches of ``batch_size`` sorted by length, and their scene
-    graphs cached by text: the ``max_cached_captions`` most recently used stay in memory (``graph_cache``), an
-    evicted caption is generated again when asked for. Inputs over ``max_input_length`` tokens (prompt and end token
-    included) are truncated as officially; they are counted per call and per occurrence, whatever the graph cache
-    holds (``truncation``, a :class:`~capeval.core.truncation.TruncationCounter` measuring each distinct caption once;
-    ``count_truncated(captions)``; ``truncated_inputs``: the count of the latest ``graphs``/``extract`` call), with
-    one :class:`~capeval.core.errors.TruncationWarning` per call unless ``warn=False`` (the HICE-S scorer warns
-    once for its whole call instead). Skipped output pieces are counted in ``malformed_pieces`` (running total of
-    the generated captions). ``dtype``: float32 by default; on a GPU prefer bfloat16 (T5 overflows in float16)."""
+    """FACTUAL (``lizhuang144/flan-t5-base-VG-factual-sg``) as HICE-S reads it: the process's shared
+    :class:`~capeval.backbones.scene_graph_parser.SceneGraphParser` of these weights and settings (``parser``; the
+    official ``SceneGraphParser.parse`` generation: input truncated to ``max_input_length`` (64) tokens, 5 beams, at
+    most ``max_output_length`` (128) tokens) generates each distinct stripped caption once, its raw output read by
+    :func:`parse_scene_graph` and turned into phrases by :func:`phrases_from_graph`. Other metrics holding the same
+    parser (same weights and settings) reuse its generations. Raw outputs are cached by text: the
+    ``max_cached_captions`` most recently used within ``cache_bytes`` stay in memory (``graph_cache``), an evicted
+    caption is generated again when asked for; with ``persist_dir`` they are also kept on disk between runs.
+    Inputs over ``max_input_length`` tokens (prompt and end token included) are truncated as officially; they are
+    counted per call and per occurrence, whatever the cache holds (``truncation``; ``count_truncated(captions)``;
+    ``truncated_inputs``: the count of the latest ``graphs``/``extract`` call), with one
+    :class:`~capeval.core.errors.TruncationWarning` per call unless ``warn=False`` (the HICE-S scorer warns once for
+    its whole call instead). ``dtype``: float32 by default; on a GPU prefer bfloat16 (T5 overflows in float16)."""
 
     def __init__(self, weights: str = "flan-t5-base-vg-factual-sg", *, device: str = "auto", dtype=None,
                  batch_size: int = 32, max_input_length: int = 64, max_output_length: int = 128, num_beams: int = 5,
                  attribute_phrases: bool = True, show_progress: Optional[bool] = None, cache_dir=None,
-                 max_cached_captions: int = MAX_CACHED_CAPTIONS, cache_bytes: int = DEFAULT_CACHE_BYTES):
-        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-
-        from capeval.core.cache_keys import cache_namespace
-        from capeval.core.hub import resolve
-        from capeval.core.caches import LruCache
-        from capeval.core.device import resolve_device, resolve_dtype
-        from capeval.core.truncation import TruncationCounter
-        from capeval.hice_s.registration import FACTUAL_FILES
-
-        directory = str(resolve(weights, list(FACTUAL_FILES), cache_dir=cache_dir))
-        self.device, dtype = resolve_device(device), resolve_dtype(dtype)
-        self.tokenizer = AutoTokenizer.from_pretrained(directory)
-        self.model = AutoModelForSeq2SeqLM.from_pretrained(directory).to(self.device, dtype).eval()
-        self.batch_size, self.num_beams, self.show_progress = batch_size, num_beams, show_progress
-        self.max_input_length, self.max_output_length = max_input_length, max_output_length
+                 persist_dir=None, max_cached_captions: int = MAX_CACHED_TEXTS,
+                 cache_bytes: int = DEFAULT_CACHE_BYTES):
+        self.parser = shared_scene_graph_parser(
+            weights, device=device, dtype=dtype, batch_size=batch_size, max_input_length=max_input_length,
+            max_output_length=max_output_length, num_beams=num_beams, show_progress=show_progress,
+            cache_dir=cache_dir, persist_dir=persist_dir, max_cached_texts=max_cached_captions,
+            cache_bytes=cache_bytes)
         self.attribute_phrases = attribute_phrases
-        self.truncated_inputs = self.malformed_pieces = 0
-        self.graph_namespace = cache_namespace("scene-graphs", directory, dtype=dtype, num_beams=num_beams,
-                                               max_input_length=max_input_length, max_output_length=max_output_length)
-        # (graph_namespace, sha256 of the caption) -> its scene graph; at most max_cached_captions and cache_bytes
-        self.graph_cache: "LruCache[SceneGraph]" = LruCache(max_cached_captions, max_bytes=cache_bytes,
-                                                            sizeof=_graph_nbytes)
-        # keyed by the stripped caption; its length is that of the prompted input the tokenizer truncates
-        self.truncation = TruncationCounter(self._input_length, max_input_length, "FACTUAL")
+        self.truncated_inputs = 0
 
-    def _input_length(self, text: str) -> int:
-        return len(self.tokenizer(FACTUAL_PROMPT + text)["input_ids"])
+    @property
+    def model(self):
+        return self.parser.model
+
+    @property
+    def tokenizer(self):
+        return self.parser.tokenizer
+
+    @property
+    def truncation(self):
+        return self.parser.truncation
+
+    @property
+    def graph_cache(self):
+        """The parser's in-memory cache: raw outputs by ``(graph_namespace, sha256 of the stripped caption)``."""
+        return self.parser.memory
+
+    @property
+    def graph_namespace(self):
+        return self.parser.namespace
 
     def count_truncated(self, captions: Sequence[str]) -> int:
         """How many of ``captions`` (per occurrence; stripped as for parsing) exceed the parser's input length."""
-        return self.truncation.count([caption.strip() for caption in captions])
+        return self.parser.count_truncated(captions)
 
     def generate(self, texts: List[str]) -> List[str]:
-        """The raw scene-graph strings of one batch of (stripped) captions."""
-        import torch
-
-        batch = self.tokenizer([FACTUAL_PROMPT + t for t in texts], max_length=self.max_input_length,
-                               truncation=True, padding=True, return_tensors="pt").to(self.device)
-        with torch.inference_mode():
-            out = self.model.generate(batch["input_ids"], attention_mask=batch["attention_mask"], use_cache=True,
-                                      decoder_start_token_id=self.tokenizer.pad_token_id, num_beams=self.num_beams,
-                                      max_length=self.max_output_length, early_stopping=self.num_beams > 1,
-                                      num_return_sequences=1)
-        return self.tokenizer.batch_decode(out, skip_special_tokens=True, clean_up_tokenization_spaces=True)
+        """The raw scene-graph strings of one batch of (stripped) captions, generated now (no cache)."""
+        return self.parser.generate(texts)
 
     def graphs(self, captions: Sequence[str], *, warn: bool = True) -> List[SceneGraph]:
         """One parsed scene graph per caption; ``warn``: one TruncationWarning when some input was truncated."""
-        from tqdm.auto import tqdm
-
         from capeval.core.truncation import warn_truncated
 
         texts = _stripped_captions(captions)
-        self.truncated_inputs = truncated = self.truncation.count(texts)
+        self.truncated_inputs = truncated = self.parser.truncation.count(texts)
         if warn and truncated:
-            warn_truncated([f"{truncated} of {len(texts)} captions exceed the parser's {self.max_input_length} input "
-                            f"tokens"])
-        found: Dict[str, SceneGraph] = {}  # this call's graphs: the cache may evict some before the call ends
-        todo = []
-        for text in dict.fromkeys(texts):
-            graph = self.graph_cache.get((self.graph_namespace, text_key(text)))
-            if graph is None:
-                todo.append(text)
-            else:
-                found[text] = graph
-        if not todo:
-            return [found[t] for t in texts]
-        lengths = dict(zip(todo, map(len, self.tokenizer([FACTUAL_PROMPT + t for t in todo])["input_ids"])))
-        todo.sort(key=lambda t: (lengths[t], t))
-        show = len(todo) > self.batch_size if self.show_progress is None else self.show_progress
-        with tqdm(total=len(todo), desc="FACTUAL parsing", unit="caption", disable=not show) as bar:
-            for start in range(0, len(todo), self.batch_size):
-                chunk = todo[start:start + self.batch_size]
-                for text, output in zip(chunk, self.generate(chunk)):
-                    found[text] = parse_scene_graph(output)
-                    self.graph_cache.put((self.graph_namespace, text_key(text)), found[text])
-                    self.malformed_pieces += found[text].malformed
-                bar.update(len(chunk))
-        return [found[t] for t in texts]
+            warn_truncated([f"{truncated} of {len(texts)} captions exceed the parser's {self.parser.max_input_length} "
+                            f"input tokens"])
+        outputs = self.parser.parse(texts)
+        graphs = {output: parse_scene_graph(output) for output in dict.fromkeys(outputs)}
+        return [graphs[output] for output in outputs]
 
     def extract(self, captions: Sequence[str], *, warn: bool = True) -> List[List[str]]:
         return [phrases_from_graph(g, attribute_phrases=self.attribute_phrases)

@@ -3,23 +3,44 @@
 from __future__ import annotations
 
 import time
+import typing
 from collections import defaultdict
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Annotated, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
 
-from capeval.backbones.alpha_clip import AlphaClip
+from capeval.backbones.alpha_clip import MASK_ALIGNMENTS, AlphaClip
 from capeval.backbones.sam import MAX_CACHED_IMAGES, MAX_CACHED_MASKS_BYTES, RegionSettings, SegmentEverything
 from capeval.core.caches import DEFAULT_CACHE_BYTES
 from capeval.core.constants import CLIPSCORE_PREFIX
 from capeval.core.inputs import ValidInputs, load_images, parse_references
 from capeval.core.keys import ScoreKey
+from capeval.core.option_types import (AtLeast, BatchSize, Bytes, Device, Dtype, OneOf, PathLike, Satisfies,
+                                       value_problem)
 from capeval.core.scoring import Scorer, summarize
 from capeval.core.truncation import warn_truncated
 from capeval.functional import hice as H
+from capeval.hice_s.phrases import PARSERS, PhraseExtractor
 
 EMPTY_PHRASE_POLICIES = ("global", "zero")
+
+
+def region_settings_problem(settings: Mapping) -> Optional[str]:
+    """Why a mapping of region settings is not one (``None``: it is): each key a :class:`RegionSettings` field, each
+    value of that field's type."""
+    fields = typing.get_type_hints(RegionSettings)
+    for key, value in settings.items():
+        if key not in fields:
+            return f"unknown region setting {key!r}; known: {', '.join(fields)}"
+        problem = value_problem(fields[key], value)
+        if problem:
+            return f"{key}={value!r}: {problem}"
+    return None
+
+
+RegionSettingsMapping = Annotated[Mapping[str, Any], Satisfies(region_settings_problem,
+                                                                "a mapping of RegionSettings fields to values")]
 
 
 class HiceScorer(Scorer):
@@ -36,7 +57,10 @@ class HiceScorer(Scorer):
     ``max_cached_images`` images and ``max_cached_masks_bytes`` bytes (least recently used leave first, an evicted
     image is segmented again; scores do not change); the FACTUAL parser's cache bound is its
     ``max_cached_captions`` option (``phrase_options``). A parser loaded by name gets ``device`` and ``cache_dir``
-    (where the FACTUAL weights are looked up, like Alpha-CLIP's and SAM's).
+    (where the FACTUAL weights are looked up, like Alpha-CLIP's and SAM's); FACTUAL also gets ``cache_bytes`` and
+    ``persist_dir`` (its raw outputs are then kept between runs) and is the process's shared
+    :class:`~capeval.backbones.scene_graph_parser.SceneGraphParser` of its weights and settings: other metrics
+    holding it reuse its generations.
 
     Truncation is counted per call, per occurrence and whatever the caches hold: ``truncated_texts`` counts the
     captions, references and phrases over Alpha-CLIP's 77 tokens, ``parser_truncated_texts`` the captions and
@@ -51,13 +75,17 @@ class HiceScorer(Scorer):
                     "global_itc": ScoreKey("gITC"), "local_itc": ScoreKey("lITC"), "global_ttc": ScoreKey("gTTC"),
                     "local_ttc": ScoreKey("lTTC")}
 
-    def __init__(self, weights: str = "alpha-clip-vit-l-14", *, sam: str = "sam-vit-b", phrase_parser="factual",
-                 w: float = 2.5, text_w: float = 1.0, threshold: float = 0.5, caption_prefix: str = CLIPSCORE_PREFIX,
-                 phrase_prefix: str = "", empty_phrases: str = "global", region_settings=None,
-                 mask_alignment: str = "official", device: str = "auto", dtype=None, batch_size: int = 64,
-                 cache_dir=None, persist_dir=None, cache_bytes: int = DEFAULT_CACHE_BYTES,
-                 phrase_options: Optional[Dict] = None, max_cached_images: int = MAX_CACHED_IMAGES,
-                 max_cached_masks_bytes: int = MAX_CACHED_MASKS_BYTES):
+    def __init__(self, weights: str = "alpha-clip-vit-l-14", *, sam: str = "sam-vit-b",
+                 phrase_parser: Union[Annotated[str, OneOf(PARSERS)], PhraseExtractor] = "factual", w: float = 2.5,
+                 text_w: float = 1.0, threshold: float = 0.5, caption_prefix: str = CLIPSCORE_PREFIX,
+                 phrase_prefix: str = "", empty_phrases: Annotated[str, OneOf(EMPTY_PHRASE_POLICIES)] = "global",
+                 region_settings: Optional[Union[RegionSettings, RegionSettingsMapping]] = None,
+                 mask_alignment: Annotated[str, OneOf(MASK_ALIGNMENTS)] = "official", device: Device = "auto",
+                 dtype: Optional[Dtype] = None, batch_size: BatchSize = 64, cache_dir: Optional[PathLike] = None,
+                 persist_dir: Optional[PathLike] = None, cache_bytes: Bytes = DEFAULT_CACHE_BYTES,
+                 phrase_options: Optional[Mapping[str, Any]] = None,
+                 max_cached_images: Annotated[int, AtLeast(0)] = MAX_CACHED_IMAGES,
+                 max_cached_masks_bytes: Bytes = MAX_CACHED_MASKS_BYTES):
         if empty_phrases not in EMPTY_PHRASE_POLICIES:
             raise ValueError(f"empty_phrases must be one of {EMPTY_PHRASE_POLICIES}, not {empty_phrases!r}")
         self.w, self.text_w, self.threshold = w, text_w, threshold
@@ -73,8 +101,8 @@ class HiceScorer(Scorer):
         if isinstance(phrase_parser, str):
             from capeval.hice_s.phrases import load_phrase_extractor
 
-            own = {"device": device, "cache_dir": cache_dir, **({"cache_bytes": cache_bytes} if phrase_parser == "factual"
-                                                                else {})}
+            own = {"device": device, "cache_dir": cache_dir,
+                   **({"cache_bytes": cache_bytes, "persist_dir": persist_dir} if phrase_parser == "factual" else {})}
             phrase_parser = load_phrase_extractor(phrase_parser, **{**own, **(phrase_options or {})})
         self.phrases = phrase_parser
         self.timings: Dict[str, float] = defaultdict(float)
