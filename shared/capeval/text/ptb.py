@@ -6,9 +6,13 @@ punctuation list (:data:`PTB_PUNCTUATION`). :func:`tokenize_block` returns what 
 lower-cased line of space-joined tokens per text, equal to ``capeval.text.coco.ptb_tokenize_blocks([texts])[0]``.
 
 How it works. A maximal-munch scanner: at a token start every token class that can match is tried and the longest
-match wins (the earlier class on a tie). A class may look past its token and count that look-ahead in its length (a
-word before ``'s``), give part of its match back to be scanned again (``cannot`` -> ``can`` + ``not``) and rewrite
-its token (brackets -> ``-LRB-``..., quotes, dashes, ellipses, ``&amp;``, vulgar fractions, some currency signs).
+match wins (the earlier class on a tie). Within a class, too, the longest match counts, not the first alternative
+that Python's ``re`` would take (``www.Google.com/maps.html?q=paris`` is one address, ``AT&AMP;T`` one token): the
+classes given by a regular expression are read together by one automaton (:mod:`capeval.text.longest_match`), in
+time linear in the text however long its runs of emoji, symbols or addresses. A class may look past its token and
+count that look-ahead in its length (a word before ``'s``), give part of its match back to be scanned again
+(``cannot`` -> ``can`` + ``not``) and rewrite its token (brackets -> ``-LRB-``..., quotes, dashes, ellipses,
+``&amp;``, vulgar fractions, some currency signs).
 Runs of plain words, numbers and spaces take a fast path, used only where no class could match longer. A class may
 look across a line end (``U.S.`` then ``The ...`` on the next line, ``etc.`` then a capital), so a line's tokens can
 depend on the lines after it, as in the jar's single-file lexer; lines that end otherwise are cached (bounded).
@@ -18,10 +22,10 @@ own implementation of the Penn Treebank tokenization conventions (clitics ``n't 
 quotes as \\`\\` and '', brackets as ``-LRB-``..., ``--``, ``...``), written from those published conventions and
 from the jar's observed behaviour, which is the oracle: its token classes, their order, the abbreviation lists and
 the look-aheads were found or confirmed by running the jar on probes and generated inputs, and are checked text by
-text against it (``tests/text/test_ptb_python.py``, ``benchmarks/verify_ptb.py``). CoreNLP's lexer specification was
-read to understand some behaviours; none of its code or grammar was copied or transliterated: the scanner, the class
-set (several of the jar's rules merged where their output is the same, others split), the fast paths and the
-regular expressions are written here. The character tables below (which characters the jar treats as letters,
+text against it (``tests/text/test_ptb_python.py``, ``tests/text/test_ptb_longest_match.py``,
+``benchmarks/verify_ptb.py``). CoreNLP's lexer specification was read to understand some behaviours; none of its
+code or grammar was copied or transliterated: the scanner, the class set (several of the jar's rules merged where
+their output is the same, others split), the fast paths and the regular expressions are written here. The character tables below (which characters the jar treats as letters,
 digits and symbols, fixed by the Unicode version compiled into the 2014 jar) were measured by running every Basic
 Multilingual Plane character through it; they are facts about its behaviour.
 
@@ -37,11 +41,12 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 from capeval.core.caches import LruCache
 from capeval.core.errors import InputError
 from capeval.text.java_case import SIGMA, java_lower
+from capeval.text.longest_match import LongestMatch
 
 # pycocoevalcap's PUNCTUATIONS: the tokens it drops (compared after lower-casing, so -lrb- and the like stay)
 PTB_PUNCTUATION = frozenset(["''", "'", "``", "`", "-LRB-", "-RRB-", "-LCB-", "-RCB-", ".", "?", "!", ",", ":", "-",
@@ -227,62 +232,63 @@ def _parens(token: str) -> str:
 
 # ---------------------------------------------------------------------------------------------------------------
 # Token classes. A class answers at a position with (the end of all it matched, look-ahead included; the token, or
-# None for skipped text; where scanning goes on) or None.
+# None for skipped text; where scanning goes on) or None. Most are a regular expression (:class:`_Pattern`): the
+# scanner finds every such class's longest match at once (:class:`~capeval.text.longest_match.LongestMatch`); the
+# others (:class:`_Custom`) answer for themselves.
 # ---------------------------------------------------------------------------------------------------------------
 Answer = Optional[Tuple[int, Optional[str], int]]
 TokenClass = Callable[[str, int], Answer]
 
 
-def _plain(pattern: str, rewrite: Callable[[str], str] = str, after: str = "") -> TokenClass:
-    """``pattern``'s match as the token (rewritten); with ``after``, only where that follows (the look-ahead counts
-    in the match's length and stays in the text)."""
-    regex = re.compile(pattern + (f"(?=(?P<ahead>{after}))" if after else ""))
+class _Pattern:
+    """A class given by ``pattern`` (and a look-ahead ``after``, counted in the match's length, left in the text):
+    its longest match, made into (token, where scanning goes on) by ``make``."""
 
-    def answer(text: str, pos: int) -> Answer:
-        m = regex.match(text, pos)
-        if m is None:
-            return None
-        return (m.end("ahead") if after else m.end()), rewrite(m.group()), m.end()
-    return answer
+    def __init__(self, pattern: str, make: Callable[["re.Match[str]"], Tuple[Optional[str], int]], after: str = ""):
+        self.expression = f"(?:{pattern})(?:{after})" if after else pattern
+        self._pinned = re.compile(f"(?:{pattern})" + (f"(?=(?:{after})\\Z)" if after else "\\Z"))
+        self._make = make
+
+    def answer(self, text: str, pos: int, end: int) -> Answer:
+        """The answer for a longest match from ``pos`` to ``end``."""
+        token, resume = self._make(self._pinned.match(text, pos, end))
+        return end, token, resume
 
 
-def _fixed(pattern: str, token: Optional[str]) -> TokenClass:
+class _Custom:
+    """A class that finds its own match, tried only at the characters ``first`` matches."""
+
+    def __init__(self, first: str, answer: Callable[[str, int], Answer]):
+        self.first, self.answer = first, answer
+
+
+def _plain(pattern: str, rewrite: Callable[[str], str] = str, after: str = "") -> _Pattern:
+    """``pattern``'s match as the token (rewritten)."""
+    return _Pattern(pattern, lambda m: (rewrite(m.group()), m.end()), after)
+
+
+def _fixed(pattern: str, token: Optional[str]) -> _Pattern:
     """``pattern``'s match written as ``token`` (None: skipped)."""
-    regex = re.compile(pattern)
-
-    def answer(text: str, pos: int) -> Answer:
-        m = regex.match(text, pos)
-        return None if m is None else (m.end(), token, m.end())
-    return answer
+    return _Pattern(pattern, lambda m: (token, m.end()))
 
 
-def _split_word() -> TokenClass:
+def _split_word() -> _Pattern:
     """Words split in two: ``cannot`` -> ``can`` ``not``, ``gonna`` -> ``gon`` ``na``, ``'tis`` -> ``'t`` ``is``; the
     second part is scanned again."""
-    regex = re.compile(_words(" ".join(SPLIT_WORDS)))
-
-    def answer(text: str, pos: int) -> Answer:
-        m = regex.match(text, pos)
-        if m is None:
-            return None
+    def make(m: "re.Match[str]") -> Tuple[str, int]:
         cut = m.end() - SPLIT_WORDS[m.group().lower()]
-        return m.end(), text[pos:cut], cut
-    return answer
+        return m.string[m.start():cut], cut
+    return _Pattern(_words(" ".join(SPLIT_WORDS)), make)
 
 
-def _acronym_ending_sentence() -> TokenClass:
+def _acronym_ending_sentence() -> _Pattern:
     """An acronym whose period also ends the sentence (``U.S.``, spaces, ``The``, a space): the jar writes the
     acronym, then its period again; a one-letter acronym (``A.``) loses its period to the sentence instead."""
-    regex = re.compile(f"{ACRONYM}\\.(?=(?P<ahead>{SPACE_OR_NL}+(?:{SENTENCE_STARTS}|{SGML}){SPACE_OR_NL}))")
-
-    def answer(text: str, pos: int) -> Answer:
-        m = regex.match(text, pos)
-        if m is None:
-            return None
-        if m.end() - pos == 2:
-            return m.end("ahead"), text[pos], pos + 1
-        return m.end("ahead"), m.group(), m.end() - 1
-    return answer
+    def make(m: "re.Match[str]") -> Tuple[str, int]:
+        if m.end() - m.start() == 2:
+            return m.string[m.start()], m.start() + 1
+        return m.group(), m.end() - 1
+    return _Pattern(f"{ACRONYM}\\.", make, after=f"{SPACE_OR_NL}+(?:{SENTENCE_STARTS}|{SGML}){SPACE_OR_NL}")
 
 
 _SPACE_OR_NL_CHARS = frozenset(" \t\xa0\u3000\n" + "".join(map(chr, range(0x2000, 0x200B))))
@@ -342,128 +348,143 @@ def _double_quote() -> TokenClass:
     return answer
 
 
-# What each class's match can start with (a character class), for the per-character dispatch.
-APOSTROPHE_FIRST = "['\\x92\\u2019&]"
-LETTER_FIRST = f"[{_UL}{_XL}&]"
-
-
 @functools.lru_cache(maxsize=None)
-def token_classes() -> Tuple[Tuple[str, TokenClass], ...]:
-    """``(first characters, class)`` in priority order (the earlier wins a tie in length), compiled on first use."""
+def token_classes() -> Tuple[Union[_Pattern, _Custom], ...]:
+    """The token classes in priority order (the earlier wins a tie in length), compiled on first use."""
     return (
-        ("[cC'gGlLwW]", _split_word()),
-        ("[cCfF]", _plain(_ci("c++") + "|[cCfF]#")),
-        ("<", _plain(SGML, _nbsp)),
-        ("[\\x96\\x97\\u2013\\u2014\\u2015&]", _fixed("[\\x96\\x97\\u2013\\u2014\\u2015]|&(?:" + _words("MD mdash ndash")
-                                                     + ");", "--")),
-        ("&", _fixed("&" + _ci("amp") + ";", "&")),
-        ("&", _plain("&(?:" + _words("HT TL UR LR QC QL QR odq cdq") + "|#[0-9]+);")),
+        _split_word(),
+        _plain(_ci("c++") + "|[cCfF]#"),
+        _plain(SGML, _nbsp),
+        _fixed("[\\x96\\x97\\u2013\\u2014\\u2015]|&(?:" + _words("MD mdash ndash") + ");", "--"),
+        _fixed("&" + _ci("amp") + ";", "&"),
+        _plain("&(?:" + _words("HT TL UR LR QC QL QR odq cdq") + "|#[0-9]+);"),
         # words, and words before a clitic they are split from
-        (LETTER_FIRST, _plain(WORD, _no_soft_hyphens, after=CLITIC)),
-        ("[A-Za-z\\xad]", _plain(NOT_N_STEM, _no_soft_hyphens, after=NEG_CLITIC)),
-        (LETTER_FIRST, _plain(WORD, _no_soft_hyphens)),
+        _plain(WORD, _no_soft_hyphens, after=CLITIC),
+        _plain(NOT_N_STEM, _no_soft_hyphens, after=NEG_CLITIC),
+        _plain(WORD, _no_soft_hyphens),
         # words that keep an apostrophe inside or at an edge
-        *[(first, _plain(pattern)) for first, pattern in (
-            (APOSTROPHE_FIRST, f"{APOSTROPHE}[nN]{APOSTROPHE}?"),                       # rock 'n' roll
-            ("[lLdDjJ]", f"[lLdDjJ]{APOSTROPHE}"),                                      # l' d' j'
-            ("[dDsSoO]", "(?:" + _words("Dunkin somethin ol") + f"){APOSTROPHE}"),
-            (APOSTROPHE_FIRST, f"{APOSTROPHE}" + _ci("em")),
-            ("[A-HJ-XZn]", f"[A-HJ-XZn]{APOSTROPHE_LIKE}[{_UL}]{{2,}}"),                 # O'Neil D'Angelo
-            (APOSTROPHE_FIRST, f"{APOSTROPHE}[2-9]0[sS]"),                              # '90s
-            (APOSTROPHE_FIRST, f"{APOSTROPHE}" + _ci("til") + "[lL]?"),
-            (f"[{_UL}]", f"[{_UL}]+[aeiouyAEIOUY]{APOSTROPHE_LIKE}[aeiouA-Z][{_UL}]*"),  # Hawai'i ma'am
-            (APOSTROPHE_FIRST, f"{APOSTROPHE}" + _ci("cause")),
-            ("[cC]", _ci("cont'd") + "\\.?"),
-            ("['nNcCeEsSlL]", _words("'twas nor'easter c'mon e'er s'mores ev'ry li'l nat'l")),
-            ("[oO]", f"[oO]{APOSTROPHE_LIKE}[oO]"))],
-        ("[yY]", _plain("[yY]" + APOSTROPHE, after=f"[{_UL}]")),                         # y'all -> y' all
+        *map(_plain, (
+            f"{APOSTROPHE}[nN]{APOSTROPHE}?",                                           # rock 'n' roll
+            f"[lLdDjJ]{APOSTROPHE}",                                                    # l' d' j'
+            "(?:" + _words("Dunkin somethin ol") + f"){APOSTROPHE}",
+            f"{APOSTROPHE}" + _ci("em"),
+            f"[A-HJ-XZn]{APOSTROPHE_LIKE}[{_UL}]{{2,}}",                                # O'Neil D'Angelo
+            f"{APOSTROPHE}[2-9]0[sS]",                                                  # '90s
+            f"{APOSTROPHE}" + _ci("til") + "[lL]?",
+            f"[{_UL}]+[aeiouyAEIOUY]{APOSTROPHE_LIKE}[aeiouA-Z][{_UL}]*",               # Hawai'i ma'am
+            f"{APOSTROPHE}" + _ci("cause"),
+            _ci("cont'd") + "\\.?",
+            _words("'twas nor'easter c'mon e'er s'mores ev'ry li'l nat'l"),
+            f"[oO]{APOSTROPHE_LIKE}[oO]")),
+        _plain("[yY]" + APOSTROPHE, after=f"[{_UL}]"),                                  # y'all -> y' all
         # addresses
-        ("[hH]", _plain(_ci("http") + '[sS]?://[^ \\t\\n\\f\\r"<>|(){}]+' + URL_END)),
-        ("[wW]", _plain(_ci("www.") + '(?:[^ \\t\\n\\f\\r"<>|.!?(){},]+\\.)+[a-zA-Z]{2,4}' + URL_PATH)),
-        ('[^ \\t\\n\\f\\r"`\'<>|.!?(){}\\x2c-\\x5f$]', _plain(
-            '(?:[^ \\t\\n\\f\\r"`\'<>|.!?(){}\\x2c-\\x5f$]+\\.)+(?:' + _words("com net org edu") + ")" + URL_PATH)),
-        ("[a-zA-Z0-9&<]", _plain(
-            "(?:&" + _ci("lt") + ';|<)?[a-zA-Z0-9][^ \\t\\n\\f\\r"<>|()\\xa0{}]*@'
-            '(?:[^ \\t\\n\\f\\r"<>|(){}.\\xa0]+\\.)*[^ \\t\\n\\f\\r"<>|(){}.\\xa0]+(?:&' + _ci("gt") + ";|>)?")),
-        ("[@#]", _plain(f"@[a-zA-Z_][a-zA-Z_0-9]*|#{LETTER}+")),
+        _plain(_ci("http") + '[sS]?://[^ \\t\\n\\f\\r"<>|(){}]+' + URL_END),
+        _plain(_ci("www.") + '(?:[^ \\t\\n\\f\\r"<>|.!?(){},]+\\.)+[a-zA-Z]{2,4}' + URL_PATH),
+        _plain('(?:[^ \\t\\n\\f\\r"`\'<>|.!?(){}\\x2c-\\x5f$]+\\.)+(?:' + _words("com net org edu") + ")" + URL_PATH),
+        _plain("(?:&" + _ci("lt") + ';|<)?[a-zA-Z0-9][^ \\t\\n\\f\\r"<>|()\\xa0{}]*@'
+               '(?:[^ \\t\\n\\f\\r"<>|(){}.\\xa0]+\\.)*[^ \\t\\n\\f\\r"<>|(){}.\\xa0]+(?:&' + _ci("gt") + ";|>)?"),
+        _plain(f"@[a-zA-Z_][a-zA-Z_0-9]*|#{LETTER}+"),
         # clitics split from their word
-        (APOSTROPHE_FIRST, _plain(CLITIC, _closing_quotes, after="[^A-Za-z]")),
-        ("[nN]", _plain(NEG_CLITIC, _closing_quotes, after="[^A-Za-z]")),
+        _plain(CLITIC, _closing_quotes, after="[^A-Za-z]"),
+        _plain(NEG_CLITIC, _closing_quotes, after="[^A-Za-z]"),
         # numbers: dates, decimals and groups, super/subscripts, fractions
-        (DIGIT, _plain(f"{DIGIT}{{1,2}}[-/]{DIGIT}{{1,2}}[-/]{DIGIT}{{2,4}}")),
-        (f"[-+.:,\\xad\\u066b\\u066c{_DG}]", _plain(
-            f"[-+]?(?:{DIGIT}*(?:[.:,\\xad\\u066b\\u066c]{DIGIT}+)+|{DIGIT}+)", _no_soft_hyphens)),
-        ("[\\u207a\\u207b\\u208a\\u208b\\u2070\\xb9\\xb2\\xb3\\u2074-\\u2079\\u2080-\\u2089]", _plain(
-            "[\\u207a\\u207b\\u208a\\u208b]?(?:[\\u2070\\xb9\\xb2\\xb3\\u2074-\\u2079]+|[\\u2080-\\u2089]+)")),
-        (DIGIT, _plain(f"(?:{DIGIT}{{1,4}}[- \\xa0])?{DIGIT}{{1,4}}(?:\\\\?/|\\u2044){DIGIT}{{1,4}}", _nbsp)),
-        ("[\\xbc\\xbd\\xbe\\u2153-\\u215e]", _plain("[\\xbc\\xbd\\xbe\\u2153-\\u215e]", lambda t: _FRACTIONS.get(t, t))),
+        _plain(f"{DIGIT}{{1,2}}[-/]{DIGIT}{{1,2}}[-/]{DIGIT}{{2,4}}"),
+        _plain(f"[-+]?(?:{DIGIT}*(?:[.:,\\xad\\u066b\\u066c]{DIGIT}+)+|{DIGIT}+)", _no_soft_hyphens),
+        _plain("[\\u207a\\u207b\\u208a\\u208b]?(?:[\\u2070\\xb9\\xb2\\xb3\\u2074-\\u2079]+|[\\u2080-\\u2089]+)"),
+        _plain(f"(?:{DIGIT}{{1,4}}[- \\xa0])?{DIGIT}{{1,4}}(?:\\\\?/|\\u2044){DIGIT}{{1,4}}", _nbsp),
+        _plain("[\\xbc\\xbd\\xbe\\u2153-\\u215e]", lambda t: _FRACTIONS.get(t, t)),
         # treebank specials, slashed compounds, money
-        ("[-cCsSpPaA]", _plain(
-            "-(?:" + _words("RRB LRB RCB LCB RSB LSB") + ")-|" + _ci("C.D.s") + "|" + _words("pro- anti-") + "|"
-            + _ci("S") + "(?:&|&" + _ci("amp") + ";)(?:" + _ci("P-500") + "|" + _ci("Ls") + ")|" + _ci("Cap")
-            + APOSTROPHE + _ci("n") + "|" + _ci("c") + APOSTROPHE + _ci("est"), _amp)),
-        ("[A-Za-z0-9]", _plain("[A-Za-z0-9]+(?:-[A-Za-z]+){0,2}(?:\\\\?/[A-Za-z0-9]+(?:-[A-Za-z]+){0,2}){1,2}")),  # a/b
-        ("[A-Z$#]", _plain("[A-Z]*\\$|#")),
-        (CURRENCY, _plain(CURRENCY, lambda t: _CURRENCIES.get(t, t))),
+        _plain("-(?:" + _words("RRB LRB RCB LCB RSB LSB") + ")-|" + _ci("C.D.s") + "|" + _words("pro- anti-") + "|"
+               + _ci("S") + "(?:&|&" + _ci("amp") + ";)(?:" + _ci("P-500") + "|" + _ci("Ls") + ")|" + _ci("Cap")
+               + APOSTROPHE + _ci("n") + "|" + _ci("c") + APOSTROPHE + _ci("est"), _amp),
+        _plain("[A-Za-z0-9]+(?:-[A-Za-z]+){0,2}(?:\\\\?/[A-Za-z0-9]+(?:-[A-Za-z]+){0,2}){1,2}"),      # a/b
+        _plain("[A-Z]*\\$|#"),
+        _plain(CURRENCY, lambda t: _CURRENCIES.get(t, t)),
         # abbreviations and acronyms
-        ("[A-Za-z]", _acronym_ending_sentence()),
-        ("[A-Za-z]", _plain(f"(?:{BEFORE_NUMBER})\\.", after=f"{SPACE_OR_NL}?{DIGIT}")),
-        ("[pPcC]", _plain("(?:" + _ci("pt") + "[eyEY]|" + _ci("co") + ")\\.",
-                          after=f"{SPACE}(?:" + _words("ltd lim") + ")")),
-        ("[A-Za-z]", _abbreviation_after_lower()),
-        ("[A-Za-z]", _plain(f"(?:{BEFORE_NAME})\\.")),
-        ("[A-Za-z]", _plain(f"(?:{BEFORE_NAME})", after=SPACE)),
-        ("[A-Za-z]", _plain(ACRONYM, after=SPACE_OR_NL)),
-        (APOSTROPHE_FIRST, _plain(f"{APOSTROPHE}[0-9][0-9]", after=SPACE_OR_NL)),
-        (f"[{_UL}{_XL}{_DG}&]", _plain(f"{LETTER_OR_DIGIT}+(?:\\.{LETTER_OR_DIGIT}+)*\\.(?:{FILE_EXTENSIONS})",
-                                       after=f"{SPACE_OR_NL}|[.?!,]")),
-        (LETTER_FIRST, _plain(f"{WORD}\\.", _no_soft_hyphens, after=IN_SENTENCE)),
-        ("[0-9(+]", _phone()),
-        ('["&]', _double_quote()),
+        _acronym_ending_sentence(),
+        _plain(f"(?:{BEFORE_NUMBER})\\.", after=f"{SPACE_OR_NL}?{DIGIT}"),
+        _plain("(?:" + _ci("pt") + "[eyEY]|" + _ci("co") + ")\\.", after=f"{SPACE}(?:" + _words("ltd lim") + ")"),
+        _Custom("[A-Za-z]", _abbreviation_after_lower()),
+        _plain(f"(?:{BEFORE_NAME})\\."),
+        _plain(f"(?:{BEFORE_NAME})", after=SPACE),
+        _plain(ACRONYM, after=SPACE_OR_NL),
+        _plain(f"{APOSTROPHE}[0-9][0-9]", after=SPACE_OR_NL),
+        _plain(f"{LETTER_OR_DIGIT}+(?:\\.{LETTER_OR_DIGIT}+)*\\.(?:{FILE_EXTENSIONS})", after=f"{SPACE_OR_NL}|[.?!,]"),
+        _plain(f"{WORD}\\.", _no_soft_hyphens, after=IN_SENTENCE),
+        _Custom("[0-9(+]", _phone()),
+        _Custom('["&]', _double_quote()),
         # punctuation and symbols
-        ("[<&]", _fixed("<|&" + _ci("lt") + ";", "<")),
-        ("[>&]", _fixed(">|&" + _ci("gt") + ";", ">")),
-        ("[<>:;=]", _plain("[<>]?[:;=][-o*']?[()DPdpO\\\\{@|\\[\\]]", _parens, after="[^A-Za-z0-9]")),  # :-) ;D
-        *[(first, _plain(pattern, _parens)) for first, pattern in (                      # ^_^ (^_^) (-.-) (^-^)
-            ("[\\^x=~<>]", "[\\^x=~<>]\\.\\[\\^[xX]=~<>\\]"), ("[-\\^x=~<>']", "[-\\^x=~<>']_[-\\^x=~<>']"),
-            ("\\(", "\\([-\\^x=~<>'][_.]?[-\\^x=~<>']\\)"), ("\\(", "\\([\\^x=~<>']-[\\^x=~<>'`]\\)"))],
-        ("[(){}\\[\\]]", _plain("[(){}\\[\\]]", BRACKETS.__getitem__)),
-        ("-", _plain("-+", lambda t: "--" if 3 <= len(t) <= 4 else t)),
-        ("[.\\x85\\u2026]", _fixed("\\.{3,5}|(?:\\.[ \\xa0]){2,4}\\.|[\\x85\\u2026]", "...")),
-        ("[@#_*\\\\]", _plain("@+|#+|_+|\\*+|(?:\\\\\\*){1,3}")),
-        (PUNCTUATION, _plain("[?!]+|" + PUNCTUATION)),
+        _fixed("<|&" + _ci("lt") + ";", "<"),
+        _fixed(">|&" + _ci("gt") + ";", ">"),
+        _plain("[<>]?[:;=][-o*']?[()DPdpO\\\\{@|\\[\\]]", _parens, after="[^A-Za-z0-9]"),  # :-) ;D
+        *[_plain(pattern, _parens) for pattern in (                                     # ^_^ (^_^) (-.-) (^-^)
+            "[\\^x=~<>]\\.\\[\\^[xX]=~<>\\]", "[-\\^x=~<>']_[-\\^x=~<>']", "\\([-\\^x=~<>'][_.]?[-\\^x=~<>']\\)",
+            "\\([\\^x=~<>']-[\\^x=~<>'`]\\)")],
+        _plain("[(){}\\[\\]]", BRACKETS.__getitem__),
+        _plain("-+", lambda t: "--" if 3 <= len(t) <= 4 else t),
+        _fixed("\\.{3,5}|(?:\\.[ \\xa0]){2,4}\\.|[\\x85\\u2026]", "..."),
+        _plain("@+|#+|_+|\\*+|(?:\\\\\\*){1,3}"),
+        _plain("[?!]+|" + PUNCTUATION),
         # hyphenated and &-joined compounds
-        ("[A-Za-z0-9]", _plain(HYPHENATED + "\\.", _no_soft_hyphens, after=IN_SENTENCE)),
-        ("[A-Za-z0-9]", _plain(HYPHENATED, _no_soft_hyphens)),
-        (ALNUM, _plain(COMPOUND + "\\.", after=IN_SENTENCE)),
-        (ALNUM, _plain(COMPOUND)),
-        ("[A-Z]", _plain(CAPS_AND + "\\.", _amp, after=IN_SENTENCE)),
-        ("[A-Z]", _plain(CAPS_AND, _amp)),
+        _plain(HYPHENATED + "\\.", _no_soft_hyphens, after=IN_SENTENCE),
+        _plain(HYPHENATED, _no_soft_hyphens),
+        _plain(COMPOUND + "\\.", after=IN_SENTENCE),
+        _plain(COMPOUND),
+        _plain(CAPS_AND + "\\.", _amp, after=IN_SENTENCE),
+        _plain(CAPS_AND, _amp),
         # quotes and the rest
-        ("'", _plain("'", lambda _: "`", after="[A-Za-z][^ \\t\\n\\r\\xa0]")),
-        (APOSTROPHE_FIRST, _plain(CLITIC, _closing_quotes)),
-        ("[nN]", _plain(NEG_CLITIC, _closing_quotes)),
-        ("'", _plain("''", _closing_quotes)),
-        (APOSTROPHE_FIRST, _plain(APOSTROPHE, _closing_quotes)),
-        (QUOTE_MARKS, _plain(f"{QUOTE_MARKS}{{1,2}}", _closing_quotes)),
-        ("[<>]", _plain("<<|>>")),
-        (f"[{_char_class(_SYMBOLS)}]", _plain(f"[{_char_class(_SYMBOLS)}]")),
-        (SPACE, _fixed(SPACE + "+", None)),
-        ("[\\x00\\x7f\\u200b\\u200e\\u200f\\ufeff&]", _fixed("[\\x00\\x7f\\u200b\\u200e\\u200f\\ufeff]|&" + _ci("nbsp")
-                                                          + ";", None)),
+        _plain("'", lambda _: "`", after="[A-Za-z][^ \\t\\n\\r\\xa0]"),
+        _plain(CLITIC, _closing_quotes),
+        _plain(NEG_CLITIC, _closing_quotes),
+        _plain("''", _closing_quotes),
+        _plain(APOSTROPHE, _closing_quotes),
+        _plain(f"{QUOTE_MARKS}{{1,2}}", _closing_quotes),
+        _plain("<<|>>"),
+        _plain(f"[{_char_class(_SYMBOLS)}]"),
+        _fixed(SPACE + "+", None),
+        _fixed("[\\x00\\x7f\\u200b\\u200e\\u200f\\ufeff]|&" + _ci("nbsp") + ";", None),
     )
 
 
+class _Lexer:
+    """The token classes compiled: one automaton for the pattern classes, the custom classes by first character."""
+
+    def __init__(self) -> None:
+        self.classes = token_classes()
+        self.patterns = [k for k, token_class in enumerate(self.classes) if isinstance(token_class, _Pattern)]
+        self.automaton = LongestMatch([self.classes[k].expression for k in self.patterns])
+        self._customs = [(k, re.compile(token_class.first), token_class) for k, token_class in enumerate(self.classes)
+                         if isinstance(token_class, _Custom)]
+        self._customs_by_char: Dict[str, Tuple[Tuple[int, _Custom], ...]] = {}  # bounded by the alphabet
+
+    def customs(self, ch: str) -> Tuple[Tuple[int, _Custom], ...]:
+        """The custom classes that can match from ``ch`` on, with their priorities."""
+        found = self._customs_by_char.get(ch)
+        if found is None:
+            found = self._customs_by_char[ch] = tuple(
+                (k, token_class) for k, first, token_class in self._customs if first.match(ch))
+        return found
+
+    def longest(self, text: str, pos: int, failed: Set[int]) -> Answer:
+        """The answer of the class with the longest match from ``pos`` (the earlier on a tie), or None."""
+        best_end, best, answer = 0, len(self.classes), None
+        ends = self.automaton.ends(text, pos, failed)
+        for expression in ends:
+            end, k = ends[expression], self.patterns[expression]
+            if end > best_end or (end == best_end and k < best):
+                best_end, best = end, k
+        for k, token_class in self.customs(text[pos]):
+            found = token_class.answer(text, pos)
+            if found is not None and (found[0] > best_end or (found[0] == best_end and k < best)):
+                best_end, best, answer = found[0], k, found
+        if answer is None and best < len(self.classes):
+            answer = self.classes[best].answer(text, pos, best_end)
+        return answer
+
+
 @functools.lru_cache(maxsize=None)
-def _first_characters() -> Tuple[Tuple["re.Pattern[str]", TokenClass], ...]:
-    compiled = {first: re.compile(first) for first, _ in token_classes()}
-    return tuple((compiled[first], token_class) for first, token_class in token_classes())
-
-
-@functools.lru_cache(maxsize=None)  # one entry per character: bounded by the alphabet
-def _candidates(ch: str) -> Tuple[TokenClass, ...]:
-    """The token classes that can match from ``ch`` on, in priority order."""
-    return tuple(token_class for first, token_class in _first_characters() if first.match(ch))
+def _lexer() -> _Lexer:
+    return _Lexer()
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -502,6 +523,7 @@ def _scan(text: str, pos: int, one_line: bool) -> Tuple[List[str], int]:
     tokens: List[str] = []
     n = len(text)
     run, fast = (regex.match for regex in _fast_paths())
+    lexer, failed = _lexer(), set()
     while pos < n:
         m = run(text, pos)
         if m is not None and (_SPLIT_HINT.search(m.group()) is None or _SPLIT_WORD.search(m.group()) is None):
@@ -534,11 +556,7 @@ def _scan(text: str, pos: int, one_line: bool) -> Tuple[List[str], int]:
             if one_line:
                 break
             continue
-        best: Answer = None
-        for token_class in _candidates(text[pos]):
-            answer = token_class(text, pos)
-            if answer is not None and (best is None or answer[0] > best[0]):
-                best = answer
+        best = lexer.longest(text, pos, failed)
         if best is None:  # a character the jar cannot tokenize: dropped
             pos += 1
             continue
