@@ -20,7 +20,7 @@ import pytest
 import torch
 from PIL import Image
 
-from capeval import InputError
+from capeval import InputError, ModelNotAvailableError
 from capeval.cli import main
 from capeval.core import scoring
 
@@ -280,9 +280,18 @@ def _applies(metric, needs):
     return _uses(metric, field)
 
 
+# empty and whitespace-only texts: refused by the metrics that do not score them; the COCO metrics score them as
+# pycocoevalcap does by default, and refuse them under empty_caption="error" (tests/text/test_coco_empty_texts.py)
+EMPTY_TEXT_CASES = ("empty_caption", "blank_caption", "empty_reference")
+
+
+def _refused_case(metric, case):
+    return case not in EMPTY_TEXT_CASES or not _spec(metric).scorer_class().scores_empty_text
+
+
 CAPTION_PARAMS = [pytest.param(metric, door, case, id=f"{metric}-{door}-{case}") for metric, door in
                   (p.values for p in DOORS) for case, (needs, _, _) in sorted(CAPTION_CASES.items())
-                  if _applies(metric, needs)]
+                  if _applies(metric, needs) and _refused_case(metric, case)]
 
 
 @pytest.mark.parametrize("metric, door, case", CAPTION_PARAMS)
@@ -522,7 +531,8 @@ CLI_CASES = {  # case: (applies to metric, record 7 -> bad record 7, the message
     "no_references_field": ("references", _drop("references"), r"record 7: no 'references' field"),
 }
 CLI_PARAMS = [pytest.param(metric, case, id=f"{metric}-{case}") for metric in METRICS
-              for case, (needs, _, _) in sorted(CLI_CASES.items()) if _applies(metric, needs)]
+              for case, (needs, _, _) in sorted(CLI_CASES.items())
+              if _applies(metric, needs) and _refused_case(metric, case)]
 
 
 @pytest.mark.parametrize("metric, case", CLI_PARAMS)
@@ -583,3 +593,143 @@ def test_cli_counts_and_warns_once_about_captions_over_the_token_limit(metric, c
     summary = json.loads(out)
     assert summary.get("truncated_texts", 0) > 0, summary
     _warned_once(caught)
+
+
+# ------------------------------------------------------------------- bad options and runtime (every door)
+#
+# Each case gives CLIP-S a bad option or runtime value; a suite asks for PAC-S first, so a refusal that came only
+# when CLIP-S loads would come after PAC-S loaded. The hub cache is empty: any model load fails with another error
+# (ModelNotAvailableError), which the control test below shows at every door that loads.
+
+SUITE = ["pac_s", "clip_s"]
+BAD_OPTIONS = {  # case: (CLIP-S's options, the runtime, what the message says)
+    "precision_misspelt": ({"precision": "offcial"}, {},
+                           r"clip_s: precision must be one of \(None, 'official'\), not 'offcial'"),
+    "definition_unknown": ({"definition": "papers"}, {},
+                           r"clip_s: definition must be one of \('paper', 'torchmetrics'\), not 'papers'"),
+    "batch_size_as_text": ({"batch_size": "8"}, {}, r"clip_s: batch_size must be a positive integer, not '8'"),
+    "device_gpu": ({}, {"device": "gpu"}, r"device='gpu': unknown device 'gpu'"),
+    "dtype_float64": ({}, {"dtype": "float64"}, r"dtype='float64': unsupported dtype 'float64'"),
+    "negative_batch_size": ({}, {"batch_size": -3}, r"batch_size must be a positive integer, not -3"),
+    "precision_with_dtype": ({"precision": "official"}, {"dtype": "float16"},
+                             r"clip_s: precision='official' sets the dtypes itself"),
+}
+SINGLE_DOORS = ("load_scorer", "evaluate_load", "trainer_hook", "cli_score")
+SUITE_DOORS = ("resolve_plan", "evaluate_captions", "cocoevalcap", "trainer_suite", "cli_evaluate")
+
+
+@pytest.fixture
+def evaluation_files(tmp_path, files):
+    """COCO annotations and results of two images (both ``good.png``) under ``tmp_path``."""
+    annotations = {"images": [{"id": i, "file_name": "good.png"} for i in (1, 2)],
+                   "annotations": [{"id": i, "image_id": i, "caption": f"a reference {i}"} for i in (1, 2)]}
+    (tmp_path / "annotations.json").write_text(json.dumps(annotations))
+    (tmp_path / "results.json").write_text(json.dumps([{"image_id": i, "caption": f"a caption {i}"} for i in (1, 2)]))
+    (tmp_path / "records.jsonl").write_text(json.dumps({"caption": "a dog", "image": "good.png"}) + "\n")
+    return tmp_path
+
+
+def _cli(argv, capsys):
+    """(exit code, stderr) of the CLI."""
+    capsys.readouterr()
+    try:
+        code = main(argv)
+    except SystemExit as exit_:
+        code = exit_.code
+    return code, capsys.readouterr().err
+
+
+def _written(value) -> str:
+    """A value as ``--option`` takes it: text that would not parse as JSON as itself, anything else as JSON."""
+    from capeval.cli.options import json_or_text
+
+    return value if isinstance(value, str) and json_or_text(value) == value else json.dumps(value)
+
+
+def _through_door(door, options, runtime, where, files, capsys):
+    """Call ``door`` with CLIP-S's ``options`` and the ``runtime`` (a single-metric door: both as CLIP-S's options;
+    a suite: the runtime for the suite, ``options`` a mapping of metric → options); a CLI's error line is raised as
+    the InputError it reports."""
+    from capeval.cocoevalcap import COCOEvalCap
+    from capeval.integrations.transformers import make_compute_metrics
+    from capeval.suite.plan import resolve_plan
+    from capeval.suite.run import evaluate_captions
+
+    annotations, results = str(where / "annotations.json"), str(where / "results.json")
+    if door == "load_scorer":
+        return scoring.load_scorer("clip_s", **runtime, **options)
+    if door == "evaluate_load":
+        import evaluate
+
+        return evaluate.load(str(REPO / "metrics" / "clip_s"), **runtime, **options)
+    if door == "trainer_hook":
+        return make_compute_metrics("clip_s", None, None, metric_options={**runtime, **options})
+    if door == "resolve_plan":
+        return resolve_plan(SUITE, options, **runtime)
+    if door == "evaluate_captions":
+        return evaluate_captions([results], annotations=annotations, images=str(files), metrics=SUITE,
+                                 options=options, **runtime)
+    if door == "cocoevalcap":
+        return COCOEvalCap(annotations, results, metrics=SUITE, images=str(files), quiet=True, **runtime,
+                           **options).evaluate()
+    if door == "trainer_suite":
+        return make_compute_metrics(SUITE, None, None, metric_options={**runtime, **options})
+    settings = [a for option, value in runtime.items() for a in ("--option", f"clip_s.{option}={_written(value)}")]
+    if door == "cli_score":
+        settings += [a for option, value in options.items() for a in ("--option", f"{option}={_written(value)}")]
+        argv = ["score", "clip_s", "--input", str(where / "records.jsonl"), "--images", str(files), *settings]
+    else:
+        (where / "options.json").write_text(json.dumps(options))
+        argv = ["evaluate", "--annotations", annotations, "--results", results, "--images", str(files),
+                "--metrics", *SUITE, "--options", str(where / "options.json"), *settings]
+    code, err = _cli(argv, capsys)
+    assert code == 2 and ": error: " in err, err
+    raise InputError(err.strip().split(": error: ", 1)[1])
+
+
+@pytest.mark.parametrize("case", sorted(BAD_OPTIONS))
+@pytest.mark.parametrize("door", SINGLE_DOORS + SUITE_DOORS)
+def test_bad_options_and_runtime_are_refused_at_every_door_before_any_model_loads(
+        door, case, evaluation_files, files, empty_weights_cache, clip_loads, capsys):
+    options, runtime, expected = BAD_OPTIONS[case]
+    if door in SUITE_DOORS:
+        options = {"clip_s": options} if options else {}
+    with pytest.raises(InputError) as error:
+        _through_door(door, options, runtime, evaluation_files, files, capsys)
+    message = str(error.value)
+    assert re.search(expected, message) and "\n" not in message, message
+    if door in SINGLE_DOORS or options:  # the metric is named (a suite's runtime is no metric's)
+        assert "clip_s" in message, message
+    assert clip_loads == []
+
+
+@pytest.mark.parametrize("door", SUITE_DOORS)
+def test_one_metric_under_two_spellings_is_refused_naming_both(door, evaluation_files, files, empty_weights_cache,
+                                                               clip_loads, capsys):
+    options = {"clip_s": {"precision": "official"}, "CLIPScore": {}}
+    with pytest.raises(InputError, match=r"clip_s is given twice, as 'clip_s' and 'CLIPScore'"):
+        _through_door(door, options, {}, evaluation_files, files, capsys)
+    assert clip_loads == []
+
+
+def test_cocoevalcap_takes_a_metric_s_options_under_another_spelling(evaluation_files):
+    """Its ``backend`` joins the options under the spelling given, so one spelling is not mistaken for two."""
+    from capeval.cocoevalcap import COCOEvalCap
+
+    scored = COCOEvalCap(str(evaluation_files / "annotations.json"), str(evaluation_files / "results.json"),
+                         metrics=["cider"], quiet=True, **{"CIDEr-D": {"backend": "python"}})
+    scored.evaluate()
+    assert set(scored.eval) == {"CIDEr"}
+
+
+@pytest.mark.parametrize("door", [d for d in SINGLE_DOORS + SUITE_DOORS if d not in ("resolve_plan", "trainer_suite")])
+def test_the_doors_with_good_options_reach_a_model_load(door, evaluation_files, files, empty_weights_cache, capsys):
+    """The control of the refusals above: with good options every door that loads gets as far as a load, which the
+    empty hub cache fails (a ModelNotAvailableError, or the CLI's one line naming the weights)."""
+    options = {"definition": "paper"}
+    if door in SUITE_DOORS:
+        options = {"clip_s": options}
+    with pytest.raises((ModelNotAvailableError, InputError)) as error:
+        _through_door(door, options, {"device": "cpu"}, evaluation_files, files, capsys)
+    assert isinstance(error.value, ModelNotAvailableError) or re.search(r"could not load|not in the Hugging Face cache",
+                                                                        str(error.value)), error.value

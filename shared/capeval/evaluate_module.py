@@ -184,9 +184,11 @@ class CaptionMetric(evaluate.Metric):
         characters; samples without references get an empty list, read back as "no references"). Empty captions
         pass when the ``empty_caption`` policy allows them."""
         policy = self.scorer or get_scorer_spec(self.scorer_name)  # the scorer's own (EnsembEval's: its weights')
+        scores_empty = get_scorer_spec(self.scorer_name).scorer_class().scores_empty_text
         valid, _ = validate_allowing_empty(predictions, images, references, images_needed=policy.images,
                                            references_needed=policy.references, metric=policy.name,
-                                           indices=_From(self._samples_added), empty_caption=self.empty_caption)
+                                           indices=_From(self._samples_added), empty_caption=self.empty_caption,
+                                           scores_empty=scores_empty)
         self._samples_added += len(valid)
         if valid.images is not None:
             images = [_arrow_image(image, pil) for image, pil in zip(as_list(images, "images"), valid.images)]

@@ -1,6 +1,7 @@
 """The scorer contract, checked the same way over every registered scorer, on the real factories and tiny weights."""
 
 import inspect
+from typing import Optional
 
 import numpy as np
 import pytest
@@ -47,6 +48,41 @@ def test_declared_options_are_exactly_the_factory_keywords(name):
     assert not any(p.kind is p.VAR_KEYWORD for p in parameters), "a factory takes no **options: declare them"
     assert set(spec.options) == {p.name for p in parameters}
     assert {"device", "dtype", "batch_size"} <= set(spec.options)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_option_declares_the_values_it_takes(name):
+    """Each option's annotation states its values once (capeval.core.option_types), something the one check can
+    read and more than Any; its default is one of them; the shared options keep their shared declarations."""
+    from capeval.core.option_types import BatchSize, Device, Dtype, Precision, describe, is_checkable, value_problem
+    from capeval.core.scoring import REQUIRED, UNDECLARED
+
+    for option in scorers()[name].option_list():
+        assert option.declared is not UNDECLARED, f"{name}: option {option.name} has no annotation"
+        assert is_checkable(option.declared), f"{name}: {option.name}: {option.declared!r} states no values"
+        assert option.values == describe(option.declared) != ""
+        if option.default is not REQUIRED:
+            assert value_problem(option.declared, option.default) is None, (name, option.name, option.default)
+    declared = scorers()[name].declarations()
+    for option, shared in (("device", Device), ("dtype", Dtype), ("batch_size", BatchSize), ("precision", Precision)):
+        if option in declared:
+            assert declared[option] in (shared, Optional[shared]), (name, option, declared[option])
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_value_outside_any_option_declaration_is_refused_by_load_scorer(name, empty_weights_cache):
+    """A bare object (no option takes one) for each option: an InputError naming the scorer, the option and the
+    value, raised by the declarations' check before the factory runs (a factory would fail otherwise: no weights)."""
+    from capeval.core.scoring import REQUIRED
+
+    spec = scorers()[name]
+    for option in spec.option_list():
+        bad = object()
+        required = {o.name: "x" for o in spec.option_list() if o.default is REQUIRED and o.name != option.name}
+        with pytest.raises(InputError) as error:
+            load_scorer(name, **required, **{option.name: bad})
+        message = str(error.value)
+        assert message.startswith(f"{name}: {option.name}") and repr(bad) in message, message
 
 
 @pytest.mark.parametrize("name", NAMES)

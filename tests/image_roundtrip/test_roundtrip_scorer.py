@@ -102,7 +102,7 @@ def test_bad_inputs_raise_input_errors(tiny_hub, tmp_path):
         scorer.score(["a"], None)
     with pytest.raises(InputError, match="not found"):
         scorer.score(["a"], [str(tmp_path / "missing.png")])
-    with pytest.raises(ValueError, match="unknown similarity"):
+    with pytest.raises(ValueError, match=r"similarity must be one of \('cosine', 'negative_l2'\), not 'dot'"):
         load_scorer("image_roundtrip", image_cache_dir=tmp_path, similarity="dot", **TINY)
 
 

@@ -23,6 +23,7 @@ from capeval.core.errors import InputError
 from capeval.core.hub import resolve
 from capeval.core.inputs import ValidInputs
 from capeval.core.keys import ScoreKey
+from capeval.core.option_types import BatchSize, Bytes, Device, Dtype, PathLike, Precision
 from capeval.core.scoring import Scorer, check_precision, summarize
 from capeval.core.truncation import warn_truncated
 from capeval.functional.blip2 import blip2_itc_score
@@ -120,9 +121,10 @@ class Blip2Scorer(Scorer):
     name, images, references = "blip2_score", "required", "unused"
     key_metadata = {"blip2_score": ScoreKey("BLIP2Score")}
 
-    def __init__(self, weights: str = "blip2-itm-vit-g", *, device: str = "auto", dtype=None,
-                 precision: Optional[str] = None, batch_size: int = 32, cache_dir=None, persist_dir=None,
-                 cache_bytes: int = DEFAULT_CACHE_BYTES, backbone: Optional[Blip2Backbone] = None):
+    def __init__(self, weights: str = "blip2-itm-vit-g", *, device: Device = "auto", dtype: Optional[Dtype] = None,
+                 precision: Precision = None, batch_size: BatchSize = 32, cache_dir: Optional[PathLike] = None,
+                 persist_dir: Optional[PathLike] = None, cache_bytes: Bytes = DEFAULT_CACHE_BYTES,
+                 backbone: Optional[Blip2Backbone] = None):
         if backbone is not None and backbone.precision != precision:
             raise InputError(f"backbone runs with precision={backbone.precision!r} but these scores need "
                              f"precision={precision!r}")

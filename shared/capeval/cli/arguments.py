@@ -1,7 +1,9 @@
 """The options several commands share, declared once: where the result goes (``--json``), how records map to what is
-scored (``--caption-field``, ...), which weights (``--weights [METRIC=]SOURCE``) and the scoring runtime
-(``--device``, ``--dtype``, ``--precision``, ...). ``score`` and ``ray-score`` take every scoring option through
-:func:`add_scoring_options`; ``evaluate`` takes the runtime and field options for the metrics of its suite.
+scored (``--caption-field``, ...), which weights (``--weights [METRIC=]SOURCE``), the scoring runtime (``--device``,
+``--dtype``, ``--batch-size``) and every scorer option (``--option METRIC.NAME=VALUE``, ``--options FILE`` and the
+shorthands of :data:`SHORTHANDS`: :func:`chosen_options`). ``score`` and ``ray-score`` take every scoring option
+through :func:`add_scoring_options`; ``evaluate`` takes the runtime, scorer and field options for the metrics of its
+suite.
 
 Every command prints its result with :func:`print_result`: with ``--json`` exactly one JSON document (one line) on
 stdout, anything else the command prints goes to stderr (:func:`capeval.cli.main` redirects it)."""
@@ -10,15 +12,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
-from typing import Dict, Iterable, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Any, Dict, Iterable, Optional, Sequence, Tuple
 
-from capeval.cli.options import device, dtype, non_negative_int, positive_int
+from capeval.cli.options import (METRIC_NAME, device, dtype, non_negative_int, option_setting, options_file,
+                                 positive_int)
 from capeval.core.errors import InputError
 
 FIELD_DEFAULTS = {"caption": "caption", "image": "image", "references": "references"}
-METRIC_NAME = re.compile(r"[A-Za-z][\w-]*")  # what may stand before '=' in --weights METRIC=SOURCE
 WEIGHTS_HELP = ("[METRIC=]SOURCE: the weights of METRIC (default: the one metric scored): a registry name (`capeval "
                 "weights`), a hub id or a folder (write ./PATH for a folder whose name holds '='); repeatable")
 
@@ -113,32 +115,64 @@ def given_fields(args: argparse.Namespace) -> Dict[str, str]:
     return {role: getattr(args, f"{role}_field") for role in FIELD_DEFAULTS if getattr(args, f"{role}_field")}
 
 
+@dataclass(frozen=True)
+class Shorthand:
+    """A flag that stands for ``--option METRIC.<option>=VALUE`` on each of ``scorers`` that the command scores
+    (and on no other scorer, whatever its options are called)."""
+
+    flag: str
+    option: str
+    scorers: Tuple[str, ...]
+    metavar: str
+    help: str
+    type: Any = str
+
+    @property
+    def dest(self) -> str:
+        return self.flag[2:].replace("-", "_")
+
+
+SHORTHANDS = (
+    Shorthand("--precision", "precision", ("blip2_score", "clip_s", "ensembeval", "pac_s", "polos"), "official",
+              "official: the official pipeline's numerics (e.g. OpenAI CLIP's fp16 GPU mix), to reproduce a paper's "
+              "numbers (default: capeval's fp32)"),
+    Shorthand("--preprocess-workers", "preprocess_workers", ("clip_s", "ensembeval", "pac_s", "polos"), "N",
+              "run the official CLIP image preprocessing in N worker processes (same pixels; for many-core hosts "
+              "feeding a GPU; default: threads)", non_negative_int),
+    Shorthand("--coco-backend", "backend", ("bleu", "cider", "meteor", "rouge_l"), "python|java",
+              "python (the PTB tokenizer and METEOR 1.5 in Python, equal to pycocoevalcap's jars; no Java) or java "
+              "(pycocoevalcap's jars, for cross-checking; default: python)"),
+    Shorthand("--cider-idf", "cider_idf", ("ensembeval",), "PATH",
+              "CIDEr with document frequencies fixed by this folder/file (`capeval train cider-idf`); makes every "
+              "score per-sample (so --shard, --chunk-size and ray-score run it in one pass)"),
+)
+
+
 def add_runtime_options(parser: argparse.ArgumentParser, *, batch_size: Optional[int] = None) -> None:
-    """Which weights and how the models run: ``--weights``, ``--device``, ``--dtype``, ``--precision``,
-    ``--batch-size``, ``--preprocess-workers`` and ``--cider-idf``; the metric-specific ones apply to every metric
-    that has the option."""
+    """Which weights, how the models run and every scorer option: ``--weights``, ``--device``, ``--dtype``,
+    ``--batch-size``, ``--option``, ``--options`` and the :data:`SHORTHANDS`."""
     add_weights(parser)
     parser.add_argument("--device", type=device, default="auto",
                         help="auto (a GPU when there is one), cpu, cuda, cuda:N or mps (default: auto)")
     parser.add_argument("--dtype", type=dtype, help="model dtype: float32, float16 or bfloat16 (default: the "
                                                     "scorer's, float32)")
-    parser.add_argument("--precision", choices=["official"],
-                        help="official: the official pipeline's numerics (e.g. OpenAI CLIP's fp16 GPU mix), to "
-                             "reproduce a paper's numbers; for clip_s, pac_s, polos, blip2_score, ensembeval "
-                             "(default: capeval's fp32)")
     default_size = batch_size or "each scorer's own"
     parser.add_argument("--batch-size", type=positive_int, default=batch_size,
                         help=f"inputs per model batch; values do not depend on it (default: {default_size})")
-    parser.add_argument("--preprocess-workers", type=non_negative_int, default=0,
-                        help="clip_s, pac_s, polos, ensembeval: run the official CLIP image preprocessing in N worker "
-                             "processes (same pixels; for many-core hosts feeding a GPU; default: threads)")
-    parser.add_argument("--coco-backend", choices=["python", "java"],
-                        help="bleu, meteor, rouge_l, cider: python (the PTB tokenizer and METEOR 1.5 in Python, equal "
-                             "to pycocoevalcap's jars; no Java) or java (pycocoevalcap's jars, for cross-checking; "
-                             "default: python)")
-    parser.add_argument("--cider-idf", help="ensembeval: CIDEr with document frequencies fixed by this folder/file "
-                                            "(`capeval train cider-idf`); makes every score per-sample (so --shard, "
-                                            "--chunk-size and ray-score run it in one pass)")
+    parser.add_argument("--option", type=option_setting, action="append", default=[], metavar="METRIC.NAME=VALUE",
+                        help="any option of a metric (its card's options table: e.g. clip_s.definition=torchmetrics, "
+                             "fleur.replay=judge_cache.jsonl, polos.statistics=batch); VALUE is read as JSON when it "
+                             "parses (8, true, null, {\"points_per_side\": 4}), else as text; NAME=VALUE alone when "
+                             "one metric is scored; wins over --device/--dtype/--batch-size for that metric; "
+                             "repeatable; checked before any model loads")
+    parser.add_argument("--options", type=options_file, metavar="FILE",
+                        help="metric options from a TOML file ([clip_s] then precision = \"official\") or a JSON file "
+                             "({\"clip_s\": {\"precision\": \"official\"}}); an option given here and again by a "
+                             "flag is an error")
+    for shorthand in SHORTHANDS:
+        parser.add_argument(shorthand.flag, type=shorthand.type, metavar=shorthand.metavar,
+                            help=f"{shorthand.help}. Shorthand of --option METRIC.{shorthand.option}=VALUE for "
+                                 f"{', '.join(shorthand.scorers)} (no other metric)")
 
 
 def add_scoring_options(parser: argparse.ArgumentParser, *, batch_size: Optional[int] = None) -> None:
@@ -146,64 +180,91 @@ def add_scoring_options(parser: argparse.ArgumentParser, *, batch_size: Optional
     (``batch_size``: the ``--batch-size`` default, None for each scorer's own)."""
     add_runtime_options(parser, batch_size=batch_size)
     add_record_fields(parser)
-    parser.add_argument("--empty-caption", type=empty_caption, default="error", metavar="error|skip|SCORE",
-                        help="an empty caption: an error (default); 'skip' (no score, null in the output, the other "
-                             "captions scored as the corpus, counted in skipped_empty_captions); or a finite score "
-                             "counted in the means (refused by corpus-level metrics)")
+    add_empty_caption(parser)
+
+
+def add_empty_caption(parser: argparse.ArgumentParser, *, suite: bool = False) -> None:
+    """``--empty-caption``: what an empty (or whitespace-only) caption gets (``suite``: a suite's choices, score or
+    error: every system is scored on every image)."""
+    scored = ("score (default): scored as the metric's official implementation scores it (the COCO metrics, as "
+              "pycocoevalcap: empty references too; a metric that does not score it refuses it, naming the record)")
+    if suite:
+        parser.add_argument("--empty-caption", choices=("score", "error"), default="score",
+                            help=f"an empty caption or reference: {scored}; error: refused")
+        return
+    parser.add_argument("--empty-caption", type=empty_caption, default="score", metavar="score|error|skip|SCORE",
+                        help=f"an empty caption: {scored}; error: refused; 'skip' (no score, null in the output, the "
+                             "other captions scored as the corpus, counted in skipped_empty_captions); or a finite "
+                             "score counted in the means (refused by corpus-level metrics)")
 
 
 def empty_caption(text: str):
-    """argparse type of ``--empty-caption``: ``error``, ``skip`` or a finite score."""
-    from capeval.core.scoring import empty_caption_policy
+    """argparse type of ``--empty-caption``: ``score``, ``error``, ``skip`` or a finite score."""
+    from capeval.core.scoring import EMPTY_CAPTION_POLICIES, empty_caption_policy
 
     try:
-        return empty_caption_policy(text if text in ("error", "skip") else float(text))
+        return empty_caption_policy(text if text in EMPTY_CAPTION_POLICIES else float(text))
     except (ValueError, InputError):
-        raise argparse.ArgumentTypeError(f"use error, skip or a finite score, not {text!r}") from None
+        raise argparse.ArgumentTypeError(f"use score, error, skip or a finite score, not {text!r}") from None
 
 
-FLAGS = {"backend": "--coco-backend"}  # scorer option -> its flag, where the flag is not --<option>
+def chosen_options(args: argparse.Namespace, names: Sequence[str], spelled: Optional[Sequence[str]] = None
+                   ) -> Dict[str, Dict]:
+    """Per scorer of ``names`` (the scorers a command scores; ``spelled``: as the command line named them, for
+    ``--weights METRIC=``), the options of :func:`add_runtime_options` beyond the runtime: ``--options FILE``,
+    each ``--option``, ``--weights`` and the :data:`SHORTHANDS` (each on the scorers it names that are scored; none
+    of them scored is an error). An unknown metric, a metric not scored, two spellings of one metric in the file,
+    and an option given twice are :class:`InputError`; the values are checked by the scorers' declarations
+    (:meth:`capeval.core.scoring.ScorerSpec.check_options`, before any model loads)."""
+    from capeval.core.scoring import get_scorer_spec, options_by_scorer
 
+    chosen: Dict[str, Dict] = {}
+    given_by: Dict[Tuple[str, str], str] = {}
 
-def flag(option: str) -> str:
-    return FLAGS.get(option, f"--{option.replace('_', '-')}")
+    def put(metric: Optional[str], option: str, value, source: str) -> None:
+        if metric is None and len(names) != 1:
+            raise InputError(f"{source}: several metrics are scored ({', '.join(names)}): name one, "
+                             "--option METRIC.NAME=VALUE")
+        try:
+            name = names[0] if metric is None else get_scorer_spec(metric).name
+        except InputError as error:
+            raise InputError(f"{source}: {error}") from None
+        if name not in names:
+            raise InputError(f"{source}: {metric} is not scored here (scored: {', '.join(names)})")
+        if (name, option) in given_by:
+            raise InputError(f"{name}'s {option} is given twice: by {given_by[name, option]} and by {source}")
+        given_by[name, option] = source
+        chosen.setdefault(name, {})[option] = value
+
+    if args.options is not None:
+        source = f"--options {args.options.path}"
+        for name, values in options_by_scorer(args.options.options, where=source).items():
+            for option, value in values.items():
+                put(name, option, value, source)
+    for setting in args.option:
+        put(setting.metric, setting.name, setting.value, f"--option {setting.text}")
+    for metric, source in chosen_weights(args.weights, list(spelled or names)).items():
+        put(metric, "weights", source, f"--weights {source}")
+    for shorthand in SHORTHANDS:
+        value = getattr(args, shorthand.dest)
+        if value is None:  # not given: each scorer's own default
+            continue
+        takers = [name for name in names if name in shorthand.scorers]
+        if not takers and len(names) == 1:
+            raise InputError(f"{shorthand.flag} applies to {', '.join(shorthand.scorers)}, not {names[0]}")
+        if not takers:
+            raise InputError(f"{shorthand.flag} applies to none of the metrics {list(names)} (it sets "
+                             f"{shorthand.option} of {', '.join(shorthand.scorers)})")
+        for name in takers:
+            put(name, shorthand.option, value, shorthand.flag)
+    return chosen
 
 
 def scorer_options(args: argparse.Namespace, spec, metric_as_given: str) -> Dict:
-    """The ``load_scorer`` options of :func:`add_runtime_options` for the metric of ``spec`` (``metric_as_given``: its
-    name on the command line, which ``--weights METRIC=`` may use); an option the metric lacks is an InputError."""
-    from capeval.core.scoring import scorers
-
-    options = {"device": args.device}
-    weights = chosen_weights(args.weights, [metric_as_given]).get(metric_as_given)
-    for option, value in (("batch_size", args.batch_size), ("weights", weights), ("dtype", args.dtype),
-                          ("precision", args.precision), ("preprocess_workers", args.preprocess_workers or None),
-                          ("cider_idf", args.cider_idf), ("backend", args.coco_backend)):
-        if value is None:  # not given: the scorer's own default
-            continue
-        if option not in spec.options:  # the registry says which metrics take it
-            takers = sorted(name for name, other in scorers().items() if option in other.options)
-            raise InputError(f"{flag(option)} applies to {', '.join(takers)}, not {spec.name}")
-        options[option] = value
-    return options
-
-
-def suite_options(args: argparse.Namespace, names: Sequence[str]) -> Dict[str, Dict]:
-    """Per metric of a suite (``names``: scorer names), its options of :func:`add_runtime_options` beyond the suite's
-    runtime (device, dtype, batch size): ``--weights METRIC=`` for that metric, the metric-specific options for every
-    metric that has them (refused when none has)."""
-    from capeval.core.scoring import get_scorer_spec
-
-    options: Dict[str, Dict] = {name: {"weights": source} for name, source in chosen_weights(args.weights,
-                                                                                            names).items()}
-    wanted = {"precision": args.precision, "preprocess_workers": args.preprocess_workers or None,
-              "cider_idf": args.cider_idf, "backend": args.coco_backend}
-    for option, value in wanted.items():
-        if value is None:
-            continue
-        takers = [name for name in names if option in get_scorer_spec(name).options]
-        if not takers:
-            raise InputError(f"{flag(option)} applies to none of the metrics {list(names)}")
-        for name in takers:
-            options.setdefault(name, {})[option] = value
+    """The ``load_scorer`` options of the one metric a command scores (``spec``; ``metric_as_given``: its name on the
+    command line): the runtime given and :func:`chosen_options` (which win), checked by the scorer's declarations."""
+    runtime = {"device": args.device, "batch_size": args.batch_size, "dtype": args.dtype}
+    options = {option: value for option, value in runtime.items() if value is not None}
+    options.update(chosen_options(args, [spec.name], [metric_as_given]).get(spec.name, {}))
+    spec.check_options(options)
     return options

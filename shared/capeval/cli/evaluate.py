@@ -1,7 +1,9 @@
 """``capeval evaluate``: systems' captions on an annotated image set, a metric suite in one pass, the systems compared
 (:func:`capeval.suite.run.evaluate_captions`). stdout: the Markdown table, or the report as one JSON document
-(``--json``); ``--output DIR``: report.json, scores.csv, table.tex and report.html. Progress and warnings go to
-stderr; every input problem is one line (exit 2) before any model loads."""
+(``--json``); ``--output DIR``: report.json, scores.csv, summary.csv, table.tex and report.html, written as a set (all
+or none). Progress and warnings go to stderr; every input problem, an output folder that cannot take a file
+included, is one line (exit 2) before any model loads; a failure after scoring is one line naming the saved
+``scores.json`` (exit 1)."""
 
 from __future__ import annotations
 
@@ -9,8 +11,8 @@ import argparse
 import os
 import sys
 
-from capeval.cli.arguments import (add_json, add_record_fields, add_runtime_options, given_fields, print_result,
-                                   suite_options)
+from capeval.cli.arguments import (add_empty_caption, add_json, add_record_fields, add_runtime_options,
+                                   chosen_options, given_fields, print_result)
 from capeval.cli.options import positive_int
 
 
@@ -49,10 +51,13 @@ def configure(parser) -> None:
                              "comparing with published MT numbers; anti-conservative on few images)")
     parser.add_argument("--seed", type=int, default=12345, help="seed of the resamples (default: 12345)")
     parser.add_argument("--output", type=output_folder, metavar="DIR",
-                        help="write report.json, scores.csv, table.tex and report.html here")
+                        help="write report.json, scores.csv, summary.csv, table.tex and report.html here, as a set "
+                             "(all or none; an earlier set is replaced whole); checked writable before any model "
+                             "loads")
+    add_empty_caption(parser, suite=True)
     add_json(parser, "the report, not the table")
     add_record_fields(parser, images=False)  # --records only
-    add_runtime_options(parser, batch_size=None)  # the metric-specific options go to every metric that has them
+    add_runtime_options(parser, batch_size=None)  # a shorthand sets its option on the metrics it names
 
 
 def output_folder(text: str) -> str:
@@ -71,13 +76,14 @@ def run(args) -> int:
 
     fields = given_fields(args)
     names = expand_metrics(args.metrics)
-    plan = resolve_plan(names, suite_options(args, names), device=args.device, dtype=args.dtype,
+    plan = resolve_plan(names, chosen_options(args, names), device=args.device, dtype=args.dtype,
                         batch_size=args.batch_size)
     report = evaluate_captions(args.results or (), annotations=args.annotations or args.karpathy, split=args.split,
                                records=args.records or (), images=args.images, metrics=plan, names=args.names,
                                baseline=args.baseline, require_all=args.require_all, resamples=args.resamples,
                                seed=args.seed, p_values=args.p_values, output=args.output,
-                               fields=fields or None, image_format=args.image_format, config=args.config)
+                               fields=fields or None, image_format=args.image_format, config=args.config,
+                               empty_caption=args.empty_caption, command=args.command_line)
     print(report["coverage"]["text"], file=sys.stderr)
     if args.json:
         print_result(args, report)

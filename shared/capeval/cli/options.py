@@ -6,11 +6,16 @@ command's own stricter type stays), and lists every ``--output`` under that one 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, Mapping, Optional
 
-DTYPES = ("float32", "float16", "bfloat16", "fp32", "fp16", "bf16")  # the names core.device.resolve_dtype reads
-CUDA = re.compile(r"cuda(?::(\d+))?")
+from capeval.core.device import device_problem, dtype_problem
+
+METRIC_NAME = re.compile(r"[A-Za-z][\w-]*")  # a metric as the command line names it (any spelling)
 
 
 def positive_int(text: str) -> int:
@@ -37,34 +42,82 @@ def _integer(text: str) -> int:
 
 
 def dtype(text: str) -> str:
-    """A model dtype name."""
-    if text not in DTYPES:
-        raise argparse.ArgumentTypeError(f"unsupported dtype {text!r}: use one of {', '.join(DTYPES[:3])}")
-    return text
+    """A model dtype name (:func:`capeval.core.device.dtype_problem`)."""
+    return _checked(text, dtype_problem)
 
 
 def device(text: str) -> str:
-    """``auto``, ``cpu``, or a torch device that this machine has (``cuda``, ``cuda:N``, ``mps``, ...)."""
-    if text in ("auto", "cpu"):
-        return text  # no torch import for the defaults
-    import torch
+    """``auto``, ``cpu``, or a device this machine has (:func:`capeval.core.device.device_problem`: ``cuda``,
+    ``cuda:N``, ``mps``)."""
+    return _checked(text, device_problem)
 
-    cuda = CUDA.fullmatch(text)
-    if cuda:
-        if not torch.cuda.is_available():
-            raise argparse.ArgumentTypeError(f"{text}: no CUDA GPU is available here (use --device cpu or auto)")
-        count = torch.cuda.device_count()
-        if cuda.group(1) is not None and int(cuda.group(1)) >= count:
-            raise argparse.ArgumentTypeError(f"{text}: this machine has {count} CUDA device(s): cuda:0 to "
-                                             f"cuda:{count - 1}")
-        return text
-    if text == "mps" and not torch.backends.mps.is_available():
-        raise argparse.ArgumentTypeError("mps: the Apple GPU backend is not available here (use --device cpu or auto)")
-    try:
-        torch.device(text)
-    except RuntimeError:
-        raise argparse.ArgumentTypeError(f"unknown device {text!r}: use auto, cpu, cuda, cuda:N or mps") from None
+
+def _checked(text: str, problem_of) -> str:
+    problem = problem_of(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem if repr(text) in problem else f"{text}: {problem}")
     return text
+
+
+@dataclass(frozen=True)
+class OptionSetting:
+    """One ``--option [METRIC.]NAME=VALUE``: the metric as written (``None``: the one metric scored), the option,
+    the value and the text given."""
+
+    metric: Optional[str]
+    name: str
+    value: Any
+    text: str
+
+
+def option_setting(text: str) -> OptionSetting:
+    """argparse type of ``--option``: ``METRIC.NAME=VALUE`` (or ``NAME=VALUE``), VALUE read as JSON when it parses
+    (``8``, ``true``, ``null``, ``{"points_per_side": 4}``), else as text (``official``, ``a/path``)."""
+    target, sep, raw = text.partition("=")
+    metric, dot, name = target.rpartition(".")
+    if not sep or not name.isidentifier() or (dot and not METRIC_NAME.fullmatch(metric)):
+        raise argparse.ArgumentTypeError(f"{text!r}: use METRIC.NAME=VALUE (e.g. clip_s.precision=official)")
+    return OptionSetting(metric if dot else None, name, json_or_text(raw), text)
+
+
+def json_or_text(raw: str) -> Any:
+    """``raw`` as JSON when it parses, else the text itself."""
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+@dataclass(frozen=True)
+class OptionsFile:
+    """An ``--options`` file: its path and its mapping of metric → {option: value}."""
+
+    path: str
+    options: Mapping[str, Mapping]
+
+
+def options_file(text: str) -> OptionsFile:
+    """argparse type of ``--options``: a TOML file (``.toml``: a table per metric) or a JSON file (an object of
+    metric → object of options), read now."""
+    path = Path(text)
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"{text}: no such file")
+    content = path.read_text(encoding="utf-8")
+    try:
+        if path.suffix.lower() == ".toml":
+            try:
+                import tomllib
+            except ModuleNotFoundError:  # Python < 3.11
+                import tomli as tomllib
+            options: Dict = tomllib.loads(content)
+        else:
+            options = json.loads(content)
+    except ValueError as error:  # tomllib.TOMLDecodeError and json.JSONDecodeError are ValueErrors
+        kind = "TOML" if path.suffix.lower() == ".toml" else "JSON (or name it .toml)"
+        raise argparse.ArgumentTypeError(f"{text} is not valid {kind}: {error}") from None
+    if not isinstance(options, dict) or not all(isinstance(values, dict) for values in options.values()):
+        raise argparse.ArgumentTypeError(f"{text}: give a mapping of metric names to mappings of their options")
+    return OptionsFile(text, options)
 
 
 def output_file(text: str) -> str:

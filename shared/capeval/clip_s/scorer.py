@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import Optional, Tuple
+from typing import Annotated, Optional, Tuple
 
 import numpy as np
 
@@ -15,6 +15,7 @@ from capeval.core.constants import CLIPSCORE_PREFIX
 from capeval.core.errors import InputError
 from capeval.core.inputs import ValidInputs
 from capeval.core.keys import ScoreKey
+from capeval.core.option_types import BatchSize, Bytes, Device, Dtype, OneOf, PathLike, Precision, Workers
 from capeval.core.scoring import Scorer, check_precision, summarize
 from capeval.core.truncation import warn_truncated
 
@@ -121,10 +122,11 @@ CLIP_S_WEIGHTS, PAC_S_WEIGHTS = "openai-clip-vit-b-32", "pacs-clip-vit-b-32"
 DEFINITIONS = {"paper": None, "torchmetrics": (100.0, "")}
 
 
-def clip_s(weights: str = CLIP_S_WEIGHTS, *, device: str = "auto", dtype=None, precision: Optional[str] = None,
-           batch_size: int = 64, cache_dir=None, persist_dir=None, cache_bytes: int = DEFAULT_CACHE_BYTES,
-           preprocess_workers: int = 0, clip_backbone: Optional[ClipBackbone] = None,
-           definition: str = "paper") -> ClipScorer:
+def clip_s(weights: str = CLIP_S_WEIGHTS, *, device: Device = "auto", dtype: Optional[Dtype] = None,
+           precision: Precision = None, batch_size: BatchSize = 64, cache_dir: Optional[PathLike] = None,
+           persist_dir: Optional[PathLike] = None, cache_bytes: Bytes = DEFAULT_CACHE_BYTES,
+           preprocess_workers: Workers = 0, clip_backbone: Optional[ClipBackbone] = None,
+           definition: Annotated[str, OneOf(DEFINITIONS)] = "paper") -> ClipScorer:
     """CLIP-S (w = 2.5) and, with references, RefCLIP-S. ``precision="official"``: the official GPU numerics (OpenAI's
     mixed fp16 CLIP, fp16 scoring), those of the published numbers. ``preprocess_workers``: the official image
     preprocessing in that many worker processes (same pixels; for many-core hosts feeding a GPU).
@@ -135,9 +137,10 @@ def clip_s(weights: str = CLIP_S_WEIGHTS, *, device: str = "auto", dtype=None, p
                       definition=definition)
 
 
-def pac_s(weights: str = PAC_S_WEIGHTS, *, device: str = "auto", dtype=None, precision: Optional[str] = None,
-          batch_size: int = 64, cache_dir=None, persist_dir=None, cache_bytes: int = DEFAULT_CACHE_BYTES,
-          preprocess_workers: int = 0, clip_backbone: Optional[ClipBackbone] = None) -> ClipScorer:
+def pac_s(weights: str = PAC_S_WEIGHTS, *, device: Device = "auto", dtype: Optional[Dtype] = None,
+          precision: Precision = None, batch_size: BatchSize = 64, cache_dir: Optional[PathLike] = None,
+          persist_dir: Optional[PathLike] = None, cache_bytes: Bytes = DEFAULT_CACHE_BYTES,
+          preprocess_workers: Workers = 0, clip_backbone: Optional[ClipBackbone] = None) -> ClipScorer:
     """PAC-S (w = 2.0) and, with references, RefPAC-S. ``precision="official"``: the official numerics (the official
     code casts CLIP to fp32 and scores in fp32 numpy)."""
     return ClipScorer(weights, w=2.0, name="pac_s", device=device, dtype=dtype, precision=precision,

@@ -7,9 +7,13 @@ corpus-level and which backbones it can share. Every entry point (evaluate modul
 with one shared step (:func:`capeval.core.inputs.validate_inputs`) before any model runs. A scorer returns, for each
 of its scores ``k``, the corpus mean under ``k`` and the per-sample list under ``f"{k}_per_sample"``.
 
-Empty captions follow one policy at every entry point, ``empty_caption`` (:func:`empty_caption_policy`):
+Empty (or whitespace-only) captions follow one policy at every entry point, ``empty_caption``
+(:func:`empty_caption_policy`):
 
-* ``"error"`` (default): :class:`InputError` naming ``predictions[i]``;
+* ``"score"`` (default): scored as the metric's official implementation scores them, by the scorers that say so
+  (``scores_empty_text``: the COCO metrics, as pycocoevalcap, empty and whitespace-only references included); any
+  other scorer refuses them with an :class:`InputError` naming ``predictions[i]`` and the options below;
+* ``"error"``: :class:`InputError` naming ``predictions[i]`` (and ``references[i][j]``) for every scorer;
 * ``"skip"``: those samples get no score (``None`` in every per-sample list); means and corpus-level statistics
   (BLEU's n-gram counts, METEOR's alignments, CIDEr's document frequencies) are those of the other samples, scored
   as a corpus of their own; ``skipped_empty_captions`` counts them;
@@ -25,7 +29,6 @@ means included, when skipped), so a chunk of empty captions reads like any other
 from __future__ import annotations
 
 import functools
-import importlib
 import inspect
 import math
 from abc import ABC, abstractmethod
@@ -36,34 +39,42 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from capeval.core.corpus_statistics import KeyScores, per_sample_mean
-from capeval.core.discovery import add_registered, load_registrations
+from capeval.core.discovery import add_registered, import_attr, load_registrations
 from capeval.core.errors import InputError
 from capeval.core.hub import recording_resolutions
-from capeval.core.inputs import NEEDS, ValidInputs, as_list, validate_inputs
+from capeval.core.inputs import NEEDS, ValidInputs, as_list, is_empty_caption, validate_inputs
 from capeval.core.keys import ScoreKey
 from capeval.core.module_card import card_options
 from capeval.core.option_help import OPTION_HELP
+from capeval.core.option_types import PRECISIONS, Precision, describe, option_refusal, shown, value_problem
 from capeval.core.provenance import build_provenance, effective_options, hashcode
 
 REQUIRED = inspect.Parameter.empty  # the default of an option that has none
-PRECISIONS = (None, "official")
+UNDECLARED = inspect.Parameter.empty  # the declaration of an option its factory does not annotate
 
 
 @dataclass(frozen=True)
 class ScorerOption:
-    """One keyword option of a scorer's factory: its name, its default (:data:`REQUIRED` when it has none), its help."""
+    """One keyword option of a scorer's factory: its name, its default (:data:`REQUIRED` when it has none), its help,
+    and the values it takes (its annotation, :mod:`capeval.core.option_types`; :data:`UNDECLARED` when it has none)."""
 
     name: str
     default: Any
     help: str
+    declared: Any = UNDECLARED
+
+    @property
+    def values(self) -> str:
+        """The values it takes, in words."""
+        return "" if self.declared is UNDECLARED else describe(self.declared)
 
 
 @dataclass(frozen=True)
 class ScorerSpec:
     """What a registered scorer needs; what it offers is read on use from its factory (``"module:attr"``, imported
-    then): its options and their defaults are the factory's keyword parameters, their help :data:`OPTION_HELP` or
-    ``own_option_help``; corpus level and backbone sharing are attributes of its scorer class
-    (:meth:`scorer_class`)."""
+    then): its options and their defaults are the factory's keyword parameters, the values each takes their
+    annotations (:mod:`capeval.core.option_types`), their help :data:`OPTION_HELP` or ``own_option_help``; corpus
+    level and backbone sharing are attributes of its scorer class (:meth:`scorer_class`)."""
 
     name: str
     factory: Union[str, Callable]  # "module:attr" (every registered family); a callable for ad-hoc scorers
@@ -103,9 +114,14 @@ class ScorerSpec:
         return {option.name: option.default for option in self.option_list()}
 
     def option_list(self) -> Tuple[ScorerOption, ...]:
-        """Every option with its default and help, in the factory's order."""
-        return tuple(ScorerOption(name, parameter.default, self.option_help(name))
+        """Every option with its default, help and declaration, in the factory's order."""
+        declared = self.declarations()
+        return tuple(ScorerOption(name, parameter.default, self.option_help(name), declared[name])
                      for name, parameter in _parameters(self.load_factory()).items())
+
+    def declarations(self) -> Dict[str, Any]:
+        """Option → its declaration, the factory's annotation (:data:`UNDECLARED` where it has none)."""
+        return _declarations(self.load_factory())
 
     @property
     def own_option_help(self) -> Tuple[Tuple[str, str], ...]:
@@ -142,9 +158,19 @@ class ScorerSpec:
         return bool(scorer_class.corpus_level)
 
     def check_options(self, options: Mapping) -> None:
+        """The name and value of every option in ``options`` checked against the factory's declarations, and a
+        ``precision`` with a ``dtype`` (:func:`check_precision`): an :class:`InputError` naming the scorer, the
+        option and the value, before anything loads."""
         unknown = sorted(set(options) - set(self.options))
         if unknown:
             raise InputError(f"{self.name}: unknown option(s) {unknown}; it accepts {sorted(self.options)}")
+        declared = self.declarations()
+        for option, value in options.items():
+            problem = None if declared[option] is UNDECLARED else value_problem(declared[option], value)
+            if problem:
+                raise InputError(f"{self.name}: {option_refusal(option, value, problem)}")
+        if declared.get("precision") == Precision:
+            check_precision(options.get("precision"), options.get("dtype"), metric=self.name)
 
 
 # the options through which scorers can borrow a backbone (capeval.backbones.sharing lends them)
@@ -160,6 +186,12 @@ def _parameters(factory: Callable) -> Dict[str, inspect.Parameter]:
 
 
 @functools.lru_cache(maxsize=256)
+def _declarations(factory: Callable) -> Dict[str, Any]:
+    hints = typing.get_type_hints(factory.__init__ if isinstance(factory, type) else factory, include_extras=True)
+    return {name: hints.get(name, UNDECLARED) for name in _parameters(factory)}
+
+
+@functools.lru_cache(maxsize=256)
 def _scorer_class(factory: Callable) -> type:
     if isinstance(factory, type):
         return factory
@@ -170,13 +202,14 @@ def _scorer_class(factory: Callable) -> type:
 
 
 def options_markdown(name: str) -> str:
-    """The options table of scorer ``name`` for its card, from its signature and help (a test keeps the cards equal
-    to it: paste ``print(options_markdown(name))`` into the card)."""
+    """The options table of scorer ``name`` for its card, from its signature (defaults, the values each takes) and
+    help (a test keeps the cards equal to it: paste ``print(options_markdown(name))`` into the card)."""
     spec = get_scorer_spec(name)
     rows = [f"| `{o.name}` | {'required' if o.default is REQUIRED else f'`{o.default!r}`'} | "
-            f"{o.help.replace('|', '/')} |" for o in spec.option_list()]
+            f"{o.values.replace('|', '/')} | {o.help.replace('|', '/')} |" for o in spec.option_list()]
     return "\n".join([f"<!-- options of {spec.name}: generated by capeval.core.scoring.options_markdown -->",
-                      "| option | default | meaning |", "|---|---|---|", *rows, "<!-- end of options -->"])
+                      "| option | default | values | meaning |", "|---|---|---|---|", *rows,
+                      "<!-- end of options -->"])
 
 
 def check_precision(precision, dtype, *, metric: str, choices: Tuple = PRECISIONS) -> bool:
@@ -188,14 +221,6 @@ def check_precision(precision, dtype, *, metric: str, choices: Tuple = PRECISION
     if precision != choices[0] and dtype is not None:
         raise InputError(f"{metric}: precision={precision!r} sets the dtypes itself: leave dtype unset")
     return precision != choices[0]
-
-
-def import_attr(target: str):
-    """``"package.module:attr"`` → the attribute."""
-    module, _, attr = target.partition(":")
-    if not attr:
-        raise ValueError(f"{target!r} is not a 'module:attr' reference")
-    return getattr(importlib.import_module(module), attr)
 
 
 _SCORERS: Dict[str, ScorerSpec] = {}
@@ -220,14 +245,16 @@ def scorers() -> Dict[str, ScorerSpec]:
 @dataclass(frozen=True)
 class GroupSpec:
     """A name that stands for several scorers (``coco``: BLEU..SPICE), scored together in a suite; ``members``
-    (``"module:attr"``) returns the members available here."""
+    (``"module:attr"``) returns the members available here, given the scorers named besides the group."""
 
     name: str
     members: str
     help: str
 
-    def available(self) -> Tuple[str, ...]:
-        return tuple(import_attr(self.members)())
+    def available(self, asked: Sequence[str] = ()) -> Tuple[str, ...]:
+        """The members available here; ``asked``: the scorers named besides the group (a member left out here but
+        named is not noticed: its own error says why)."""
+        return tuple(import_attr(self.members)(tuple(asked)))
 
 
 _GROUPS: Dict[str, GroupSpec] = {}
@@ -260,6 +287,28 @@ def scorer_of(name: str) -> str:
     """The registered scorer that computes metric ``name`` (``bleu_1``..``bleu_4`` → ``bleu``)."""
     metric = canonical_metric(name)
     return "bleu" if metric in {f"bleu_{n}" for n in range(1, 5)} else metric
+
+
+def options_by_scorer(options: Mapping[str, Mapping], where: str = "options") -> Dict[str, Dict]:
+    """Per-metric options keyed by any spelling (``{"CLIPScore": {...}}``) → keyed by scorer (``{"clip_s": {...}}``):
+    an unknown metric, options that are not a mapping, or two spellings of one scorer (``"clip_s"`` and
+    ``"CLIPScore"``: one would silently win) are an :class:`InputError` (``where``: what the mapping is called)."""
+    if not isinstance(options, Mapping):
+        raise InputError(f"{where} must be a mapping of metric names to their options, not {shown(options)}")
+    spelled: Dict[str, str] = {}
+    by_scorer: Dict[str, Dict] = {}
+    for metric, values in options.items():
+        if not isinstance(metric, str):
+            raise InputError(f"{where}: metric names are strings, not {metric!r}")
+        name = get_scorer_spec(metric).name
+        if name in spelled:
+            raise InputError(f"{where}: {name} is given twice, as {spelled[name]!r} and {metric!r} (one would "
+                             "silently win): give its options once")
+        if not isinstance(values, Mapping):
+            raise InputError(f"{where} of {metric!r} must be a mapping of option names to values, not "
+                             f"{shown(values)}")
+        spelled[name], by_scorer[name] = metric, dict(values)
+    return by_scorer
 
 
 def get_scorer_spec(name: str) -> ScorerSpec:
@@ -296,6 +345,9 @@ class Scorer(ABC):
     images: str = "required"
     references: str = "optional"
     corpus_level: bool = False  # per-sample values depend on the whole scored corpus (e.g. CIDEr's IDF)
+    # the official implementation scores empty and whitespace-only captions and references, and so does this scorer
+    # under empty_caption="score" (the default); False: it refuses them, naming the options that leave them out
+    scores_empty_text: bool = False
     # score keys whose corpus value is the mean over the samples where they are defined (their NaN samples left
     # out, as HICE-S's local terms on captions without phrases); any other key's mean is NaN when a sample's is
     mean_over_defined: Tuple[str, ...] = ()
@@ -309,7 +361,7 @@ class Scorer(ABC):
         return hashcode(self.provenance) if self.provenance is not None else None
 
     def score(self, predictions: Sequence[str], images: Optional[Sequence] = None,
-              references: Optional[Sequence] = None, *, empty_caption: EmptyCaption = "error", **options) -> dict:
+              references: Optional[Sequence] = None, *, empty_caption: EmptyCaption = "score", **options) -> dict:
         """Scores of the captions; ``empty_caption``: the policy for empty captions (module docstring); ``options``:
         the scorer's own per-call options (e.g. HICE-S's ``return_report``)."""
         self.check_call_options(options)
@@ -317,14 +369,15 @@ class Scorer(ABC):
                                  **options)
 
     def validate(self, predictions, images=None, references=None, *, indices: Optional[Sequence[int]] = None,
-                 empty_caption: EmptyCaption = "error") -> ValidInputs:
+                 empty_caption: EmptyCaption = "score") -> ValidInputs:
         """The shared validation step; ``indices`` name the samples in errors (record numbers of a chunk). Under a
         ``"skip"`` or fixed-score policy the result (every sample) also says where the empty captions are."""
         policy = empty_caption_policy(empty_caption, metric=self.name, corpus_level=self.is_corpus_level())
         valid, empty = validate_allowing_empty(predictions, images, references, images_needed=self.images,
                                                references_needed=self.references, metric=self.name,
-                                               indices=indices, empty_caption=policy)
-        if policy == "error":
+                                               indices=indices, empty_caption=policy,
+                                               scores_empty=self.scores_empty_text)
+        if policy in ("score", "error"):
             return valid
         return PolicyInputs(valid.predictions, valid.images, valid.references, empty=tuple(empty),
                             empty_caption=policy)
@@ -438,38 +491,49 @@ def _call_options(scorer_class: type) -> Optional[Tuple[str, ...]]:
 
 
 EmptyCaption = Union[str, float]
-EMPTY_CAPTION_POLICIES = ("error", "skip")
+EMPTY_CAPTION_POLICIES = ("score", "error", "skip")
 
 
 def empty_caption_policy(value, *, metric: str = "", corpus_level: bool = False) -> EmptyCaption:
-    """``"error"``, ``"skip"`` or a finite score (a float); anything else is an :class:`InputError`, and so is a
+    """``"score"``, ``"error"``, ``"skip"`` or a finite score (a float); anything else is an :class:`InputError`, and so
+    is a
     fixed score for a ``corpus_level`` metric (see the module docstring)."""
     if isinstance(value, str) and value in EMPTY_CAPTION_POLICIES:
         return value
     if not (isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
             and math.isfinite(value)):
-        raise InputError(f"empty_caption must be 'error', 'skip' or a finite score, not {value!r}")
+        raise InputError(f"empty_caption must be 'score', 'error', 'skip' or a finite score, not {value!r}")
     if corpus_level:
         raise InputError(f"{metric} is corpus-level: a fixed score for empty captions has no place in its corpus "
                          "value; use empty_caption='skip' (the other captions scored as a corpus)")
     return float(value)
 
 
-def _is_empty_caption(caption) -> bool:
-    return isinstance(caption, str) and not caption.strip()
+def empty_caption_refusal(metric: str, scores_empty: bool) -> str:
+    """What an empty-caption error adds: the option that scores it (a metric that scores empty captions, refused
+    under ``"error"``), or why this metric does not and what leaves it out."""
+    if scores_empty:
+        return (" (empty_caption='score', the default, scores it as the official implementation does; "
+                "--empty-caption score on the command line)")
+    return (f": {metric or 'this metric'} does not score empty captions; empty_caption='skip' (--empty-caption "
+            "skip) leaves them unscored, or a finite score stands for them, or give every image a caption")
 
 
 def validate_allowing_empty(predictions, images=None, references=None, *, empty_caption: EmptyCaption,
-                            **validate_options) -> Tuple[ValidInputs, List[int]]:
+                            scores_empty: bool = False, **validate_options) -> Tuple[ValidInputs, List[int]]:
     """The whole input validated by :func:`validate_inputs` (images and references of every sample), with the
-    positions of its empty captions when ``empty_caption`` allows them (they stay in ``predictions`` as given)."""
-    if empty_caption == "error" or predictions is None or isinstance(predictions, str):
-        return validate_inputs(predictions, images, references, **validate_options), []
+    positions of its empty captions when ``empty_caption`` allows them (they stay in ``predictions`` as given).
+    ``scores_empty``: the scorer scores empty captions and references (``"score"`` lets them through)."""
+    if empty_caption in ("score", "error") or predictions is None or isinstance(predictions, str):
+        refusal = empty_caption_refusal(validate_options.get("metric", ""), scores_empty)
+        return validate_inputs(predictions, images, references, empty=empty_caption == "score" and scores_empty,
+                               refusal=refusal, reference_refusal=refusal if scores_empty else "",
+                               **validate_options), []
     given = as_list(predictions, "predictions")
-    empty = [i for i, caption in enumerate(given) if _is_empty_caption(caption)]
-    placeholders = ["empty caption" if _is_empty_caption(caption) else caption for caption in given]
+    empty = [i for i, caption in enumerate(given) if is_empty_caption(caption)]
+    placeholders = ["empty caption" if is_empty_caption(caption) else caption for caption in given]
     valid = validate_inputs(placeholders, images, references, **validate_options)
-    return ValidInputs([given[i] if _is_empty_caption(given[i]) else c for i, c in enumerate(valid.predictions)],
+    return ValidInputs([given[i] if is_empty_caption(given[i]) else c for i, c in enumerate(valid.predictions)],
                        valid.images, valid.references), empty
 
 

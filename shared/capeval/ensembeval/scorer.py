@@ -15,7 +15,7 @@ import json
 import os
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Annotated, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from capeval.backbones.sharing import SharedBackbones
 from capeval.core.caches import DEFAULT_CACHE_BYTES
@@ -24,13 +24,40 @@ from capeval.core.errors import InputError, TruncationWarning
 from capeval.core.hub import resolve
 from capeval.core.inputs import ValidInputs
 from capeval.core.keys import ScoreKey, score_key
+from capeval.core.option_types import BatchSize, Bytes, Device, Dtype, PathLike, Precision, Satisfies, Workers
 from capeval.core.scoring import Scorer, check_precision, scorers, summarize
 from capeval.core.truncation import warn_truncated
 from capeval.core.version import __version__
 from capeval.ensembeval.components import COMPONENTS, OFFICIAL_WEIGHTS
 from capeval.functional.ensemble import weighted_sum
+from capeval.functional.fixed_idf_cider import DocumentFrequencies
 
-ExtraComponent = Union[Callable[..., Sequence[float]], Any]  # callable(predictions, images, references) or scorer
+
+def extra_component_problem(component) -> Optional[str]:
+    """Why ``component`` is no extra component (``None``: it is one): a scorer (``.score``) or a callable."""
+    return None if hasattr(component, "score") or callable(component) else "neither a scorer (.score) nor a callable"
+
+
+# a scorer (``.score`` → ``{key}_per_sample`` or its only per-sample list) or fn(predictions, images, references)
+ExtraComponent = Annotated[object, Satisfies(extra_component_problem, "a scorer (.score) or a callable")]
+
+
+def component_options_problem(options: Mapping) -> Optional[str]:
+    """Why ``options`` are no component options (``None``: they are): each key a registered scorer, each value options
+    that scorer takes (:meth:`~capeval.core.scoring.ScorerSpec.check_options`)."""
+    registry = scorers()
+    for name, given in options.items():
+        if name not in registry:
+            return f"{name!r} is no registered scorer"
+        try:
+            registry[name].check_options(given)
+        except InputError as error:
+            return str(error)
+    return None
+
+
+ComponentOptions = Annotated[Mapping[str, Mapping], Satisfies(component_options_problem,
+                                                               "per component scorer, the options it takes")]
 
 
 def load_weights(ref: Union[str, os.PathLike, Mapping] = "official") -> Dict:
@@ -125,12 +152,13 @@ class EnsembleScorer(Scorer):
                 "tiny_random_weights": any(component_metrics[key]["provenance"].get("tiny_random_weights")
                                            for key in weights)}
 
-    def __init__(self, weights: Union[str, os.PathLike, Mapping] = "official", *, device: str = "auto", dtype=None,
-                 precision: Optional[str] = None, batch_size: int = 64, cache_dir=None, persist_dir=None,
-                 cache_bytes: int = DEFAULT_CACHE_BYTES, preprocess_workers: int = 0,
-                 component_options: Optional[Mapping[str, Mapping]] = None,
+    def __init__(self, weights: Union[str, os.PathLike, Mapping] = "official", *, device: Device = "auto",
+                 dtype: Optional[Dtype] = None, precision: Precision = None, batch_size: BatchSize = 64,
+                 cache_dir: Optional[PathLike] = None, persist_dir: Optional[PathLike] = None,
+                 cache_bytes: Bytes = DEFAULT_CACHE_BYTES, preprocess_workers: Workers = 0,
+                 component_options: Optional[ComponentOptions] = None,
                  extra_components: Optional[Mapping[str, ExtraComponent]] = None,
-                 cider_idf=None):
+                 cider_idf: Optional[Union[PathLike, DocumentFrequencies]] = None):
         check_precision(precision, dtype, metric=self.name)
         self.spec = load_weights(weights)
         self.weights: Dict[str, float] = self.spec["weights"]

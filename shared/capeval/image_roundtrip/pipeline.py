@@ -26,21 +26,7 @@ from tqdm.auto import tqdm
 from capeval.core.cache_keys import cache_namespace
 from capeval.core.hub import default_cache_dir, resolve
 from capeval.core.device import resolve_device
-
-DIFFUSERS_FILES = (
-    "model_index.json",
-    "scheduler/scheduler_config.json",
-    "text_encoder/config.json",
-    "text_encoder/model.safetensors",
-    "tokenizer/merges.txt",
-    "tokenizer/special_tokens_map.json",
-    "tokenizer/tokenizer_config.json",
-    "tokenizer/vocab.json",
-    "unet/config.json",
-    "unet/diffusion_pytorch_model.safetensors",
-    "vae/config.json",
-    "vae/diffusion_pytorch_model.safetensors",
-)
+from capeval.image_roundtrip.registration import DIFFUSERS_FILES
 
 
 @runtime_checkable

@@ -4,12 +4,13 @@ image features of the original and the rendered image (cosine by default), avera
 from __future__ import annotations
 
 import logging
-from typing import Optional, Sequence, Union
+from typing import Annotated, Optional, Sequence, Union
 
-from capeval.backbones.image_features import ImageFeatureExtractor, load_image_features
+from capeval.backbones.image_features import EXTRACTORS, ImageFeatureExtractor, load_image_features
 from capeval.core.caches import DEFAULT_CACHE_BYTES
 from capeval.core.inputs import ValidInputs, check_captions
 from capeval.core.keys import ScoreKey
+from capeval.core.option_types import AtLeast, BatchSize, Bytes, Device, Dtype, OneOf, PathLike
 from capeval.core.scoring import Scorer, summarize
 from capeval.core.truncation import warn_truncated
 from capeval.functional.roundtrip import SIMILARITIES, roundtrip_score
@@ -40,12 +41,15 @@ class ImageRoundTripScorer(Scorer):
     key_metadata = {"image_roundtrip": ScoreKey("Image round-trip")}
 
     def __init__(self, weights: Union[str, TextToImageGenerator] = "sd-turbo", *,
-                 features: Union[str, ImageFeatureExtractor] = "clip", feature_weights: Optional[str] = None,
-                 similarity: str = "cosine", steps: int = 1, guidance_scale: float = 0.0, height: int = 512,
-                 width: int = 512, images_per_caption: int = 1, seed: int = 0, device: str = "auto", dtype=None,
-                 generation_dtype=None, batch_size: int = 64, generation_batch_size: int = 4, cache_dir=None,
-                 persist_dir=None, cache_bytes: int = DEFAULT_CACHE_BYTES, image_cache_dir=None,
-                 use_image_cache: bool = True):
+                 features: Union[Annotated[str, OneOf(EXTRACTORS)], ImageFeatureExtractor] = "clip",
+                 feature_weights: Optional[str] = None, similarity: Annotated[str, OneOf(SIMILARITIES)] = "cosine",
+                 steps: Annotated[int, AtLeast(1)] = 1, guidance_scale: float = 0.0,
+                 height: Annotated[int, AtLeast(8)] = 512, width: Annotated[int, AtLeast(8)] = 512,
+                 images_per_caption: Annotated[int, AtLeast(1)] = 1, seed: int = 0, device: Device = "auto",
+                 dtype: Optional[Dtype] = None, generation_dtype: Optional[Dtype] = None, batch_size: BatchSize = 64,
+                 generation_batch_size: BatchSize = 4, cache_dir: Optional[PathLike] = None,
+                 persist_dir: Optional[PathLike] = None, cache_bytes: Bytes = DEFAULT_CACHE_BYTES,
+                 image_cache_dir: Optional[PathLike] = None, use_image_cache: bool = True):
         if similarity not in SIMILARITIES:
             raise ValueError(f"unknown similarity {similarity!r}; use one of {sorted(SIMILARITIES)}")
         if images_per_caption < 1:

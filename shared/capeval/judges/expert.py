@@ -11,22 +11,25 @@ read into its three criteria (fluency, relevance, descriptiveness). Reference-fr
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Annotated, Mapping, Optional, Sequence, Union
 
 from capeval.core.errors import InputError
 from capeval.core.hub import unrecorded
 from capeval.core.inputs import ValidInputs
 from capeval.core.keys import ScoreKey
+from capeval.core.option_types import AtLeast, BatchSize, Device, Dtype, OneOf, PathLike
 from capeval.judges.cache import DEFAULT_INDEX_BYTES
 from capeval.judges.expert_weights import ADAPTER_WEIGHT, BASE_WEIGHT, adapter_id, base_id, merged_judge
 from capeval.judges.generation import Generation, JudgeModel, judge_model_id
 from capeval.judges.identity import unloaded_model_id
-from capeval.judges.judge_scorer import JudgeScorer, judged_outputs
+from capeval.judges.judge_scorer import JudgeScorer, Replay, judged_outputs
 from capeval.judges.prompts import GENERATION
 from capeval.judges.score_text import official_score_text
+
+# the conversation expert.py renders when run as its README says (inferred from the model name), and the other one
+EXPERT_PROMPT_FORMATS = ("llava_v0", "llava_v1")
 
 # expert.py, get_scoring_prompt / get_explanation_prompt (the braces of the output format are literal there too)
 EXPERT_PROMPT = ("Evaluate the caption and assign a score on a scale of 0.0 to 1.0.\n\nCaption: {caption}\n\n"
@@ -90,17 +93,18 @@ class ExpertScorer(JudgeScorer):
     key_metadata = {"expert": ScoreKey("EXPERT"), "expert_raw": ScoreKey("EXPERT (raw)")}
 
     scoring_prompt, explanation_prompt = EXPERT_PROMPT, EXPERT_EXPLANATION_PROMPT
-    # the conversation expert.py renders when run as its README says (inferred from the model name), and the other one
-    prompt_formats, prompt_formats_note = ("llava_v0", "llava_v1"), " (EXPERT's adapter is LLaVA's)"
+    prompt_formats, prompt_formats_note = EXPERT_PROMPT_FORMATS, " (EXPERT's adapter is LLaVA's)"
     read_answer, score_text = staticmethod(expert_outputs), staticmethod(expert_score_text)
     records_shards = False  # its weights are recorded as the base and the adapter resolve (load_judge)
 
     def __init__(self, base_model: str = BASE_WEIGHT, adapter: str = ADAPTER_WEIGHT, *,
-                 judge_model: Optional[str] = None, device: str = "auto", dtype=None, batch_size: int = 16,
-                 device_map=None, cache_dir=None, prompt_format: str = "llava_v0", pad_to_square: bool = True,
-                 max_new_tokens: int = GENERATION["max_new_tokens"], explanation: bool = False,
-                 float32_vision: bool = True, judge_cache: Optional[os.PathLike] = None,
-                 replay: Optional[os.PathLike] = None, cache_bytes: int = DEFAULT_INDEX_BYTES):
+                 judge_model: Optional[str] = None, device: Device = "auto", dtype: Optional[Dtype] = None,
+                 batch_size: BatchSize = 16, device_map: Optional[Union[str, Mapping]] = None,
+                 cache_dir: Optional[PathLike] = None,
+                 prompt_format: Annotated[str, OneOf(EXPERT_PROMPT_FORMATS)] = "llava_v0", pad_to_square: bool = True,
+                 max_new_tokens: Annotated[int, AtLeast(1)] = GENERATION["max_new_tokens"], explanation: bool = False,
+                 float32_vision: bool = True, judge_cache: Optional[PathLike] = None, replay: Optional[Replay] = None,
+                 cache_bytes: Annotated[int, AtLeast(1)] = DEFAULT_INDEX_BYTES):
         self.base_model, self.adapter, self.judge_model, self.judge_folder = base_model, adapter, judge_model, None
         self.float32_vision = bool(float32_vision)
         super().__init__(device=device, dtype=dtype, batch_size=batch_size, device_map=device_map, cache_dir=cache_dir,

@@ -18,13 +18,14 @@ import math
 import os
 import warnings
 from abc import abstractmethod
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Annotated, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from capeval.core.errors import InputError
 from capeval.core.inputs import ValidInputs
+from capeval.core.option_types import PathLike, Satisfies
 from capeval.core.scoring import Scorer
 from capeval.functional.fleur import DIGITS, fleur_answer_number, fleur_digit_positions, fleur_smoothed_score
 from capeval.judges.cache import JudgeCache, image_identity, inputs_key
@@ -57,6 +58,15 @@ def judged_outputs(generation: Generation, answer: str, digit_tokens: Sequence[i
     return outputs
 
 
+def replay_problem(path) -> Optional[str]:
+    """Why ``path`` cannot be replayed (``None``: it can): it is no file."""
+    return None if os.path.isfile(path) else f"judge cache {path} not found"
+
+
+# the judges' replay option: a judge cache file to score from (judge_cache= wrote it)
+Replay = Annotated[PathLike, Satisfies(replay_problem, "a judge cache file (written with judge_cache=)")]
+
+
 def open_judge_cache(*, batch_size: int, max_new_tokens: int, judge_cache, replay, cache_bytes: int):
     """A judge's generation and cache options checked, and the cache's every record (before anything loads):
     ``(replay path or None, the JudgeCache to read with replay= or write with judge_cache=, else None)``."""
@@ -66,8 +76,8 @@ def open_judge_cache(*, batch_size: int, max_new_tokens: int, judge_cache, repla
             raise InputError(f"{option} must be a positive integer, not {value!r}")
     if replay is not None and judge_cache is not None:
         raise InputError("replay= reads a judge cache and judge_cache= writes one: give one of them")
-    if replay is not None and not os.path.isfile(replay):
-        raise InputError(f"replay: judge cache {replay} not found")
+    if replay is not None and replay_problem(replay):
+        raise InputError(f"replay: {replay_problem(replay)}")
     if replay is None and judge_cache is None:
         return None, None
     cache = JudgeCache(replay if replay is not None else judge_cache, max_bytes=cache_bytes)

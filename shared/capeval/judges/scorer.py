@@ -9,16 +9,18 @@ are read, and its weights."""
 
 from __future__ import annotations
 
-import os
-from typing import Optional, Sequence
+from typing import Annotated, Mapping, Optional, Sequence, Union
 
 from capeval.core.keys import ScoreKey
+from capeval.core.option_types import AtLeast, BatchSize, Device, Dtype, OneOf, PathLike
 from capeval.judges.cache import DEFAULT_INDEX_BYTES
 from capeval.judges.generation import Generation, JudgeModel, judge_model_id
 from capeval.judges.identity import unloaded_model_id
-from capeval.judges.judge_scorer import JudgeScorer, judged_outputs
+from capeval.judges.judge_scorer import JudgeScorer, Replay, judged_outputs
 from capeval.judges.prompts import EXPLANATION_PROMPT, FLEUR_PROMPT, GENERATION, REF_FLEUR_PROMPT
 from capeval.judges.score_text import official_score_text
+
+FLEUR_PROMPT_FORMATS = ("auto", "llava_v1", "chat_template")  # "auto": llava_v1 for a LLaVA judge, else its template
 
 
 def fleur_outputs(generation: Generation, digit_tokens: Sequence[int]) -> dict:
@@ -42,14 +44,16 @@ class FleurScorer(JudgeScorer):
     name, images, references = "fleur", "required", "unused"
     key_metadata = {"fleur": ScoreKey("FLEUR"), "fleur_raw": ScoreKey("FLEUR (raw)")}
     scoring_prompt, explanation_prompt = FLEUR_PROMPT, EXPLANATION_PROMPT
-    prompt_formats = ("auto", "llava_v1", "chat_template")
+    prompt_formats = FLEUR_PROMPT_FORMATS
     read_answer, score_text = staticmethod(fleur_outputs), staticmethod(fleur_score_text)
 
-    def __init__(self, judge_model: str = "llava-1.5-13b-hf", *, device: str = "auto", dtype=None, batch_size: int = 16,
-                 device_map=None, cache_dir=None, prompt_format: str = "auto", pad_to_square: bool = True,
-                 max_new_tokens: int = GENERATION["max_new_tokens"], explanation: bool = False,
-                 judge_cache: Optional[os.PathLike] = None, replay: Optional[os.PathLike] = None,
-                 cache_bytes: int = DEFAULT_INDEX_BYTES):
+    def __init__(self, judge_model: str = "llava-1.5-13b-hf", *, device: Device = "auto", dtype: Optional[Dtype] = None,
+                 batch_size: BatchSize = 16, device_map: Optional[Union[str, Mapping]] = None,
+                 cache_dir: Optional[PathLike] = None,
+                 prompt_format: Annotated[str, OneOf(FLEUR_PROMPT_FORMATS)] = "auto", pad_to_square: bool = True,
+                 max_new_tokens: Annotated[int, AtLeast(1)] = GENERATION["max_new_tokens"], explanation: bool = False,
+                 judge_cache: Optional[PathLike] = None, replay: Optional[Replay] = None,
+                 cache_bytes: Annotated[int, AtLeast(1)] = DEFAULT_INDEX_BYTES):
         self.judge_model = judge_model
         super().__init__(device=device, dtype=dtype, batch_size=batch_size, device_map=device_map, cache_dir=cache_dir,
                          prompt_format=prompt_format, pad_to_square=pad_to_square, max_new_tokens=max_new_tokens,

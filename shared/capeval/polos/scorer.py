@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Annotated, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 from tqdm.auto import tqdm
@@ -19,6 +19,7 @@ from capeval.core.device import resolve_device, resolve_dtype
 from capeval.core.hub import load_safetensors, registered_weights, resolve
 from capeval.core.inputs import ValidInputs, load_images
 from capeval.core.keys import ScoreKey
+from capeval.core.option_types import BatchSize, Bytes, Device, Dtype, OneOf, PathLike, Precision, Workers
 from capeval.core.scoring import Scorer, check_precision, summarize
 from capeval.core.shapes import in_fixed_rows
 from capeval.core.truncation import warn_truncated
@@ -169,9 +170,11 @@ class PolosScorer(Scorer):
         """``statistics="batch"`` is corpus-level: a sample's value depends on the captions sharing its batch."""
         return options.get("statistics", "per_sentence") == "batch"
 
-    def __init__(self, weights: Optional[str] = "polos", *, statistics: str = "per_sentence", device: str = "auto",
-                 dtype=None, precision: Optional[str] = None, batch_size: int = 64, cache_dir=None,
-                 persist_dir=None, cache_bytes: int = DEFAULT_CACHE_BYTES, preprocess_workers: int = 0,
+    def __init__(self, weights: Optional[str] = "polos", *,
+                 statistics: Annotated[str, OneOf(STATISTICS)] = "per_sentence", device: Device = "auto",
+                 dtype: Optional[Dtype] = None, precision: Precision = None, batch_size: BatchSize = 64,
+                 cache_dir: Optional[PathLike] = None, persist_dir: Optional[PathLike] = None,
+                 cache_bytes: Bytes = DEFAULT_CACHE_BYTES, preprocess_workers: Workers = 0,
                  head: Optional[PolosHead] = None, config: Optional[Dict] = None,
                  clip_backbone: Optional[ClipBackbone] = None):
         if statistics not in STATISTICS:

@@ -1,7 +1,8 @@
 """One resolved plan of a metric suite, built once at the door (``capeval evaluate``, ``evaluate_captions``,
-``COCOEvalCap``, the Trainer hook) and followed by the engine: the metric names expanded to registered scorers, every
-option checked against its scorer, the runtime split from the per-metric options, and how each scorer runs. All of
-it is read from the registry (groups, corpus level, compositions, input needs), so no metric is named here.
+``COCOEvalCap``, the Trainer hook) and followed by the engine: the metric names expanded to registered scorers, the
+name and value of every option checked against its scorer's declarations and the runtime against its own (before
+any model loads), the runtime split from the per-metric options, and how each scorer runs. All of it is read from
+the registry (groups, corpus level, compositions, input needs), so no metric is named here.
 
 * A scorer of a registered group (``coco``) runs with the group's other scorers of the suite in one call over the
   whole input of every system (:meth:`capeval.core.scoring.Scorer.score_systems` with ``peers``); so does a
@@ -17,9 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from capeval.core.errors import InputError
-from capeval.core.scoring import Scorer, canonical_metric, get_scorer_spec, groups, scorer_of, scorers
+from capeval.core.option_types import RUNTIME_TYPES, option_refusal, value_problem
+from capeval.core.scoring import Scorer, canonical_metric, groups, options_by_scorer, scorer_of, scorers
 
-RUNTIME = ("device", "dtype", "batch_size", "cache_dir")  # given to every scorer that accepts them
+RUNTIME = tuple(RUNTIME_TYPES)  # given to every scorer that accepts them
 
 
 def expand_metrics(names: Sequence[str]) -> List[str]:
@@ -29,12 +31,13 @@ def expand_metrics(names: Sequence[str]) -> List[str]:
     if isinstance(names, str) or not names:
         raise InputError(f"metrics must be a non-empty list of metric names, not {names!r}")
     known, named_groups = scorers(), groups()
+    named = [scorer_of(name) for name in names if isinstance(name, str) and canonical_metric(name) not in named_groups]
     expanded: List[str] = []
     for name in names:
         if not isinstance(name, str):
             raise InputError(f"metric names must be strings, not {name!r}")
         if canonical_metric(name) in named_groups:
-            members = list(named_groups[canonical_metric(name)].available())
+            members = list(named_groups[canonical_metric(name)].available(named))
         elif scorer_of(name) in known:
             members = [scorer_of(name)]
         else:
@@ -100,9 +103,13 @@ class Plan:
         return any(scorers()[name].images != "unused" for name in self.chunked)
 
     def text_checks(self) -> List[type]:
-        """The scorer classes with a rule on texts (:meth:`Scorer.check_text`), checked before any model loads."""
-        classes = [scorers()[name].scorer_class() for name in self.loaded]
-        return [cls for cls in dict.fromkeys(classes) if cls.check_text.__func__ is not Scorer.check_text.__func__]
+        """One scorer class per rule on texts (:meth:`Scorer.check_text`; the COCO metrics share theirs), checked
+        before any model loads."""
+        rules: Dict[Any, type] = {}
+        for name in self.loaded:
+            cls = scorers()[name].scorer_class()
+            rules.setdefault(cls.check_text.__func__, cls)
+        return [cls for rule, cls in rules.items() if rule is not Scorer.check_text.__func__]
 
     def check_references(self, has_references: bool) -> None:
         """A scorer that needs references, when the scored images have none, is an :class:`InputError`."""
@@ -113,20 +120,27 @@ class Plan:
 
 def resolve_plan(metrics: Sequence[str], options: Optional[Mapping[str, Mapping]] = None, *, device: str = "auto",
                  dtype=None, batch_size: Optional[int] = None, cache_dir=None) -> Plan:
-    """The plan of ``metrics`` (names :func:`expand_metrics` knows) with ``options`` (per metric, its scorer
-    options) and the runtime (given to every scorer that accepts it; ``None``: its default). Every problem is an
-    :class:`InputError` before any model loads."""
+    """The plan of ``metrics`` (names :func:`expand_metrics` knows) with ``options`` (per metric, any spelling once,
+    its scorer options) and the runtime (given to every scorer that accepts it; ``None``: its default). Every problem
+    is an :class:`InputError` before any model loads: an unknown metric, options for a metric the suite does not
+    score, the same metric under two spellings, a runtime value (:data:`capeval.core.option_types.RUNTIME_TYPES`),
+    and the name and value of every option each scorer is given, the runtime included
+    (:meth:`~capeval.core.scoring.ScorerSpec.check_options`)."""
     names = expand_metrics(metrics)
-    checked: Dict[str, Dict] = {}
-    for name, values in (options or {}).items():
-        spec = get_scorer_spec(name)
-        if spec.name not in names:
-            raise InputError(f"options given for {name!r}, which is not among the suite's metrics {names}")
-        if not isinstance(values, Mapping):
-            raise InputError(f"options of {name!r} must be a mapping of option names to values, not {values!r}")
-        spec.check_options(values)
-        checked[spec.name] = dict(values)
     runtime = {"device": device, "dtype": dtype, "batch_size": batch_size, "cache_dir": cache_dir}
+    for option, value in runtime.items():
+        problem = value_problem(RUNTIME_TYPES[option], value)
+        if problem:
+            raise InputError(option_refusal(option, value, problem))
+    checked = options_by_scorer(options or {})
+    for name, spelled in zip(checked, options or {}):
+        if name not in names:
+            raise InputError(f"options given for {spelled!r}, which is not among the suite's metrics {names}")
+    registry = scorers()
+    for name in names:
+        spec = registry[name]
+        given = {k: v for k, v in runtime.items() if v is not None and k in spec.options}
+        spec.check_options({**given, **checked.get(name, {})})
     return Plan(tuple(names), checked, runtime)
 
 
@@ -144,7 +158,7 @@ def resolve_mixed(metrics: Sequence[str], mixed: Mapping[str, Any]) -> Plan:
         if known not in names or not isinstance(values, Mapping):
             raise InputError(f"{key!r} is neither a runtime option {RUNTIME} nor one of the metrics {names} with a "
                              "dict of that metric's options")
-        options[key] = values
+        options[key] = values  # two spellings of one metric: refused by resolve_plan, naming both
     return resolve_plan(names, options, **runtime)
 
 

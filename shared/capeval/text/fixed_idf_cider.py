@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Dict, List, Sequence, Union
+from typing import Dict, List, Optional, Sequence, Union
 
 from capeval.core.errors import InputError
 from capeval.core.inputs import ValidInputs, check_references
+from capeval.core.option_types import BatchSize, Device, Dtype
 from capeval.core.scoring import Scorer, summarize
 from capeval.functional.fixed_idf_cider import DocumentFrequencies, cider_d
 from capeval.text.coco import CIDER_KEY
@@ -71,8 +72,8 @@ class FixedIdfCiderScorer(Scorer):
     name, images, references = "cider", "unused", "required"
     key_metadata = {"cider": CIDER_KEY}
 
-    def __init__(self, idf: Union[str, os.PathLike, DocumentFrequencies], *, device=None, dtype=None,
-                 batch_size=None):
+    def __init__(self, idf: Union[str, os.PathLike, DocumentFrequencies], *, device: Optional[Device] = None,
+                 dtype: Optional[Dtype] = None, batch_size: Optional[BatchSize] = None):
         """Pure Python on the CPU: the runtime options change nothing."""
         self.document_frequencies = load_document_frequencies(idf)
 

@@ -3,6 +3,8 @@ L2-normalised, 384-token limit as sentence-transformers), averaged over the refe
 
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 
 from capeval.backbones.text_encoder import TokenizerTextEncoder
@@ -12,6 +14,7 @@ from capeval.core.device import resolve_device, resolve_dtype
 from capeval.core.hub import get_spec, resolve
 from capeval.core.inputs import ValidInputs
 from capeval.core.keys import ScoreKey
+from capeval.core.option_types import BatchSize, Bytes, Device, Dtype, PathLike
 from capeval.core.scoring import Scorer, summarize
 from capeval.core.truncation import warn_truncated
 
@@ -48,8 +51,9 @@ class MPNetScorer(Scorer):
     name, images, references = "mpnet_score", "unused", "required"
     key_metadata = {"mpnet_score": ScoreKey("MPNetScore")}
 
-    def __init__(self, weights: str = "all-mpnet-base-v2", *, device: str = "auto", dtype=None, batch_size: int = 64,
-                 cache_dir=None, persist_dir=None, cache_bytes: int = DEFAULT_CACHE_BYTES):
+    def __init__(self, weights: str = "all-mpnet-base-v2", *, device: Device = "auto", dtype: Optional[Dtype] = None,
+                 batch_size: BatchSize = 64, cache_dir: Optional[PathLike] = None,
+                 persist_dir: Optional[PathLike] = None, cache_bytes: Bytes = DEFAULT_CACHE_BYTES):
         self.encoder = MPNetEncoder(weights, device=device, dtype=dtype, batch_size=batch_size, cache_dir=cache_dir,
                                     persist_dir=persist_dir, cache_bytes=cache_bytes)
 

@@ -25,7 +25,7 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Annotated, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -39,6 +39,7 @@ from capeval.core.errors import ModelNotAvailableError
 from capeval.core.hub import registered_weights, resolve
 from capeval.core.inputs import ValidInputs
 from capeval.core.keys import ScoreKey
+from capeval.core.option_types import AtLeast, BatchSize, Between, Bytes, Device, Dtype, OneOf, PathLike
 from capeval.core.scoring import Scorer, summarize
 from capeval.core.truncation import TruncationCounter, warn_truncated
 from capeval.functional.vcrscore import limit_references, mcip_refclip_s, word_pool, word_precision
@@ -395,10 +396,12 @@ class VcrScorer(Scorer):
 
     def __init__(self, weights: str = "vcrscore-gbr", *, vilt: str = "vilt-b32-finetuned-coco",
                  detr: Optional[str] = "detr-resnet-50", yolo: Optional[str] = "yolos-small",
-                 mcip: str = "mcip-vit-l-14-336", detr_threshold: float = DETR_THRESHOLD,
-                 yolo_threshold: float = YOLO_THRESHOLD, yolo_label_names: str = "darknet",
-                 max_references: Optional[int] = None, device: str = "auto", dtype=None, batch_size: int = 32,
-                 cache_dir=None, persist_dir=None, cache_bytes: int = DEFAULT_CACHE_BYTES,
+                 mcip: str = "mcip-vit-l-14-336", detr_threshold: Annotated[float, Between(0, 1)] = DETR_THRESHOLD,
+                 yolo_threshold: Annotated[float, Between(0, 1)] = YOLO_THRESHOLD,
+                 yolo_label_names: Annotated[str, OneOf(LABEL_NAMES)] = "darknet",
+                 max_references: Optional[Annotated[int, AtLeast(1)]] = None, device: Device = "auto",
+                 dtype: Optional[Dtype] = None, batch_size: BatchSize = 32, cache_dir: Optional[PathLike] = None,
+                 persist_dir: Optional[PathLike] = None, cache_bytes: Bytes = DEFAULT_CACHE_BYTES,
                  regressor: Optional[dict] = None):
         from capeval.vcrscore.regressor import load_regressor
 
