@@ -12,12 +12,13 @@ adds any capeval metric by name (scored by the suite engine; ``images``: the ima
 
 from __future__ import annotations
 
-from typing import Any, Dict, Hashable, List, Optional, Sequence
+import sys
+from typing import Any, Dict, Hashable, List, Optional, Sequence, Tuple
 
 from capeval.core.errors import InputError
 from capeval.core.keys import coco_method
-from capeval.core.records import GroundTruth, read_ground_truth, read_results
-from capeval.core.scoring import get_scorer_spec
+from capeval.core.records import GroundTruth, SystemCaptions, read_ground_truth, read_results
+from capeval.core.scoring import get_scorer_spec, scorer_of
 from capeval.text.coco import check_backend
 
 # the scorer names pycocoevalcap's messages print (the keys' names in ``eval`` are their scorers' metadata)
@@ -28,47 +29,57 @@ class COCOEvalCap:
     """``COCOEvalCap(coco, cocoRes)``: ``coco`` holds the reference captions (a pycocotools ``COCO``, a COCO caption
     annotations dict or its JSON path), ``cocoRes`` the captions scored (``coco.loadRes(...)``, a results list
     ``[{"image_id", "caption"}]`` or its JSON path), both read by capeval's evaluation-set reader
-    (:func:`capeval.core.records.read_ground_truth`, :func:`~capeval.core.records.read_results`). ``params['image_id']``
-    (default: every annotated image, as pycocoevalcap) selects the images scored; each must have references and a
-    result caption.
+    (:func:`capeval.core.records.read_ground_truth`, :func:`~capeval.core.records.read_results`).
+
+    ``params['image_id']`` (default: every image of the annotations, as pycocoevalcap's ``coco.getImgIds()``) selects
+    the images scored, as pycocoevalcap 1.2 does: results for other images are left out (the default README example
+    ``params['image_id'] = cocoRes.getImgIds()`` scores the results' images); an id given twice is scored once;
+    ``imgToEval`` follows the order of the ids. An id with neither references nor a result caption (an image the
+    annotations list without captions, or an id they do not hold) is skipped as pycocoevalcap skips it; an id the
+    annotations do not hold is named in one stderr line. Refused (pycocoevalcap fails on them at scoring, with an
+    ``AssertionError`` or by waiting forever): an annotated id without a result caption, a result for an image
+    without references, and a selection with nothing to score.
 
     ``metrics``: ``None`` = pycocoevalcap's set available here (the ``coco`` group: SPICE only where its jars exist);
     else any names a capeval suite takes (``"coco"``, ``bleu``/``meteor``/``rouge_l``/``cider``/``spice``, any
     capeval metric; ``images``: the folder the annotations' ``file_name`` are relative to). ``options``: per metric,
     its scorer options, and the suite's ``device``/``dtype``/``batch_size``/``cache_dir``. ``backend``:
     ``"python"`` (no Java) or ``"java"`` (pycocoevalcap's jars) for the metrics that have one. ``quiet``: print
-    nothing."""
+    nothing. ``empty_caption``: ``"score"`` (empty and whitespace-only captions and references scored as
+    pycocoevalcap scores them, counted in one stderr line) or ``"error"`` (refused, naming the file and record)."""
 
     def __init__(self, coco: Any, cocoRes: Any, *, metrics: Optional[Sequence[str]] = None, backend: str = "python",
-                 images: Optional[str] = None, quiet: bool = False, **options: Any):
+                 images: Optional[str] = None, quiet: bool = False, empty_caption: str = "score", **options: Any):
         self.evalImgs: List[Dict] = []
         self.eval: Dict[str, Any] = {}
         self.imgToEval: Dict[Hashable, Dict] = {}
         self.coco, self.cocoRes = coco, cocoRes
         self._truth = read_ground_truth(coco)
-        self._results = read_results(cocoRes, self._truth)
+        self._results = read_results(cocoRes, self._truth, keep_unannotated=True)  # as pycocotools' loadRes
         self.params: Dict[str, Any] = {"image_id": [*self._truth.images, *self._truth.unannotated]}
         self.metrics, self.images, self.quiet, self.options = metrics, images, quiet, options
+        from capeval.suite.texts import check_empty_caption_policy
+
         self.backend = check_backend(backend)
+        self.empty_caption = check_empty_caption_policy(empty_caption)
 
     def evaluate(self) -> None:
         """Score ``params['image_id']``; fill ``eval``, ``imgToEval`` and ``evalImgs``."""
         from capeval.suite import score_suite
 
-        image_ids = list(self.params["image_id"])
-        truth = self._selected(image_ids)
+        truth, results = self._selected(list(self.params["image_id"]))
         plan = self._plan()
         self._print("tokenization...")
         self._print("setting up scorers...")
         self._print("computing %s score..." % ", ".join(SCORER_NAMES.get(name, name) for name in plan.metrics))
-        scores = score_suite(truth, [self._results], plan, images_root=self.images,
-                             show_progress=False if self.quiet else None)
+        scores = score_suite(truth, [results], plan, images_root=self.images,
+                             show_progress=False if self.quiet else None, empty_caption=self.empty_caption)
         system = self._results.name
         for key in scores.keys:
             method = coco_method(get_scorer_spec(scores.metrics[key]["scorer"]).scorer_class(), key)
             self.setEval(scores.corpus[system][key], method)
             self.setImgToEvalImgs(scores.details.get(system, {}).get(key) or scores.per_image[system][key],
-                                  image_ids, method)
+                                  scores.image_ids, method)
             self._print("%s: %0.3f" % (method, scores.corpus[system][key]))
         self.setEvalImgs()
 
@@ -95,19 +106,53 @@ class COCOEvalCap:
         names = expand_metrics(list(asked))
         mixed = dict(self.options)
         for name in names:
-            if "backend" in get_scorer_spec(name).options:
-                mixed[name] = {"backend": self.backend, **mixed.get(name, {})}
+            if "backend" in get_scorer_spec(name).options:  # under the spelling given (two are refused)
+                key = next((key for key in mixed if isinstance(key, str) and scorer_of(key) == name), name)
+                mixed[key] = {"backend": self.backend, **mixed.get(key, {})}
         return resolve_mixed(names, mixed)
 
-    def _selected(self, image_ids: List[Hashable]) -> GroundTruth:
-        """The ground truth of ``image_ids``, each with references and exactly one result caption."""
+    def _selected(self, image_ids: List[Hashable]) -> Tuple[GroundTruth, SystemCaptions]:
+        """The ground truth and the results of the images ``image_ids`` selects (pycocoevalcap's semantics: see the
+        class docstring), in their order."""
         if not image_ids:
             raise InputError("params['image_id'] is empty: no image to score")
+        selected: Dict[Hashable, None] = {}
+        unknown: Dict[Hashable, None] = {}
+        unannotated = set(self._truth.unannotated)
         for i, image_id in enumerate(image_ids):
-            where = f"params['image_id'][{i}] (image {image_id!r})"
-            if image_id not in self._truth.images:
-                raise InputError(f"{where} has no reference caption in the annotations")
-            if image_id not in self._results.captions:
+            where = f"params['image_id'][{i}] (image {image_id!r:.40})"
+            if not isinstance(image_id, Hashable):
+                raise InputError(f"{where} is {type(image_id).__name__}, expected an image id")
+            annotated, captioned = image_id in self._truth.images, image_id in self._results.captions
+            if annotated and not captioned:
                 raise InputError(f"{where} has 0 captions in the results; to score only the images of the results "
                                  "set params['image_id'] to their ids")
-        return GroundTruth({i: self._truth.images[i] for i in image_ids}, self._truth.source, self._truth.split)
+            if captioned and not annotated:
+                raise InputError(f"{where} has no reference caption in the annotations "
+                                 f"({self._results.caption_where(image_id)})")
+            if annotated:
+                selected[image_id] = None
+            elif image_id not in unannotated:
+                unknown[image_id] = None
+        if unknown:
+            print(f"capeval: params['image_id'] lists {len(unknown)} id(s) that {self._truth.source} does not hold, "
+                  f"skipped as pycocoevalcap skips them: {_ids_text(list(unknown), self._truth)}", file=sys.stderr)
+        if not selected:
+            raise InputError(f"params['image_id'] selects no image with references and a result caption (of its "
+                             f"{len(image_ids)} ids): no image to score")
+        truth = GroundTruth({i: self._truth.images[i] for i in selected}, self._truth.source, self._truth.split)
+        results = self._results
+        captions = SystemCaptions(results.name, {i: results.captions[i] for i in selected}, results.source,
+                                  results.records)
+        return truth, captions
+
+
+def _ids_text(ids: List[Hashable], truth: GroundTruth, shown: int = 5) -> str:
+    """The first ``shown`` of ``ids``, and how the annotations write an id of them that differs only in its type."""
+    text = ", ".join(repr(i) for i in ids[:shown]) + (", …" if len(ids) > shown else "")
+    for image_id in ids:
+        twin = (str(image_id) if isinstance(image_id, int) else
+                int(image_id) if isinstance(image_id, str) and image_id.isdigit() else None)
+        if twin is not None and twin in truth.images:
+            return text + f" (the annotations' id {twin!r} is {'a number' if isinstance(twin, int) else 'text'})"
+    return text

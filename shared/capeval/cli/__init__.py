@@ -7,6 +7,7 @@ import argparse
 import contextlib
 import importlib
 import os
+import shlex
 import sys
 from typing import List, Optional
 
@@ -75,7 +76,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     Ctrl-C (SIGINT) ends it with one line on stderr, status 130 (what it was writing is left whole or not at all)."""
     try:
         try:
-            return _run(sys.argv[1:] if argv is None else list(argv))
+            return _run(sys.argv[1:] if argv is None else list(argv), sys.argv if argv is None else ["capeval", *argv])
         finally:
             sys.stdout.flush()  # a closed pipe shows here at the latest, not at interpreter exit
     except BrokenPipeError:
@@ -86,8 +87,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         return INTERRUPTED_STATUS
 
 
-def _run(argv: List[str]) -> int:
+def _run(argv: List[str], given: List[str]) -> int:
     args = build_parser(_command_named(argv)).parse_args(argv)
+    args.command_line = shlex.join(given)  # the command as given, shell-quoted (the report names it)
     try:
         if getattr(args, "json", False):  # stdout holds the one JSON document: anything else printed goes to stderr
             args.result_stream = sys.stdout

@@ -552,8 +552,9 @@ def read_ground_truth(path: Union[str, os.PathLike, Any], *, split: Optional[str
 
     Images listed without any reference caption are not part of the evaluation (:attr:`GroundTruth.unannotated`):
     ``total`` in :func:`coverage` counts annotated images only, and a result for one is refused by
-    :func:`read_results`. Malformed files (duplicate image ids, a caption that is not text or is empty, an
-    annotation for an image not in ``images[]``) are refused naming the entry.
+    :func:`read_results`. Malformed files (duplicate image ids, a caption that is not text, an annotation for an
+    image not in ``images[]``) are refused naming the entry; empty captions are kept (the suite counts them, scores
+    them as pycocoevalcap does or refuses them: :func:`capeval.suite.texts.check_empty_texts`).
     """
     data, path = _json_source(path, "COCO caption annotations or a Karpathy split file", "the annotations")
     if isinstance(data, dict) and "annotations" in data:
@@ -564,6 +565,9 @@ def read_ground_truth(path: Union[str, os.PathLike, Any], *, split: Optional[str
     images = data.get("images") if isinstance(data, dict) else None
     if isinstance(images, list) and images and isinstance(images[0], dict) and "sentences" in images[0]:
         return _karpathy_ground_truth(images, str(path), split)
+    if isinstance(data, list) and data and isinstance(data[0], dict) and {"image_id", "caption"} <= data[0].keys():
+        raise InputError(f'{path} is a results list [{{"image_id", "caption"}}] (one system\'s captions), not '
+                         f"reference annotations: {SWAPPED}")
     raise InputError(f"{path} is neither COCO caption annotations (an object with 'images' and 'annotations') nor a "
                      "Karpathy split file (an object with 'images' holding 'sentences')")
 
@@ -607,7 +611,7 @@ def _coco_ground_truth(data: Dict, source: str) -> GroundTruth:
                              "(captions_*.json, not instances_*.json)")
         if image_id not in files:
             raise InputError(f"{where}.image_id {image_id!r} is not an id of images[]")
-        references.setdefault(image_id, []).append(check_caption(entry["caption"], f"{where}.caption"))
+        references.setdefault(image_id, []).append(check_caption(entry["caption"], f"{where}.caption", empty=True))
         reference_where.setdefault(image_id, []).append(f"{where}.caption")
     if not references:
         raise InputError(f"{source}: no caption annotations (an image information file without captions?)")
@@ -666,7 +670,7 @@ def _karpathy_ground_truth(entries: List, source: str, split: Optional[str]) -> 
             if not isinstance(sentence, dict):
                 raise InputError(f"{where}.sentences[{j}] is {type(sentence).__name__}, expected an object")
             references.append(check_caption(_field(sentence, "raw", f"{where}.sentences[{j}]"),
-                                         f"{where}.sentences[{j}].raw"))
+                                         f"{where}.sentences[{j}].raw", empty=True))
         if not references:
             unannotated.append(image_id)
             continue
@@ -677,7 +681,7 @@ def _karpathy_ground_truth(entries: List, source: str, split: Optional[str]) -> 
 
 
 def read_results(path: Union[str, os.PathLike, Any], ground_truth: GroundTruth, *,
-                 name: Optional[str] = None) -> SystemCaptions:
+                 name: Optional[str] = None, keep_unannotated: bool = False) -> SystemCaptions:
     """One system's captions from a COCO results file ``[{"image_id": ..., "caption": "..."}, ...]`` (other keys
     are ignored), checked against ``ground_truth``; ``name`` defaults to the file's stem. ``path`` may also be the
     results list itself, or a pycocotools results object (``coco.loadRes(...)``; its ``annotations``).
@@ -686,12 +690,19 @@ def read_results(path: Union[str, os.PathLike, Any], ground_truth: GroundTruth, 
     records) and the problem: a file that is not JSON or not a list, a record without ``image_id`` or ``caption``, a
     caption that is not text, an image id given twice, ids that are not annotated images of ``ground_truth`` (the
     first few named). Ids are compared as they are: ``"391895"`` (text) does not match the annotations' 391895 (a
-    number); the error says so. Empty captions are kept here (the suite refuses them, naming this file and record:
-    :meth:`SystemCaptions.caption_where`).
+    number); the error says so. Empty captions are kept here (the suite scores or refuses them, naming this file and
+    record: :meth:`SystemCaptions.caption_where`). Reference captions given in place of results (COCO caption
+    annotations, a Karpathy split file, a pycocotools object holding several captions of an image) are refused,
+    named as such. ``keep_unannotated``: keep results for images the annotations list without any reference caption
+    (pycocotools' ``loadRes`` accepts them; :class:`capeval.cocoevalcap.COCOEvalCap` refuses them only where
+    ``params['image_id']`` selects them).
     """
     records, source = _json_source(path, 'a COCO results list [{"image_id", "caption"}]', "the results")
-    if isinstance(records, dict) and isinstance(records.get("annotations"), list):  # a loadRes object's dataset
+    from_object = isinstance(records, dict) and hasattr(path, "dataset")
+    if from_object and isinstance(records.get("annotations"), list):  # a loadRes object's dataset
         records = records["annotations"]
+    elif isinstance(records, dict) and _references_kind(records) is not None:
+        raise InputError(f"{source} is {_references_kind(records)} (reference captions), not results: {SWAPPED}")
     if not isinstance(records, list):
         raise InputError(f'{source}: the top level is {type(records).__name__}, expected a list of '
                          '{"image_id", "caption"} records (a COCO results file)')
@@ -707,16 +718,35 @@ def read_results(path: Union[str, os.PathLike, Any], ground_truth: GroundTruth, 
         caption = _field(record, "caption", where)
         if not isinstance(caption, str):
             raise InputError(f"{where}: 'caption' is {type(caption).__name__} {caption!r:.40}, expected text")
+        if image_id in captions and from_object:
+            raise InputError(f"{where}: image_id {image_id!r} again (first at record {first_record[image_id]}): "
+                             "several captions of one image, as reference annotations hold them; results hold one "
+                             f"caption per image. If this is the annotations' COCO object: {SWAPPED}")
         if image_id in captions:
             raise InputError(f"{where}: image_id {image_id!r} again (first at record {first_record[image_id]}): "
                              "one caption per image")
         captions[image_id] = caption
         first_record[image_id] = number
-    unknown = [i for i in captions if i not in ground_truth.images]
+    listed = ground_truth.images.keys() | set(ground_truth.unannotated) if keep_unannotated else ground_truth.images
+    unknown = [i for i in captions if i not in listed]
     if unknown:
         raise InputError(f"{source}: record {first_record[unknown[0]]}: {_unknown_ids(unknown, ground_truth)}")
     default = Path(source).stem if isinstance(path, (str, os.PathLike)) else "results"
     return SystemCaptions(name or default, captions, source, first_record)
+
+
+SWAPPED = ("give the reference captions as the annotations (--annotations; COCOEvalCap's first argument) and one "
+           "system's captions as the results (--results; COCOEvalCap's second)")
+
+
+def _references_kind(data: Dict) -> Optional[str]:
+    """What reference file ``data`` is ("COCO caption annotations", "a Karpathy split file"), else ``None``."""
+    if isinstance(data.get("annotations"), list):
+        return "COCO caption annotations"
+    images = data.get("images")
+    if isinstance(images, list) and images and isinstance(images[0], dict) and "sentences" in images[0]:
+        return "a Karpathy split file"
+    return None
 
 
 def _unknown_ids(unknown: List[Hashable], ground_truth: GroundTruth) -> str:
@@ -834,7 +864,7 @@ def _inline_references(value: Any, where: str) -> Tuple[str, ...]:
         raise InputError(f"{where}: the references are {type(value).__name__}, expected a list of captions")
     if not references:
         raise InputError(f"{where}: an empty reference list")
-    return tuple(check_caption(ref, f"{where}: reference {j}") for j, ref in enumerate(references))
+    return tuple(check_caption(ref, f"{where}: reference {j}", empty=True) for j, ref in enumerate(references))
 
 
 def common_ground_truth(truths: Sequence[GroundTruth]) -> GroundTruth:

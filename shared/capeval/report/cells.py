@@ -219,9 +219,37 @@ def footer(report: Mapping) -> List[str]:
     units = significance.get("units", "images")
     alpha = significance.get("alpha")
     family = significance.get("family")
+    if significance.get("family_size") == 0:  # no p-value to speak of
+        return [coverage, f"{resamples} resamples over {units}, seed {seed}",
+                f"no significance test ran ({_no_test_cause(report, significance)})"] + _empty_texts(report)
     return [coverage, f"{resamples} resamples over {units}, seed {seed}", f"tests: {tests}{_test_design(significance)}",
             f"correction: {correction}" + ("" if family is None else f" over {family}")
-            + ("" if alpha is None else f", alpha {alpha:g}") + _floor(significance, alpha)]
+            + ("" if alpha is None else f", alpha {alpha:g}") + _floor(significance, alpha)] + _empty_texts(report)
+
+
+def _empty_texts(report: Mapping) -> List[str]:
+    """The empty captions of each system and the empty references, where there are any (report.json's
+    ``systems[name].empty_captions`` and ``coverage.empty_references``)."""
+    counts = {name: system.get("empty_captions", {}).get("count", 0)
+              for name, system in report.get("systems", {}).items()}
+    references = report.get("coverage", {}).get("empty_references", 0)
+    if not any(counts.values()) and not references:
+        return []
+    parts = [f"{name} {count}" for name, count in counts.items() if count]
+    text = f"empty captions: {', '.join(parts)}" if parts else ""
+    if references:
+        text += f"{'; ' if text else ''}empty references: {references}"
+    return [f"{text} (scored as pycocoevalcap scores them)"]
+
+
+def _no_test_cause(report: Mapping, significance: Mapping) -> str:
+    """Why a document with a family of 0 tests has none."""
+    n, units = significance.get("n_units"), significance.get("units", "images")
+    if len(report.get("systems", {})) < 2:
+        return "one system: nothing to compare"
+    if n is not None and n < 2:
+        return f"{n} {units[:-1] if n == 1 and units.endswith('s') else units}: a test needs at least 2"
+    return "every difference is undefined"
 
 
 def _test_design(significance: Mapping) -> str:

@@ -1,5 +1,6 @@
 """``report.html``: one self-contained page (inline CSS, inline SVG, thumbnails as ``data:`` URIs, a small inline
-script; no external URL): a banner naming the metrics scored with tiny random test weights (when any), the table,
+script; no external URL): a banner naming the metrics scored with tiny random test weights (when any), a header
+naming the files the report was computed from (path and sha256) and the command line, the table,
 every pairwise comparison on the table's scale, the scores with their CIs, significance clusters, the images where
 two systems disagree most (how many images were compared, how many the page embeds), coverage, and the
 provenance/hashcodes in a collapsible section.
@@ -187,8 +188,11 @@ def comparison_row(report: Mapping, row: Mapping, tiny: Sequence[str]) -> str:
 
 def comparisons_table(report: Mapping, table: Table) -> str:
     """Every comparison of the document: Δ = second − first system on the table's scale and decimals, p-values
-    rounded to four decimals; one row per comparison (a list of labelled rows on a narrow screen)."""
-    rows = "".join(comparison_row(report, row, table.tiny) for row in report.get("comparisons", []))
+    rounded to four decimals; one row per comparison (a list of labelled rows on a narrow screen). Nothing when the
+    document has no comparison (one system)."""
+    if not report.get("comparisons"):
+        return ""
+    rows = "".join(comparison_row(report, row, table.tiny) for row in report["comparisons"])
     labels = ("Systems (Δ = first − second)", "Metric", "Δ", *(label for _, label in P_COLUMNS), "Significant")
     head = "".join(f"<th>{esc(label)}</th>" for label in labels)
     correction = report.get("significance", {}).get("correction")
@@ -305,6 +309,25 @@ def provenance_section(report: Mapping, table: Table) -> str:
             f"<pre>{esc(json.dumps(details, indent=1, default=str, ensure_ascii=False))}</pre></details></section>")
 
 
+def inputs_list(report: Mapping) -> str:
+    """The files the report was computed from (path and sha256 of each) and the command line, from the document's
+    ``inputs`` (nothing for a document without it)."""
+    inputs = report.get("inputs")
+    if not inputs:
+        return ""
+    annotations = inputs.get("annotations")
+    entries = [("Annotations", annotations["path"], annotations["sha256"])] if annotations else []
+    entries += [(f"Results of {e['system']}", e["path"], e["sha256"]) for e in inputs.get("results", [])]
+    entries += [(f"Records of {e['system']}", e["source"], e["sha256"]) for e in inputs.get("records", [])]
+    items = "".join(f"<dt>{esc(label)}</dt><dd><code>{esc(path)}</code>"
+                    + (f' · sha256 <code class="sha256">{esc(digest)}</code>' if digest else "") + "</dd>"
+                    for label, path, digest in entries)
+    command = inputs.get("command")
+    shown = (f'<code id="command">{esc(command)}</code>' if command
+             else "not recorded (evaluate_captions called from Python)")
+    return f'<dl class="note" id="inputs">{items}<dt>Command</dt><dd>{shown}</dd></dl>'
+
+
 def render_html(report: Mapping, table: Table, images_root: Optional[Path] = None) -> str:
     coverage = esc(report["coverage"]["text"])
     title_text = f"capeval report: {len(table.systems)} systems, {report['coverage']['text']}"
@@ -313,7 +336,7 @@ def render_html(report: Mapping, table: Table, images_root: Optional[Path] = Non
             f"<title>{esc(title_text)}</title><style>{STYLE}</style></head><body><main>{tiny_banner(table)}"
             f'<header><h1>Caption evaluation report</h1><p class="coverage" id="coverage">{coverage}</p>'
             f'<p class="note">capeval {esc(report.get("capeval_version", ""))} · {esc(report.get("created", ""))}'
-            "</p></header>"
+            f"</p>{inputs_list(report)}</header>"
             f'<section id="table"><h2>Scores</h2><p class="note">{esc(table.scale_note)} {esc(table.legend)}</p>'
             f'{score_table(table)}<p class="note" id="footer">{" · ".join(map(esc, table.footer))}</p>'
             f"{clusters_table(report, table)}{comparisons_table(report, table)}</section>"

@@ -26,7 +26,9 @@ otherwise (an error rate, a distance): only the clusters' order depends on it (e
   ``correction`` (Holm by default, :func:`capeval.statistics.corrections.adjust`); a difference is ``significant`` when
   both tests' adjusted p-values are at most ``alpha``: the bootstrap, biased on few images, never marks a
   difference alone. ``significance`` states the smallest p-value each test can give (n, R) and the family size;
-  when their adjusted floor exceeds ``alpha`` no difference can be marked, and a warning says so.
+  when their adjusted floor exceeds ``alpha`` no difference can be marked, and a warning says so. When no test ran
+  (one system, fewer than 2 images, every difference undefined) the family size is 0 and ``smallest_p`` and
+  ``smallest_adjusted_p`` are ``None``: every p-value given is a probability, or NaN where its test did not run.
 - **Clusters** per metric (:func:`capeval.statistics.clusters.significance_clusters`): systems sorted best first
   (by value, in the metric's direction); a system opens a new rank when a system of the current rank is
   significantly better.
@@ -112,8 +114,9 @@ def compare_systems(statistics: Mapping[str, Mapping[str, CorpusStatistics]], *,
     comparisons = [_comparison(order, key, i, j, values[key], boot[key], null[key][:, p], confidence, undefined[key],
                                unresampled, tests)
                    for p, (i, j) in enumerate(pairs) for key in keys]
-    smallest = {"paired-bs": 1 / (resamples + 1), "paired-ar": 2 / 2 ** n_units if exact else 1 / (resamples + 1)}
-    family, floor = _adjust(comparisons, correction, alpha, smallest, n_units, resamples)
+    family = sum(not np.isnan(c["p_bootstrap"]) for c in comparisons)
+    smallest = _smallest_p(n_units, resamples, exact) if family else None
+    floor = _adjust(comparisons, correction, alpha, smallest, family, n_units, resamples)
     return {"systems": systems, "comparisons": comparisons,
             "clusters": {key: _clusters(order, values[key], comparisons, key, undefined[key], better[key])
                          for key in keys},
@@ -293,15 +296,19 @@ def _no_test(cause: str) -> Dict:
             "undefined": cause}
 
 
-def _adjust(comparisons: List[Dict], correction: str, alpha: float, smallest: Dict[str, float], n_units: int,
-            resamples: int) -> Tuple[int, float]:
-    """Adjust each test's defined p-values as one family (undefined ones take no part), then mark significance.
-    Returns the family size and the smallest adjusted p-value a mark can rest on (the larger of the two tests'
-    smallest p-values, adjusted over the family), with a warning where it exceeds ``alpha``: then no difference
-    can be significant, however large."""
-    family = sum(not np.isnan(c["p_bootstrap"]) for c in comparisons)
-    floor = float(adjust(np.full(max(1, family), max(smallest.values())), correction).min())
-    if family and floor > alpha:
+def _smallest_p(n_units: int, resamples: int, exact: bool) -> Dict[str, float]:
+    """The smallest p-value each test can give on ``n_units`` images (at least 2) with ``resamples`` draws."""
+    return {"paired-bs": 1 / (resamples + 1), "paired-ar": 2 / 2 ** n_units if exact else 1 / (resamples + 1)}
+
+
+def _adjust(comparisons: List[Dict], correction: str, alpha: float, smallest: Optional[Dict[str, float]],
+            family: int, n_units: int, resamples: int) -> Optional[float]:
+    """Adjust each test's defined p-values as one family of ``family`` tests (undefined ones take no part), then
+    mark significance. Returns the smallest adjusted p-value a mark can rest on (the larger of the two tests'
+    ``smallest`` p-values, adjusted over the family; ``None`` when no test ran), with a warning where it exceeds
+    ``alpha``: then no difference can be significant, however large."""
+    floor = None if smallest is None else float(adjust(np.full(family, max(smallest.values())), correction).min())
+    if floor is not None and floor > alpha:
         if smallest["paired-ar"] > smallest["paired-bs"]:
             remedy = (f"on {n_units} images the exact randomization test cannot go below p = "
                       f"{smallest['paired-ar']:.3g} (2 of 2^{n_units} swap patterns): more images are needed")
@@ -319,7 +326,7 @@ def _adjust(comparisons: List[Dict], correction: str, alpha: float, smallest: Di
             c[f"p_{test}_adjusted"] = float(p)
     for c in comparisons:
         c["significant"] = bool(c["p_bootstrap_adjusted"] <= alpha and c["p_randomization_adjusted"] <= alpha)
-    return family, floor
+    return floor
 
 
 def _clusters(order: List[str], values: np.ndarray, comparisons: List[Dict], key: str,

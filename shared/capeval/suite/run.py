@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from capeval.core.errors import InputError, ScoredThenFailedError
+from capeval.core.hashing import file_sha256
 from capeval.core.records import (GroundTruth, SystemCaptions, common_ground_truth, coverage, read_ground_truth,
                                   read_inline, read_results)
 from capeval.core.scoring import get_scorer_spec
@@ -24,6 +25,7 @@ from capeval.report.cells import tiny_weight_keys
 from capeval.report.schema import SCHEMA_VERSION
 from capeval.suite.engine import score_suite
 from capeval.suite.plan import Plan, as_plan, resolve_plan
+from capeval.suite.texts import check_empty_caption_policy
 
 PathLike = Union[str, os.PathLike]
 
@@ -36,7 +38,8 @@ def evaluate_captions(results: Sequence[PathLike] = (), *, annotations: Optional
                       options: Optional[Mapping[str, Mapping]] = None, device: str = "auto", dtype=None,
                       batch_size: Optional[int] = None, cache_dir: Optional[PathLike] = None,
                       show_progress: Optional[bool] = None, fields: Optional[Mapping[str, str]] = None,
-                      image_format: Optional[str] = None, config: Optional[str] = None) -> Dict:
+                      image_format: Optional[str] = None, config: Optional[str] = None,
+                      empty_caption: str = "score", command: Optional[str] = None) -> Dict:
     """Score ``metrics`` (``"coco"`` = BLEU-1..4, METEOR, ROUGE-L, CIDEr-D, SPICE where its jars exist; any
     registered scorer by name; or the suite's :class:`capeval.suite.plan.Plan`, resolved at the door with its
     options and runtime) for every system and compare them; the report document.
@@ -52,36 +55,54 @@ def evaluate_captions(results: Sequence[PathLike] = (), *, annotations: Optional
     ``--paired-ar`` default: the Holm-adjusted p-values of m metric × pair tests cannot go below m/(R + 1); on at
     most 16 images the randomization test is exact and cannot go below 2/2ⁿ). ``p_values``: ``"noreen"`` (ties
     counted: valid at any number of images) or ``"sacrebleu"`` (sacrebleu 2's strict count, to compare with
-    published MT numbers).
+    published MT numbers). ``empty_caption``: ``"score"`` (default: empty and whitespace-only captions and
+    references scored as each metric's official implementation scores them, refused when a metric does not score
+    them; counted in the report, ``systems[name]["empty_captions"]`` and ``coverage["empty_references"]``, and named
+    in one stderr line) or ``"error"`` (refused, naming the file and record). ``command``: the command line the
+    report names (``capeval evaluate`` gives its own, as typed and shell-quoted); ``None``, the default of a call from
+    Python, leaves the report's ``inputs["command"]`` null (the call's files are named there all the same).
 
     Every input problem (malformed annotations, duplicate or unknown ids, non-text captions, systems on different
     images, ``require_all`` short of the whole set, an unknown metric or option, a ``baseline`` that is no system, a
     missing image file) is an :class:`InputError` raised before any model loads (the image files are checked by
-    :func:`capeval.suite.score_suite`).
+    :func:`capeval.suite.score_suite`). So is an ``output`` folder that cannot take a file (read-only, full). The report
+    files are written there as a set (:func:`capeval.report.write.write_report`); a failure after scoring raises
+    :class:`ScoredThenFailedError` naming the ``scores.json`` that holds every per-image score (:func:`save_scores`).
     """
     from capeval.statistics.systems import check_options, compare_systems
 
     check_options(resamples, p_values=p_values)
+    check_empty_caption_policy(empty_caption)
     suite = as_plan(metrics, options, device=device, dtype=dtype, batch_size=batch_size, cache_dir=cache_dir)
     plan = prepare_evaluation(results, annotations=annotations, split=split, records=records, images=images,
                               metrics=suite, names=names, baseline=baseline, require_all=require_all,
                               fields=fields, image_format=image_format, config=config)
+    if output is not None:
+        from capeval.report.write import check_writable
 
-    scores = score_suite(plan.ground_truth, plan.systems, plan.suite, images_root=images, show_progress=show_progress)
+        check_writable(output)
+
+    scores = score_suite(plan.ground_truth, plan.systems, plan.suite, images_root=images, show_progress=show_progress,
+                         empty_caption=empty_caption)
     try:
         comparison = compare_systems(scores.statistics, baseline=baseline, resamples=resamples, seed=seed,
                                      p_values=p_values, undefined=undefined_means(scores),
                                      higher_is_better={key: scores.metrics[key]["higher_is_better"]
                                                        for key in scores.keys})
-        report = build_report(plan, scores, comparison)
+        report = build_report(plan, scores, comparison, command=command)
         if output is not None:
             from capeval.report.write import write_report
 
             write_report(report, output, images_root=images)  # marks against the report's baseline
     except Exception as exc:
-        saved = save_scores(plan, scores, output)
-        raise ScoredThenFailedError(f"the systems were scored, then the report failed ({type(exc).__name__}: {exc}); "
-                           f"every per-image score is saved in {saved}") from exc
+        failure = " ".join(f"{type(exc).__name__}: {exc}".split())  # the message stays one line
+        try:
+            saved = save_scores(plan, scores, output)
+        except OSError as unsaved:
+            raise ScoredThenFailedError(f"the systems were scored, then the report failed ({failure}); the per-image "
+                                        f"scores could not be saved either ({unsaved})") from exc
+        raise ScoredThenFailedError(f"the systems were scored, then the report failed ({failure}); "
+                                    f"every per-image score is saved in {saved}") from exc
     return report
 
 
@@ -98,18 +119,51 @@ def undefined_means(scores) -> Dict[str, Dict[str, str]]:
 
 
 def save_scores(plan: "EvaluationPlan", scores, output: Optional[PathLike]) -> str:
-    """Write every per-image score (``scores.json``: image ids, per system and key) into ``output``, or a new
-    temporary folder; the path written."""
+    """Write every per-image score (``scores.json``: image ids, per system and key) into the first folder that takes
+    it: ``output``, else a new folder in the system's temporary folder, else a new folder in capeval's cache
+    (``$CAPEVAL_CACHE`` or ``~/.cache/capeval``, under ``scores/``); the path written. The file is whole or absent
+    and a new folder that did not take it is removed; an :class:`OSError` naming each folder tried when none does."""
     import json
+    import shutil
     import tempfile
 
-    folder = output if output is not None else tempfile.mkdtemp(prefix="capeval-scores-")
-    os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, "scores.json")
-    document = {"image_ids": list(scores.image_ids), "coverage": plan.coverage, "keys": scores.keys,
-                "corpus": scores.corpus, "per_image": scores.per_image, "undefined_images": scores.undefined_images}
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(document, handle, default=str)
+    from capeval.core.hub import default_cache_dir
+
+    text = json.dumps({"image_ids": list(scores.image_ids), "coverage": plan.coverage, "keys": scores.keys,
+                       "corpus": scores.corpus, "per_image": scores.per_image,
+                       "undefined_images": scores.undefined_images}, default=str)
+    refusals = []
+    if output is not None:
+        try:
+            os.makedirs(output, exist_ok=True)
+            return _write_whole(os.path.join(output, "scores.json"), text)
+        except OSError as exc:
+            refusals.append(f"{output}: {exc.strerror or exc}")
+    for parent in (None, default_cache_dir() / "scores"):  # None: the system's temporary folder
+        folder = None
+        try:
+            if parent is not None:
+                os.makedirs(parent, exist_ok=True)
+            folder = tempfile.mkdtemp(prefix="capeval-scores-", dir=parent)
+            return _write_whole(os.path.join(folder, "scores.json"), text)
+        except OSError as exc:
+            refusals.append(f"{folder or parent or tempfile.gettempdir()}: {exc.strerror or exc}")
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
+    raise OSError(f"no folder took scores.json: {'; '.join(refusals)}")
+
+
+def _write_whole(path: str, text: str) -> str:
+    """``text`` into ``path`` under a temporary name, then renamed: the file is whole or absent; the path."""
+    partial = f"{path}.{os.getpid()}.partial"
+    try:
+        with open(partial, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(partial, path)
+    except BaseException:
+        if os.path.lexists(partial):
+            os.remove(partial)
+        raise
     return path
 
 
@@ -122,6 +176,7 @@ class EvaluationPlan:
     suite: Plan
     coverage: Dict
     baseline: Optional[str]
+    inputs: Dict  # the files read: input_files()
 
 
 def prepare_evaluation(results: Sequence[PathLike] = (), *, annotations: Optional[PathLike] = None,
@@ -146,7 +201,26 @@ def prepare_evaluation(results: Sequence[PathLike] = (), *, annotations: Optiona
     if scoring_images and annotations is not None and images is None:
         raise InputError(f"{', '.join(scoring_images)} score(s) images: give the image root (--images DIR), the "
                          f"folder the image files of {ground_truth.source} are relative to")
-    return EvaluationPlan(ground_truth, systems, suite, covered, baseline)
+    return EvaluationPlan(ground_truth, systems, suite, covered, baseline,
+                          input_files(annotations, results, records, ground_truth, systems))
+
+
+def input_files(annotations: Optional[Any], results: Sequence[Any], records: Sequence[Any],
+                ground_truth: GroundTruth, systems: Sequence[SystemCaptions]) -> Dict:
+    """What the evaluation read, for the report's ``inputs``: the annotations (``{"path", "sha256"}``, None with
+    records) and per system its results file (``{"system", "path", "sha256"}``) or records source (``{"system",
+    "source", "sha256"}``). Paths as given; ``sha256`` of the file's bytes, None for a source that is not one file
+    (a folder, a hub dataset, content given in Python, then named as its reader names it)."""
+    def digest(source: Any) -> Optional[str]:
+        is_path = isinstance(source, (str, os.PathLike)) and os.path.isfile(source)
+        return file_sha256(source) if is_path else None
+
+    return {"annotations": None if annotations is None else {"path": ground_truth.source,
+                                                             "sha256": digest(annotations)},
+            "results": [{"system": system.name, "path": system.source, "sha256": digest(source)}
+                        for system, source in zip(systems, results)],
+            "records": [{"system": system.name, "source": system.source, "sha256": digest(source)}
+                        for system, source in zip(systems, records)]}
 
 
 def _read_systems(results: Sequence[PathLike], annotations: Optional[PathLike], split: Optional[str],
@@ -176,16 +250,21 @@ def _read_systems(results: Sequence[PathLike], annotations: Optional[PathLike], 
     return ground_truth, [read_results(path, ground_truth, name=name) for path, name in zip(results, names)]
 
 
-def build_report(plan: EvaluationPlan, scores, comparison: Mapping) -> Dict:
-    """The report document (``report.json``) from the checked plan, the suite's scores and the comparison."""
+def build_report(plan: EvaluationPlan, scores, comparison: Mapping, *, command: Optional[str] = None) -> Dict:
+    """The report document (``report.json``) from the checked plan, the suite's scores and the comparison;
+    ``command``: the command line that produced it (None from Python)."""
     systems = {system.name: {"source": system.source,
                              "scores": {key: {**comparison["systems"][system.name][key],
                                               "value": scores.corpus[system.name][key]}
-                                        for key in scores.keys}}
+                                        for key in scores.keys},
+                             "empty_captions": {"count": len(scores.empty.captions.get(system.name, [])),
+                                                "image_ids": list(scores.empty.captions.get(system.name, []))}}
                for system in plan.systems}
     report = {"schema": SCHEMA_VERSION, "capeval_version": __version__,
               "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-              "coverage": plan.coverage, "baseline": plan.baseline, "metrics": scores.metrics, "keys": scores.keys,
+              "inputs": {**plan.inputs, "command": command},
+              "coverage": {**plan.coverage, "empty_references": scores.empty.references},
+              "baseline": plan.baseline, "metrics": scores.metrics, "keys": scores.keys,
               "systems": systems}
     report["tiny_random_weights"] = tiny_weight_keys(report)
     report["undefined_images"] = scores.undefined_images  # {system: {key: images where it is NaN}}
