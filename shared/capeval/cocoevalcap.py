@@ -15,9 +15,10 @@ from __future__ import annotations
 import sys
 from typing import Any, Dict, Hashable, List, Optional, Sequence, Tuple
 
+from capeval.core.coco_files import read_ground_truth, read_results
 from capeval.core.errors import InputError
+from capeval.core.evaluation_sets import GroundTruth, SystemCaptions
 from capeval.core.keys import coco_method
-from capeval.core.records import GroundTruth, SystemCaptions, read_ground_truth, read_results
 from capeval.core.scoring import get_scorer_spec, scorer_of
 from capeval.text.coco import check_backend
 
@@ -29,7 +30,7 @@ class COCOEvalCap:
     """``COCOEvalCap(coco, cocoRes)``: ``coco`` holds the reference captions (a pycocotools ``COCO``, a COCO caption
     annotations dict or its JSON path), ``cocoRes`` the captions scored (``coco.loadRes(...)``, a results list
     ``[{"image_id", "caption"}]`` or its JSON path), both read by capeval's evaluation-set reader
-    (:func:`capeval.core.records.read_ground_truth`, :func:`~capeval.core.records.read_results`).
+    (:func:`capeval.core.coco_files.read_ground_truth`, :func:`~capeval.core.coco_files.read_results`).
 
     ``params['image_id']`` (default: every image of the annotations, as pycocoevalcap's ``coco.getImgIds()``) selects
     the images scored, as pycocoevalcap 1.2 does: results for other images are left out (the default README example

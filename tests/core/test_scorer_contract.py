@@ -1,12 +1,16 @@
 """The scorer contract, checked the same way over every registered scorer, on the real factories and tiny weights."""
 
+import ast
 import inspect
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Optional
 
 import numpy as np
 import pytest
 from PIL import Image
 
+import capeval
 from capeval import InputError, ModelNotAvailableError
 from capeval.core.keys import ScoreKey, score_key
 from capeval.core.scoring import Scorer, load_scorer, scorers
@@ -114,8 +118,10 @@ def test_every_scorer_validates_before_any_model_call(name, built, forwards):
     assert isinstance(scorer, Scorer)
     assert (scorer.images, scorer.references) == (spec.images, spec.references)
     forwards.clear()
-    with pytest.raises(InputError, match=r"predictions\[1\] is an empty caption"):
-        scorer.score(["fine", " "], **_inputs(spec))
+    # the default policy ("score") refuses an empty caption where the scorer does not score it; "error" everywhere
+    for policy in ({"empty_caption": "error"}, {}) if not scorer.scores_empty_text else ({"empty_caption": "error"},):
+        with pytest.raises(InputError, match=r"predictions\[1\] is an empty caption"):
+            scorer.score(["fine", " "], **_inputs(spec), **policy)
     with pytest.raises(InputError, match="mismatched lengths|got 1 predictions but 2"):
         scorer.score(CAPTIONS[:1], **_inputs(spec))
     if spec.references != "unused":
@@ -178,8 +184,9 @@ def test_skipped_empty_captions_get_no_score_and_the_rest_is_scored_as_its_own_c
     spec, scorer = scorers()[name], built(name)
     if name == "spice":
         pytest.skip("SPICE needs the CoreNLP jars")
+    refused = {"empty_caption": "error"} if scorer.scores_empty_text else {}  # else the default policy refuses it
     with pytest.raises(InputError, match=r"predictions\[1\] is an empty caption"):
-        scorer.score(WITH_EMPTY, **_three(spec))  # the default policy
+        scorer.score(WITH_EMPTY, **_three(spec), **refused)
     skipped = scorer.score(WITH_EMPTY, **_three(spec), empty_caption="skip")
     alone = scorer.score([WITH_EMPTY[0], WITH_EMPTY[2]], **_kept(spec))
     assert skipped["skipped_empty_captions"] == 1
@@ -228,3 +235,96 @@ def test_skipped_samples_are_still_validated_and_all_empty_scores_nothing(built)
     nothing = scorer.score(["", " "], images=EMPTY_AT[:2], empty_caption="skip")  # no score, in every score column
     rest = {k: v for k, v in nothing.items() if k not in ("provenance", "hashcode")}
     assert rest == {"clip_s": None, "clip_s_per_sample": [None, None], "skipped_empty_captions": 2}
+
+
+# The contract states itself (capeval.core.scoring.Scorer's docstring): what a scorer must define, what it may
+# declare and the defaults; every capability is declared, none discovered.
+CAPABILITIES = ("corpus_level", "corpus_level_of", "states_corpus_statistics", "text_rule", "shares",
+                "clip_weights_of", "provenance_parts", "scores_empty_text", "mean_over_defined", "score_keys",
+                "score_systems", "components", "compose", "composed_provenance", "check_text")
+# the attributes scorers keep their models under: a model is described because its scorer names it (provenance_parts)
+MODEL_ATTRIBUTES = ("backbone", "clip", "extractor")
+PACKAGE = Path(capeval.__file__).parent
+# the modules that read scorers' declarations: here not even a hasattr on anything
+READERS = ("core/scoring.py", "core/provenance.py", "suite")
+
+
+def test_every_scorer_class_declares_what_it_must_and_types_what_it_may():
+    """Musts: ``_score`` (the class is not abstract) and ``key_metadata``; each optional capability of its declared
+    type; ``states_corpus_statistics`` exactly when the class states its own ``score_systems`` (and every member of a
+    group, scored with its peers, states it); ``shares`` exactly the backbone options its factory takes."""
+    from capeval.core.scoring import SHAREABLE
+
+    for name, spec in scorers().items():
+        cls = spec.scorer_class()
+        assert issubclass(cls, Scorer) and not inspect.isabstract(cls), f"{name}: {cls.__name__} defines no _score"
+        assert isinstance(cls.key_metadata, Mapping) and cls.key_metadata, f"{name}: no key_metadata"
+        for flag in ("corpus_level", "states_corpus_statistics", "scores_empty_text"):
+            assert isinstance(getattr(cls, flag), bool), (name, flag)
+        assert isinstance(cls.corpus_level_of({}), bool) and isinstance(spec.is_corpus_level({}), bool), name
+        assert cls.text_rule is None or callable(cls.text_rule), name
+        assert isinstance(cls.mean_over_defined, tuple) and set(cls.mean_over_defined) <= set(cls.key_metadata), name
+        assert isinstance(cls.shares, tuple) and set(cls.shares) <= set(SHAREABLE), name
+        assert set(cls.shares) == {option for option in spec.options if option in SHAREABLE}, (
+            f"{name}: shares must name exactly the backbone options its factory takes")
+        assert cls.states_corpus_statistics is (cls.score_systems is not Scorer.score_systems), (
+            f"{name}: states_corpus_statistics declares that its scorer states its own score_systems")
+        if spec.group is not None:
+            assert cls.states_corpus_statistics, f"{name} is scored with its group's peers: it states score_systems"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_built_scorer_states_its_musts_corpus_level_and_provenance_parts(name, built):
+    """A loaded scorer's name and needs (its registration's), its corpus level (what its registry entry answers for
+    its options), and the parts its provenance describes: itself first, then the models it wraps."""
+    spec, scorer = scorers()[name], built(name)
+    assert isinstance(scorer.name, str) and scorer.name, name
+    assert (scorer.images, scorer.references) == (spec.images, spec.references)
+    assert isinstance(scorer.corpus_level, bool) and scorer.corpus_level is spec.is_corpus_level(FAST.get(name, {}))
+    parts = scorer.provenance_parts()
+    assert parts[0] is scorer and all(part is not None for part in parts)
+    assert isinstance(scorer.provenance_extras(), Mapping)
+
+
+def _modules():
+    for module in sorted(PACKAGE.rglob("*.py")):
+        relative = module.relative_to(PACKAGE).as_posix()
+        yield relative, relative.startswith(READERS), ast.parse(module.read_text(encoding="utf-8"))
+
+
+def test_no_capability_of_a_scorer_is_discovered():
+    """Nowhere in the package is a scorer's capability found by ``hasattr``/``getattr`` of a contract name or of a
+    model attribute, or by method identity (``is Scorer.x``, ``__func__``); and the modules that read the declarations
+    call no ``hasattr`` at all and name no model attribute (a scorer names its models: ``provenance_parts``)."""
+    found = []
+    for module, reader, tree in _modules():
+        for node in ast.walk(tree):
+            where = f"{module}:{getattr(node, 'lineno', '?')}"
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("hasattr",
+                                                                                                   "getattr"):
+                named = node.args[1] if len(node.args) > 1 else None
+                if isinstance(named, ast.Constant) and named.value in (*CAPABILITIES, *MODEL_ATTRIBUTES):
+                    found.append(f"{where}: {node.func.id}(..., {named.value!r})")
+                elif reader and node.func.id == "hasattr":
+                    found.append(f"{where}: hasattr in a module that reads scorers' declarations")
+            if reader and isinstance(node, ast.Constant) and node.value in MODEL_ATTRIBUTES:
+                found.append(f"{where}: a wrapped model found by its attribute name {node.value!r}")
+            if isinstance(node, ast.Attribute) and node.attr == "__func__":
+                found.append(f"{where}: method identity (__func__)")
+            if isinstance(node, ast.Compare) and any(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
+                operands = [node.left, *node.comparators]
+                if any(isinstance(o, ast.Attribute) and isinstance(o.value, ast.Name) and o.value.id == "Scorer"
+                       for o in operands):
+                    found.append(f"{where}: method identity (is Scorer.…)")
+    assert not found, "capabilities are declared on the scorer class (Scorer's contract), not discovered:\n" + \
+        "\n".join(found)
+
+
+def test_one_is_corpus_level():
+    """One definition, the registry entry's (ScorerSpec.is_corpus_level); a loaded scorer says it as corpus_level."""
+    definitions = []
+    for module, _, tree in _modules():
+        owners = {id(node): cls.name for cls in ast.walk(tree) if isinstance(cls, ast.ClassDef) for node in cls.body}
+        definitions += [(module, owners.get(id(node), "<function>")) for node in ast.walk(tree)
+                        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "is_corpus_level"]
+    assert definitions == [("core/scoring.py", "ScorerSpec")], definitions

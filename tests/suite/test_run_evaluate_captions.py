@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from capeval import InputError
-from capeval.core.records import read_ground_truth, read_results
+from capeval.core.coco_files import read_ground_truth, read_results
 from capeval.statistics.systems import compare_systems
 from capeval.report import markdown_table
 from capeval.report.write import json_ready
@@ -37,7 +37,7 @@ def test_the_returned_document_is_the_written_report(evaluated):
 def test_coverage_is_stated_in_the_document_the_table_and_the_renderings(evaluated):
     report, out = evaluated
     text = "scored 6 of 12 annotated images"  # the COCO file annotates all 12; the results cover the 6 test ones
-    assert report["coverage"] == {"scored": 6, "total": 12, "split": None, "text": text}
+    assert report["coverage"] == {"scored": 6, "total": 12, "split": None, "text": text, "empty_references": 0}
     assert text in markdown_table(report)
     for name in ("report.html", "table.tex", "summary.csv"):
         assert text in (out / name).read_text(), name

@@ -85,7 +85,7 @@ def test_merge_refuses_shards_of_an_edited_input_or_of_another_metric_or_weights
     records = [json.loads(line) for line in original.splitlines()]
     digest = hashlib.sha256("".join(json.dumps(r, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n"
                                     for r in records).encode("utf-8")).hexdigest()[:16]
-    fields = {"caption field": "caption", "empty captions": "error", "references field": "references",
+    fields = {"caption field": "caption", "empty captions": "score", "references field": "references",
               "image field": "image", "images folder": str(tmp_path.resolve())}
     hashcode = capeval.load_scorer("clip_s", device="cpu").hashcode
     stamp = {"input": digest, "records": 7, "metric": "clip_s", "hashcode": hashcode, "fields": fields}

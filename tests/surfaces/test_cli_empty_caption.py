@@ -21,7 +21,8 @@ def records(tmp_path):
 
 
 def test_skip_gives_null_scores_and_scores_the_others_as_the_corpus(records, tmp_path, capsys):
-    assert main(["score", "bleu", "--input", str(records)]) == 2  # the default: an error naming the record
+    # "error": refused naming the record (the default, "score", scores it as pycocoevalcap: test_coco_empty_texts.py)
+    assert main(["score", "bleu", "--input", str(records), "--empty-caption", "error"]) == 2
     assert "predictions[1] is an empty caption" in capsys.readouterr().err
     out = tmp_path / "out.jsonl"
     assert main(["score", "bleu", "--input", str(records), "--empty-caption", "skip", "--output", str(out)]) == 0
@@ -43,8 +44,8 @@ def test_a_fixed_score_counts_in_the_mean(records, capsys):
     assert summary["rouge_l"] == pytest.approx(np.mean(kept["rouge_l_per_sample"] + [0.0]), rel=1e-12)
 
 
-@pytest.mark.parametrize("value, message", [("nan", "use error, skip or a finite score"),
-                                            ("none", "use error, skip or a finite score")])
+@pytest.mark.parametrize("value, message", [("nan", "use score, error, skip or a finite score"),
+                                            ("none", "use score, error, skip or a finite score")])
 def test_bad_policies_are_usage_errors(records, capsys, value, message):
     with pytest.raises(SystemExit) as exit_:
         main(["score", "rouge_l", "--input", str(records), "--empty-caption", value])

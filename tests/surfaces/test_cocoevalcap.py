@@ -125,7 +125,7 @@ def test_default_image_ids_are_every_annotated_image_and_a_missing_result_is_ref
                                      "per image"),
     (lambda r: r[1].update(caption=None), r"the results: record 1: 'caption' is NoneType None, expected text"),
     (lambda r: r[1].update(caption="  "), r"the results: record 1: results: the caption of image \d+ is an "
-                                          "empty caption"),
+                                          r"empty caption .*empty_caption='score'"),
     (lambda r: r[2].pop("caption"), r"the results: record 2 has no 'caption' field"),
 ])
 def test_bad_results_are_refused_with_the_image_named(coco_files, change, message):
@@ -133,7 +133,7 @@ def test_bad_results_are_refused_with_the_image_named(coco_files, change, messag
     results = [dict(r) for r in results[:5]]
     change(results)
     with pytest.raises(InputError, match=message):
-        evaluation = COCOEvalCap(annotations, results, quiet=True, metrics=["bleu"])
+        evaluation = COCOEvalCap(annotations, results, quiet=True, metrics=["bleu"], empty_caption="error")
         evaluation.params["image_id"] = [r["image_id"] for r in results[:5]]
         evaluation.evaluate()
 

@@ -167,5 +167,5 @@ def test_module_empty_caption_policy_is_the_scorers(tiny_hub):
     with pytest.raises(InputError, match=r"images\[1\]: image file not found"):  # skipped samples are validated
         module.compute(predictions=captions, images=[images[0], "/no/such.png", images[2]])
     for policy in (float("nan"), "zero"):
-        with pytest.raises(InputError, match="empty_caption must be 'error', 'skip' or a finite score"):
+        with pytest.raises(InputError, match="empty_caption must be 'score', 'error', 'skip' or a finite score"):
             evaluate.load(str(REPO / "metrics" / "clip_s"), device="cpu", empty_caption=policy)

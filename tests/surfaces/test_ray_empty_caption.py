@@ -22,11 +22,11 @@ def test_empty_caption_rows_get_the_policys_score(policy, empty_value):
     assert table.column("rouge_l").to_pylist() == expected["rouge_l_per_sample"]
     assert table.column("rouge_l").to_pylist()[1] == empty_value
     with pytest.raises(InputError, match=r"predictions\[1\] is an empty caption"):
-        RayScorer("rouge_l")(pa.Table.from_pylist(ROWS))
+        RayScorer("rouge_l")(pa.Table.from_pylist(ROWS))  # RayScorer's default: "error"
 
 
 def test_bad_policies_and_corpus_level_metrics_are_refused():
-    with pytest.raises(InputError, match="empty_caption must be 'error', 'skip' or a finite score"):
+    with pytest.raises(InputError, match="empty_caption must be 'score', 'error', 'skip' or a finite score"):
         RayScorer("rouge_l", empty_caption=float("nan"))
     with pytest.raises(InputError, match="cider is corpus-level"):
         score_dataset(None, "cider", empty_caption=0.0)
@@ -42,4 +42,4 @@ def test_ray_score_takes_the_same_option(capsys):
     assert args.empty_caption == "skip"
     with pytest.raises(SystemExit) as exit_:
         main(["ray-score", "rouge_l", "--input", "x.jsonl", "--output", "out", "--empty-caption", "nan"])
-    assert exit_.value.code == 2 and "use error, skip or a finite score" in capsys.readouterr().err
+    assert exit_.value.code == 2 and "use score, error, skip or a finite score" in capsys.readouterr().err

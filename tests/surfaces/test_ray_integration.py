@@ -239,8 +239,10 @@ def test_a_bad_row_fails_the_job_with_the_input_error_text(local_ray, tmp_path, 
         for row in rows[:6]:
             f.write(json.dumps({"caption": row["caption"], "references": row["references"]}) + "\n")
     assert main(["ray-score", "rouge_l", "--input", str(tmp_path / "in.jsonl"), "--output", str(tmp_path / "out"),
-                 "--num-cpus", "0.5"]) == 2
-    assert "capeval ray-score: error: predictions[3] is an empty caption\n" in capsys.readouterr().err
+                 "--num-cpus", "0.5", "--empty-caption", "error"]) == 2  # ROUGE-L scores it by default (pycocoevalcap)
+    assert ("capeval ray-score: error: predictions[3] is an empty caption (empty_caption='score', the default, scores "
+            "it as the official implementation does; --empty-caption score on the command line)\n"
+            ) in capsys.readouterr().err
     with pytest.raises(InputError) as caught:
         score_dataset(ray.data.from_items(rows, override_num_blocks=3), "clip_s", options={"device": "cpu"},
                       batch_size=4).take_all()

@@ -74,7 +74,7 @@ def test_merge_refuses_shards_scored_with_another_caption_field_policy_image_fol
     assert f"{s0} and {s1} come from different runs" in err and "caption field caption vs alt" in err
 
     assert main(base + images + ["--empty-caption", "skip", "--shard", "1/2", "--output", str(s1)]) == 0
-    assert "empty captions error vs skip" in _merge_error(capsys, s0, s1, output=merged)
+    assert "empty captions score vs skip" in _merge_error(capsys, s0, s1, output=merged)
 
     _pictures(tmp_path / "other", seed=1)  # other pictures under the same names
     assert main(base + ["--images", str(tmp_path / "other"), "--shard", "1/2", "--output", str(s1)]) == 0

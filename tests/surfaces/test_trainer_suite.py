@@ -94,8 +94,8 @@ def test_bad_suites_are_refused_before_any_model_loads(setup, clip_loads, metric
     assert clip_loads == []
 
 
-def test_a_suite_refuses_an_empty_caption_policy_and_needs_references(setup):
-    with pytest.raises(InputError, match="a suite refuses empty captions"):
+def test_a_suite_refuses_a_skip_or_fixed_empty_caption_policy_and_needs_references(setup):
+    with pytest.raises(InputError, match="empty_caption must be 'score' or 'error' in a suite, not 'skip'"):
         make_compute_metrics(["coco"], setup.tokenizer, setup.subset, references_column="references",
                              empty_caption="skip")
     with pytest.raises(InputError, match="needs references: pass references_column="):

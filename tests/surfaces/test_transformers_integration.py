@@ -254,8 +254,11 @@ def test_empty_predictions_raise_or_follow_the_empty_caption_policy(setup):
     labels = _ids(setup.tokenizer, subset["caption"], 6, -100)
     predictions = _ids(setup.tokenizer, ["a red square", "", "a blue stripe"], 6, setup.tokenizer.pad_token_id)
     eval_pred = SimpleNamespace(predictions=predictions, label_ids=labels, inputs=None)
-    with pytest.raises(InputError, match="empty .*sample 1, eval_dataset row 1.*empty_caption="):
+    with pytest.raises(InputError, match="empty .*sample 1, eval_dataset row 1.*clip_s does not score empty captions: "
+                                         "pass empty_caption="):
         make_compute_metrics(setup.scorer, setup.tokenizer, subset)(eval_pred)
+    with pytest.raises(InputError, match="empty .*sample 1, eval_dataset row 1.*empty_caption="):
+        make_compute_metrics(setup.scorer, setup.tokenizer, subset, empty_caption="error")(eval_pred)
     kept = setup.scorer.score(["a red square", "a blue stripe"], images=[subset["image"][0], subset["image"][2]])
     fixed = make_compute_metrics(setup.scorer, setup.tokenizer, subset, empty_caption=0.0)(eval_pred)
     assert fixed["clip_s"] == pytest.approx(sum(kept["clip_s_per_sample"]) / 3)
@@ -268,9 +271,53 @@ def test_empty_predictions_raise_or_follow_the_empty_caption_policy(setup):
     assert {k: v for k, v in none_scored.items() if k != "hashcode"} == {"skipped_empty_captions": 3}
 
 
+def _pycocoevalcap(captions, references):
+    """pycocoevalcap 1.2's corpus values (its PTB tokenizer and scorers, with their jars) as COCOEvalCap names them."""
+    from pycocoevalcap.bleu.bleu import Bleu
+    from pycocoevalcap.cider.cider import Cider
+    from pycocoevalcap.meteor.meteor import Meteor
+    from pycocoevalcap.rouge.rouge import Rouge
+    from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
+
+    from capeval.text.coco import require_java
+
+    require_java("the pycocoevalcap oracle")
+    tokenizer = PTBTokenizer()
+    gts = tokenizer.tokenize({i: [{"caption": r} for r in refs] for i, refs in enumerate(references)})
+    res = tokenizer.tokenize({i: [{"caption": c}] for i, c in enumerate(captions)})
+    bleu, _ = Bleu(4).compute_score(gts, res)
+    values = {f"bleu_{n}": float(v) for n, v in enumerate(bleu, start=1)}
+    for key, scorer in (("meteor", Meteor()), ("rouge_l", Rouge()), ("cider", Cider())):
+        values[key] = float(scorer.compute_score(gts, res)[0])
+    return values
+
+
+@pytest.mark.parametrize("metric", ["cider", ("bleu", "meteor", "rouge_l", "cider")])
+def test_an_empty_decoded_caption_is_scored_as_pycocoevalcap_scores_it(setup, metric):
+    """A generator can output an empty string: the COCO metrics (alone or as a suite) score it by default as
+    pycocoevalcap does, and refuse it under empty_caption="error", naming the row and the option."""
+    from capeval.integrations.transformers import _decode
+
+    subset = setup.dataset.select(range(len(WITH_EMPTY)))
+    predictions = _ids(setup.tokenizer, WITH_EMPTY, 9, setup.tokenizer.pad_token_id)
+    eval_pred = SimpleNamespace(predictions=predictions, label_ids=_ids(setup.tokenizer, subset["caption"], 6, -100),
+                                inputs=None)
+    decoded = _decode(setup.tokenizer, predictions)
+    assert decoded[1] == ""
+    expected = _pycocoevalcap(decoded, subset["references"])
+    metric = metric if isinstance(metric, str) else list(metric)
+    logged = make_compute_metrics(metric, setup.tokenizer, subset, references_column="references")(eval_pred)
+    logged.pop("hashcode")
+    assert logged == ({"cider": expected["cider"]} if metric == "cider" else expected)
+    with pytest.raises(InputError, match="(sample 1, eval_dataset row 1|the caption of image 1 is an empty caption).*"
+                                         "empty_caption='score'"):
+        make_compute_metrics(metric, setup.tokenizer, subset, references_column="references",
+                             empty_caption="error")(eval_pred)
+
+
 @pytest.mark.parametrize("policy", [float("nan"), float("inf"), "zero", True])
 def test_empty_caption_policy_must_be_finite(setup, policy):
-    with pytest.raises(InputError, match="empty_caption must be 'error', 'skip' or a finite score"):
+    with pytest.raises(InputError, match="empty_caption must be 'score', 'error', 'skip' or a finite score"):
         make_compute_metrics(setup.scorer, setup.tokenizer, setup.dataset, empty_caption=policy)
 
 

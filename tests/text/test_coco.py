@@ -44,8 +44,8 @@ def test_text_metrics_reject_bad_input():
         bleu.score(["a dog"])
     with pytest.raises(InputError, match="empty reference list"):
         bleu.score(["a dog"], references=[[]])
-    with pytest.raises(InputError, match="empty caption"):
-        bleu.score([" "], references=[["x"]])
+    with pytest.raises(InputError, match=r"predictions\[0\] is an empty caption \(empty_caption='score'"):
+        bleu.score([" "], references=[["x"]], empty_caption="error")
 
 
 class Tok:

@@ -216,26 +216,38 @@ def as_list(value: Any, field: str) -> list:
     raise InputError(f"{field} must be a list with one entry per sample, not {_a(type(value).__name__)}")
 
 
-def check_caption(caption: Any, where: str) -> str:
+def check_caption(caption: Any, where: str, *, empty: bool = False, refusal: str = "") -> str:
+    """A caption (or reference) as a string; an empty or whitespace-only one is refused unless ``empty`` (the
+    metrics that score it as their official implementation does). ``refusal``: what the error adds (the option that
+    scores it, and why this metric does not)."""
     if not isinstance(caption, str):
         raise InputError(f"{where} is {_a(type(caption).__name__)} ({caption!r:.40}), expected a string")
-    if not caption.strip():
-        raise InputError(f"{where} is an empty caption")
+    if not empty and is_empty_caption(caption):
+        raise InputError(f"{where} is an empty caption{refusal}")
     return caption
 
 
-def check_captions(captions: Any, name: str = "predictions", *, indices: Optional[Sequence[int]] = None) -> List[str]:
-    """Captions as a list of non-empty strings."""
+def is_empty_caption(caption: Any) -> bool:
+    """Whether ``caption`` is a string that is empty or whitespace only."""
+    return isinstance(caption, str) and not caption.strip()
+
+
+def check_captions(captions: Any, name: str = "predictions", *, indices: Optional[Sequence[int]] = None,
+                   empty: bool = False, refusal: str = "") -> List[str]:
+    """Captions as a list of strings (non-empty unless ``empty``: :func:`check_caption`)."""
     if isinstance(captions, str):
         raise InputError(f"{name} must be a list of strings, not a single string")
-    out = [check_caption(c, f"{name}[{_index(indices, i)}]") for i, c in enumerate(as_list(captions, name))]
+    out = [check_caption(c, f"{name}[{_index(indices, i)}]", empty=empty, refusal=refusal)
+           for i, c in enumerate(as_list(captions, name))]
     if not out:
         raise InputError(f"{name} is empty")
     return out
 
 
-def parse_references(entry: Any, index: int, *, allow_empty: bool = False) -> List[str]:
-    """One sample's references: a string (one reference) or a list of non-empty strings."""
+def parse_references(entry: Any, index: int, *, allow_empty: bool = False, empty: bool = False,
+                     refusal: str = "") -> List[str]:
+    """One sample's references: a string (one reference) or a list of strings (non-empty strings unless ``empty``,
+    the error adding ``refusal``; an empty list is refused unless ``allow_empty``)."""
     where = f"references[{index}]"
     if isinstance(entry, str):
         entry = [entry]
@@ -243,18 +255,21 @@ def parse_references(entry: Any, index: int, *, allow_empty: bool = False) -> Li
         raise InputError(f"{where} is missing (None)")
     else:
         entry = as_list(entry, where)
-    refs = [check_caption(r, f"{where}[{j}]") for j, r in enumerate(entry)]
+    refs = [check_caption(r, f"{where}[{j}]", empty=empty, refusal=refusal) for j, r in enumerate(entry)]
     if not refs and not allow_empty:
         raise InputError(f"{where} is an empty reference list")
     return refs
 
 
-def check_references(references: Any, n: int, *, indices: Optional[Sequence[int]] = None) -> List[List[str]]:
-    """References normalised to one non-empty list of strings per sample (a bare string = one reference)."""
+def check_references(references: Any, n: int, *, indices: Optional[Sequence[int]] = None,
+                     empty: bool = False, refusal: str = "") -> List[List[str]]:
+    """References normalised to one non-empty list of strings per sample (a bare string = one reference; empty
+    strings only when ``empty``, else refused adding ``refusal``)."""
     references = as_list(references, "references")
     if len(references) != n:
         raise InputError(f"got {n} predictions but {len(references)} reference entries")
-    return [parse_references(entry, _index(indices, i)) for i, entry in enumerate(references)]
+    return [parse_references(entry, _index(indices, i), empty=empty, refusal=refusal)
+            for i, entry in enumerate(references)]
 
 
 def check_lengths(**named: Optional[Sequence]) -> int:
@@ -279,15 +294,18 @@ class ValidInputs:
 
 def validate_inputs(predictions: Any, images: Any = None, references: Any = None, *, images_needed: str = "required",
                     references_needed: str = "optional", metric: str = "this metric",
-                    indices: Optional[Sequence[int]] = None) -> ValidInputs:
+                    indices: Optional[Sequence[int]] = None, empty: bool = False, refusal: str = "",
+                    reference_refusal: str = "") -> ValidInputs:
     """The shared validation step of every scorer: lengths, captions, references and decoded images.
 
     ``images_needed`` / ``references_needed``: "required", "optional" or "unused" (given anyway: an error).
     ``indices``: the samples' indices in the whole input (record numbers of a chunk or shard), for error messages.
+    ``empty``: empty and whitespace-only captions and references pass (else refused, the error adding ``refusal``,
+    ``reference_refusal`` for a reference).
     """
     if predictions is None:
         raise InputError("predictions is missing (None)")
-    preds = check_captions(predictions, indices=indices)
+    preds = check_captions(predictions, indices=indices, empty=empty, refusal=refusal)
     n = len(preds)
     missing = {"images": "one image per caption (images=None)",
                "references": "references (at least one per caption; references=None)"}
@@ -299,6 +317,7 @@ def validate_inputs(predictions: Any, images: Any = None, references: Any = None
     images = as_list(images, "images") if images is not None else None
     if images is not None and len(images) != n:
         raise InputError(f"mismatched lengths: predictions={n}, images={len(images)}")
-    refs = check_references(references, n, indices=indices) if references is not None else None
+    refs = check_references(references, n, indices=indices, empty=empty,
+                            refusal=reference_refusal) if references is not None else None
     pil = load_images(images, indices=indices) if images is not None else None
     return ValidInputs(preds, pil, refs)

@@ -29,7 +29,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 from capeval.core.errors import InputError
 from capeval.core.inputs import validate_inputs
-from capeval.core.records import DEFAULT_FIELDS, RecordColumns
+from capeval.core.record_columns import DEFAULT_FIELDS, RecordColumns
 from capeval.core.scoring import empty_caption_policy, get_scorer_spec, load_scorer
 
 ON_ERROR = ("raise", "column")
@@ -87,7 +87,7 @@ class RayScorer:
     ``options``: the scorer's keyword options (``load_scorer``); ``images_dir``: the directory relative image paths
     are under; ``index_column``: the integer column naming rows in errors; ``empty_caption``: the scorer's policy
     for empty captions (``"error"``, ``"skip"``: null scores, or a finite score); ``fields`` and ``image_format``:
-    the record → column mapping of ``capeval score`` (:class:`~capeval.core.records.RecordColumns`, one per actor:
+    the record → column mapping of ``capeval score`` (:class:`~capeval.core.record_columns.RecordColumns`, one per actor:
     an optional field such as CLIP-S's references must be in every row or in none of the rows the actor scores).
     """
 
@@ -213,7 +213,7 @@ def score_dataset(ds, metric: str, *, options: Optional[Mapping] = None, on_erro
     """``ds`` scored by ``metric`` (lazy ``Dataset``: :class:`RayScorer` over an actor pool of ``concurrency``
     actors). Official corpus CIDEr (``cider``; ``ensembeval`` with ``cider`` and no ``cider_idf``) first runs
     :func:`document_frequencies` and then scores with that fixed IDF; other corpus-level metrics are refused.
-    ``empty_caption``, ``fields``, ``image_format``: as :class:`RayScorer` (``empty_caption="error"`` only for
+    ``empty_caption``, ``fields``, ``image_format``: as :class:`RayScorer` (``"score"`` or ``"error"`` only for
     two-pass CIDEr). Each actor checks the rows it scores together; rows scored by different actors are not compared
     here (``capeval ray-score`` checks its whole output)."""
     options = dict(options or {})
@@ -222,7 +222,7 @@ def score_dataset(ds, metric: str, *, options: Optional[Mapping] = None, on_erro
     spec.check_options(options)
     empty_caption = empty_caption_policy(empty_caption, metric=metric, corpus_level=spec.is_corpus_level(options))
     if spec.is_corpus_level(options):
-        if empty_caption != "error":  # the first pass would count the skipped captions' references
+        if empty_caption not in ("score", "error"):  # the first pass would count the skipped captions' references
             raise InputError(f"empty_caption={empty_caption!r} with two-pass {metric}: score it with `capeval score`")
         if metric not in TWO_PASS_METRICS:
             raise InputError(f"{metric} is corpus-level (its values depend on the whole corpus in ways a second "

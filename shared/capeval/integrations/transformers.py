@@ -42,10 +42,11 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from capeval.core.errors import InputError
-from capeval.core.records import EvalImage, GroundTruth, RecordColumns, SystemCaptions
+from capeval.core.evaluation_sets import EvalImage, GroundTruth, SystemCaptions
+from capeval.core.record_columns import RecordColumns
 from capeval.core.scoring import (EmptyCaption, Scorer, empty_caption_policy, get_scorer_spec, load_scorer, scorers,
                                   with_empty_captions)
-from capeval.distributed import gather_shares, is_corpus_level, on_main_process, process_state, share
+from capeval.distributed import gather_shares, on_main_process, process_state, share
 
 FINGERPRINT_SIZE = 256
 _FINGERPRINT_ROWS = 64  # dataset rows read per chunk while fingerprinting
@@ -59,7 +60,7 @@ class AlignmentError(InputError):
 def make_compute_metrics(metric, tokenizer, eval_dataset, *, image_column: Optional[str] = "image",
                          references_column: Optional[str] = None, labels_column: str = "labels",
                          inputs_column: str = "pixel_values", metric_options: Optional[Dict[str, Any]] = None,
-                         empty_caption: EmptyCaption = "error", match_atol: float = 1e-3):
+                         empty_caption: EmptyCaption = "score", match_atol: float = 1e-3):
     """A ``compute_metrics(eval_pred, compute_result=None)`` for ``Seq2SeqTrainer(predict_with_generate=True)``.
 
     Args:
@@ -78,11 +79,14 @@ def make_compute_metrics(metric, tokenizer, eval_dataset, *, image_column: Optio
             for a suite, the runtime (``device``, ``dtype``, ``batch_size``, ``cache_dir``) and, under a metric's
             name, that metric's options (``{"device": "cpu", "clip_s": {"precision": "official"}}``).
         empty_caption: what a generated caption that decodes to an empty string gets, as in
-            ``load_scorer(...).score(empty_caption=...)`` (:mod:`capeval.core.scoring`): ``"error"`` (default:
-            :class:`capeval.InputError`), ``"skip"`` (no score: means and corpus-level statistics over the other
-            captions; ``skipped_empty_captions`` logged) or a finite score counted in the means (``empty_captions``
-            logged; refused for corpus-level metrics such as BLEU, METEOR and CIDEr-D, whose corpus values are not
-            means). When every caption is empty only the count is logged. An evaluate module applies the
+            ``load_scorer(...).score(empty_caption=...)`` (:mod:`capeval.core.scoring`): ``"score"`` (default:
+            scored as the metric's official implementation scores it, as pycocoevalcap scores BLEU, METEOR,
+            ROUGE-L and CIDEr-D; a metric that does not score it raises :class:`capeval.InputError` naming the row),
+            ``"error"`` (:class:`capeval.InputError`), ``"skip"`` (no score: means and corpus-level statistics over
+            the other captions; ``skipped_empty_captions`` logged) or a finite score counted in the means
+            (``empty_captions`` logged; refused for corpus-level metrics such as BLEU, METEOR and CIDEr-D, whose
+            corpus values are not means). When every caption is skipped only the count is logged. A suite takes
+            ``"score"`` or ``"error"`` (:func:`capeval.suite.score_suite`). An evaluate module applies the
             ``empty_caption`` it was loaded with (``evaluate.load(..., empty_caption=...)``).
         match_atol: tolerance on pixel-value fingerprints (chunk means) when matching by content.
 
@@ -157,7 +161,7 @@ class _MetricAdapter:
             if int(os.environ.get("WORLD_SIZE", "1")) <= 1:  # under DDP: loaded by the processes that score, on use
                 self._scorer = load_scorer(metric, **options)
         elif hasattr(metric, "compute") and getattr(metric, "scorer_name", None):
-            if options or empty_caption != "error":
+            if options or empty_caption != "score":
                 raise InputError("metric_options and empty_caption apply to scorer names; pass them to evaluate.load "
                                  "instead")
             spec, self.module, self.name, self.splits = scorers()[metric.scorer_name], metric, metric.scorer_name, False
@@ -166,13 +170,15 @@ class _MetricAdapter:
                 raise InputError("metric_options apply to scorer names; configure the scorer object instead")
             spec, self._scorer = None, metric
             self.name = getattr(metric, "name", type(metric).__name__)
-            corpus_level = is_corpus_level(metric)
+            corpus_level = isinstance(metric, Scorer) and metric.corpus_level
             self.splits = isinstance(metric, Scorer) and not corpus_level
-            if empty_caption != "error" and not isinstance(metric, Scorer):
+            if empty_caption != "score" and not isinstance(metric, Scorer):
                 raise InputError("empty_caption applies to capeval scorers; this scorer object decides for itself")
         else:
             raise TypeError("metric must be a capeval scorer name, a scorer object or a capeval evaluate module")
         self.empty_caption = empty_caption_policy(empty_caption, metric=self.name, corpus_level=corpus_level)
+        scorer_class = spec.scorer_class() if spec else type(metric)
+        self.scores_empty = issubclass(scorer_class, Scorer) and scorer_class.scores_empty_text
         # True: required, False: not used (not read), None: optional or unknown (passed when given)
         self.needs_images: Optional[bool] = {"required": True, "unused": False}.get(spec.images) if spec else None
         self.needs_references = bool(spec and spec.needs_references)
@@ -204,7 +210,8 @@ class _MetricAdapter:
 class _SuiteAdapter:
     """A metric suite in one pass (:func:`capeval.suite.score_suite`) behind :class:`_MetricAdapter`'s ``score``:
     each dataset row is one image with its references, the generated captions one system. Scored in the main
-    process; empty captions are an error (a suite has corpus-level metrics, whose values are not means)."""
+    process; empty captions are scored or refused as the suite does (``"score"`` or ``"error"``: a suite's
+    corpus-level metrics are not means, so it neither skips them nor gives them a fixed score)."""
 
     module = None
     splits = False
@@ -214,16 +221,16 @@ class _SuiteAdapter:
 
         if not metrics or not all(isinstance(name, str) for name in metrics):
             raise InputError(f"a metric suite is a non-empty list of metric names, got {list(metrics)!r}")
-        if empty_caption != "error":
-            raise InputError("empty_caption applies to a single metric; a suite refuses empty captions (its "
-                             "corpus-level metrics are not means): set min_new_tokens for generation")
+        from capeval.suite.texts import check_empty_caption_policy
+
+        self.empty_caption = check_empty_caption_policy(empty_caption)
+        self.scores_empty = True  # the suite scores them, or refuses them naming the metric (score_suite)
         names = expand_metrics(list(metrics))  # an unknown metric is its own error, not one of metric_options
         try:
             self.plan = resolve_mixed(names, options)
         except InputError as exc:
             raise InputError(f"metric_options of a suite: {exc}") from None
         self.name = "+".join(metrics)
-        self.empty_caption = "error"
         specs = [get_scorer_spec(name) for name in (*self.plan.loaded, *self.plan.composed)]
         self.needs_references = any(spec.needs_references for spec in specs)
         needs = {spec.images for spec in specs}
@@ -239,7 +246,7 @@ class _SuiteAdapter:
                             "eval_dataset")
         system = SystemCaptions("predictions", dict(zip(rows, predictions)), "generated captions")
         scores = score_suite(truth, [system], self.plan, images=None if images is None else dict(zip(rows, images)),
-                             show_progress=False)
+                             show_progress=False, empty_caption=self.empty_caption)
         hashcodes = dict.fromkeys(scores.metrics[key]["hashcode"] for key in scores.keys)
         return {**scores.corpus[system.name], "hashcode": " + ".join(hashcodes)}
 
@@ -548,10 +555,14 @@ def _score(adapter: _MetricAdapter, predictions: List[str], rows: List[int], dat
            references_column, state) -> Dict[str, float]:
     """``state``: accelerate's state under DDP (the work is shared, every process gets the result), else None."""
     empty = [i for i, text in enumerate(predictions) if not text]
-    if empty and adapter.empty_caption == "error" and adapter.module is None:
+    refused = adapter.empty_caption == "error" or (adapter.empty_caption == "score" and not adapter.scores_empty)
+    if empty and refused and adapter.module is None:
+        fix = ("pass empty_caption='score' to make_compute_metrics to score them as the metric's official "
+               "implementation does" if adapter.scores_empty else
+               f"{adapter.name} does not score empty captions: pass empty_caption='skip' or a score to "
+               "make_compute_metrics")
         raise InputError(f"{len(empty)} of {len(predictions)} generated captions are empty (first: sample {empty[0]}, "
-                         f"eval_dataset row {rows[empty[0]]}); pass empty_caption='skip' or a score to "
-                         "make_compute_metrics, or set min_new_tokens for generation")
+                         f"eval_dataset row {rows[empty[0]]}); {fix}, or set min_new_tokens for generation")
 
     columns = _record_columns(adapter.name, image_column, references_column)
 
@@ -569,13 +580,14 @@ def _score(adapter: _MetricAdapter, predictions: List[str], rows: List[int], dat
     everything = range(len(predictions))
     if state is None:
         result = score(everything)
-    elif adapter.splits:  # each process scores its share of the non-empty captions on its own device
-        skipped = set(empty)
+    elif adapter.splits:  # each process scores its share of the captions it scores on its own device
+        by_scorer = adapter.empty_caption in ("score", "error")  # empty ones scored by the scorer, or refused above
+        skipped = set() if by_scorer else set(empty)
         keep = [i for i in everything if i not in skipped]
         shares = share(state, len(keep))  # positions in ``keep``
-        result = gather_shares(state, len(keep), shares, lambda: score([keep[i] for i in shares], "error")) \
+        result = gather_shares(state, len(keep), shares, lambda: score([keep[i] for i in shares], "score")) \
             if keep else {}
-        if adapter.empty_caption != "error":
+        if not by_scorer:
             result = with_empty_captions(result, empty, len(predictions), adapter.empty_caption)
     else:
         result = on_main_process(state, lambda: score(everything))

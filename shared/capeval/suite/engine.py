@@ -38,7 +38,8 @@ from capeval.core.provenance import hashcode
 from capeval.core.scoring import Scorer, scorers
 from capeval.suite.images import decode_images, image_sources, source_identity
 from capeval.suite.plan import as_plan
-from capeval.suite.texts import check_texts
+from capeval.suite.texts import (EmptyTexts, check_empty_caption_policy, check_empty_texts, check_texts,
+                                 warn_empty_texts)
 
 logger = logging.getLogger(__name__)
 
@@ -60,28 +61,37 @@ class SuiteScores:
     undefined_images: Dict[str, Dict[str, int]] = field(default_factory=dict)
     # {system: {key: per-image detail records}} for the keys whose scorer reports them (SPICE's categories)
     details: Dict[str, Dict[str, List[Dict]]] = field(default_factory=dict)
+    # the empty (or whitespace-only) captions of each system (image ids) and the number of empty references
+    empty: EmptyTexts = field(default_factory=EmptyTexts)
 
 
 def score_suite(ground_truth, systems: Sequence, metrics, *,
                 images: Optional[Mapping[Hashable, Any]] = None, images_root=None,
                 options: Optional[Mapping[str, Mapping]] = None, device: str = "auto", dtype=None,
                 batch_size: Optional[int] = None, cache_dir=None, show_progress: Optional[bool] = None,
-                chunk_images: int = DEFAULT_CHUNK_IMAGES) -> SuiteScores:
-    """Score ``systems`` (:class:`capeval.core.records.SystemCaptions`, all on the same images) against
-    ``ground_truth`` (:class:`capeval.core.records.GroundTruth`) in one pass, following ``metrics``: a resolved
+                chunk_images: int = DEFAULT_CHUNK_IMAGES, empty_caption: str = "score") -> SuiteScores:
+    """Score ``systems`` (:class:`capeval.core.evaluation_sets.SystemCaptions`, all on the same images) against
+    ``ground_truth`` (:class:`capeval.core.evaluation_sets.GroundTruth`) in one pass, following ``metrics``: a resolved
     :class:`Plan`, or metric names that :func:`capeval.suite.plan.resolve_plan` resolves with ``options`` (per
     scorer, its options) and the runtime ``device``, ``dtype``, ``batch_size``, ``cache_dir`` (given to every scorer
     that accepts them; ``None``: its default). Images come from ``images`` (image id → anything ``load_image``
     takes) when given, else the image the ground truth embeds, else its file under ``images_root``.
-    ``show_progress``: progress bars on stderr per stage (``None``: when stderr is a terminal)."""
+    ``show_progress``: progress bars on stderr per stage (``None``: when stderr is a terminal).
+    ``empty_caption``: ``"score"`` (empty and whitespace-only captions and references scored as each metric's
+    official implementation scores them, refused when a metric of the suite does not score them; counted, and
+    named in one stderr line) or ``"error"`` (refused): :func:`capeval.suite.texts.check_empty_texts`."""
     if isinstance(chunk_images, bool) or not isinstance(chunk_images, int) or chunk_images < 1:
         raise InputError(f"chunk_images must be a positive int, not {chunk_images!r}")
+    empty_caption = check_empty_caption_policy(empty_caption)
     plan = as_plan(metrics, options, device=device, dtype=dtype, batch_size=batch_size, cache_dir=cache_dir)
     image_ids, captions, references = _evaluation_set(ground_truth, systems)
     plan.check_references(references is not None)
     check_texts(plan.text_checks(), ground_truth, systems, image_ids)
+    empty = check_empty_texts({name: scorers()[name].scorer_class() for name in plan.loaded}, ground_truth, systems,
+                              image_ids, empty_caption)
     sources = (image_sources(ground_truth, image_ids, images=images, images_root=images_root)
                if plan.needs_images else None)
+    warn_empty_texts(empty)
     backbones = SharedBackbones({k: v for k, v in plan.runtime.items() if v is not None})
     loaded = {name: backbones.load(name, plan.option(name)) for name in plan.loaded}
     run = _Pass(image_ids, captions, references, loaded, backbones, show_progress)
@@ -102,12 +112,14 @@ def score_suite(ground_truth, systems: Sequence, metrics, *,
         metrics={k: run.metrics[k] for k in keys}, counts=counts,
         undefined_images={s: dict(run.undefined[s]) for s in systems_names if run.undefined[s]},
         details={s: {k: run.scores[s][k].details for k in keys if run.scores[s][k].details is not None}
-                 for s in systems_names if any(run.scores[s][k].details is not None for k in keys)})
+                 for s in systems_names if any(run.scores[s][k].details is not None for k in keys)},
+        empty=empty)
 
 
 def _evaluation_set(ground_truth, systems: Sequence):
     """The scored image ids (ground-truth order), each system's captions in that order, and the references
-    (``None`` when no image has any); every caption and reference checked, systems on other images refused."""
+    (``None`` when no image has any); every caption and reference checked as text (empty ones:
+    :func:`check_empty_texts`), systems on other images refused."""
     if not systems:
         raise InputError("no systems to score")
     names = [system.name for system in systems]
@@ -125,9 +137,9 @@ def _evaluation_set(ground_truth, systems: Sequence):
     image_ids = [i for i in ground_truth.images if i in covered]
     if not image_ids:
         raise InputError("the systems caption none of the ground truth's images")
-    captions = {system.name: [check_caption(system.captions[i], system.caption_where(i)) for i in image_ids]
-                for system in systems}
-    references = [[check_caption(r, f"reference {j} of image {i!r}")
+    captions = {system.name: [check_caption(system.captions[i], system.caption_where(i), empty=True)
+                              for i in image_ids] for system in systems}
+    references = [[check_caption(r, f"reference {j} of image {i!r}", empty=True)
                    for j, r in enumerate(ground_truth.images[i].references)] for i in image_ids]
     without = [i for i, refs in zip(image_ids, references) if not refs]
     if len(without) == len(image_ids):
@@ -161,7 +173,7 @@ class _Pass:
         self.keys_of[name] = keys
         for key in keys:
             self.metrics[key] = {"scorer": name, "hashcode": scorer.hashcode, "provenance": scorer.provenance,
-                                 "corpus_level": bool(scorer.is_corpus_level()),
+                                 "corpus_level": bool(scorer.corpus_level),
                                  **score_key(scorer, key).report_fields(),
                                  "mean_over_defined": key in scorer.mean_over_defined}
 

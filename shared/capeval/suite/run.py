@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
+from capeval.core.coco_files import read_ground_truth, read_results
 from capeval.core.errors import InputError, ScoredThenFailedError
+from capeval.core.evaluation_sets import GroundTruth, SystemCaptions, coverage
 from capeval.core.hashing import file_sha256
-from capeval.core.records import (GroundTruth, SystemCaptions, common_ground_truth, coverage, read_ground_truth,
-                                  read_inline, read_results)
+from capeval.core.inline_evaluation import common_ground_truth, read_inline
 from capeval.core.scoring import get_scorer_spec
 from capeval.core.version import __version__
 from capeval.report.cells import tiny_weight_keys

@@ -11,16 +11,17 @@ import functools
 import io
 import os
 import subprocess
+import sys
 import tempfile
 import threading
-import warnings
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Annotated, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from capeval.core.errors import InputError, ModelNotAvailableError
-from capeval.core.inputs import ValidInputs, as_list, check_captions, check_references
+from capeval.core.inputs import ValidInputs, as_list, check_captions, check_references, is_empty_caption
 from capeval.core.keys import ScoreKey
+from capeval.core.option_types import BatchSize, Device, Dtype, OneOf
 from capeval.core.scoring import Scorer, summarize
 from capeval.core.corpus_statistics import CorpusStatistics, KeyScores, mean_statistics
 from capeval.functional.overlap import NOUN_TAGS, VERB_TAGS, exact_overlap, fuzzy_overlap, unique_tokens
@@ -46,8 +47,12 @@ class CocoCaptionScorer(Scorer):
 
     images, references = "unused", "required"
     metric = ""
+    scores_empty_text = True  # as pycocoevalcap: empty and whitespace-only captions and references (score_coco_group)
+    states_corpus_statistics = True  # score_systems: the group's statistics over the whole input (score_coco_group)
+    text_rule = staticmethod(refuse_line_break)  # the PTB tokenizer's one refusal: a line break other than "\n"
 
-    def __init__(self, *, backend: str = "python", device=None, dtype=None, batch_size=None):
+    def __init__(self, *, backend: Annotated[str, OneOf(BACKENDS)] = "python", device: Optional[Device] = None,
+                 dtype: Optional[Dtype] = None, batch_size: Optional[BatchSize] = None):
         self.name = self.metric
         self.backend = check_backend(backend)
 
@@ -72,28 +77,44 @@ class CocoCaptionScorer(Scorer):
         return score_coco_group(systems, references, metrics=[scorer.metric for scorer in group],
                                 backend=self.backend)
 
-    @classmethod
-    def check_text(cls, text: str, where: str) -> None:
-        """The PTB tokenizer's one refusal: a line break other than ``"\\n"`` (:func:`refuse_line_break`)."""
-        refuse_line_break(text, where)
+
+# the Stanford CoreNLP jars that pycocoevalcap's spice-1.0.jar names in its class path (lib/...)
+SPICE_CORENLP_JARS = ("stanford-corenlp-3.6.0.jar", "stanford-corenlp-3.6.0-models.jar")
+# spice-1.0.jar is built for Java 8: on Java 17 the serializer of its cache (FST; pycocoevalcap always passes
+# `-cache`) stops it at start-up (InaccessibleObjectException: java.base does not open java.lang to it)
+SPICE_SETUP = ("SPICE runs pycocoevalcap's spice-1.0.jar on Java 8 (on Java 17 it stops at start-up) with the Stanford "
+               "CoreNLP 3.6.0 jars " + " and ".join(SPICE_CORENLP_JARS) + ", which capeval looks for in {lib}, where "
+               "`python -m pycocoevalcap.spice.get_stanford_models` downloads them")
 
 
-def _spice_lib_jars():
-    from pycocoevalcap.spice import spice as spice_module
+def _spice_lib_folder() -> str:
+    """pycocoevalcap's ``spice/lib`` folder, found without importing pycocoevalcap."""
+    import importlib.util
 
-    lib = os.path.join(os.path.dirname(spice_module.__file__), "lib")
-    jars = [f for f in os.listdir(lib) if f.startswith("stanford-corenlp")] if os.path.isdir(lib) else []
-    if len(jars) < 2:
-        raise ModelNotAvailableError(
-            "SPICE needs the Stanford CoreNLP 3.6.0 jars (stanford-corenlp-3.6.0.jar and "
-            f"stanford-corenlp-3.6.0-models.jar) in {lib}; they are downloaded by pycocoevalcap's "
-            "get_stanford_models() on a machine with internet access. capeval never reports SPICE as 0.")
-    return spice_module
+    spec = importlib.util.find_spec("pycocoevalcap")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelNotAvailableError("SPICE needs pycocoevalcap 1.2 (its spice-1.0.jar): pip install "
+                                     "pycocoevalcap==1.2")
+    return os.path.join(next(iter(spec.submodule_search_locations)), "spice", "lib")
+
+
+def _spice_setup() -> str:
+    """What SPICE needs and where capeval looks for it (or how to install pycocoevalcap)."""
+    try:
+        return SPICE_SETUP.format(lib=_spice_lib_folder())
+    except ModelNotAvailableError as exc:
+        return str(exc)
 
 
 def _spice():
-    require_java("SPICE")
-    return _spice_lib_jars().Spice()
+    """pycocoevalcap's SPICE, or one line saying what it lacks here and what it needs."""
+    missing = spice_missing()
+    if missing:
+        raise ModelNotAvailableError(f"SPICE cannot run here ({', '.join(missing)}). {_spice_setup()}. capeval never "
+                                     "reports SPICE as 0.")
+    from pycocoevalcap.spice.spice import Spice
+
+    return Spice()
 
 
 def require_java(what: str) -> None:
@@ -195,13 +216,15 @@ class SpiceScorer(CocoCaptionScorer):
 
     metric = "spice"
     key_metadata = {"spice": ScoreKey("SPICE", 100.0, coco_method="SPICE")}
+    scores_empty_text = False  # how SPICE's jar scores an empty text is not checked here (no CoreNLP jars)
 
-    def __init__(self, *, device=None, dtype=None, batch_size=None):
+    def __init__(self, *, device: Optional[Device] = None, dtype: Optional[Dtype] = None,
+                 batch_size: Optional[BatchSize] = None):
         super().__init__(device=device, dtype=dtype, batch_size=batch_size)
 
 
-def noun_verb_overlap(*, spacy_model: Optional[str] = None, device=None, dtype=None,
-                      batch_size: Optional[int] = None) -> NounVerbOverlapScorer:
+def noun_verb_overlap(*, spacy_model: Optional[str] = None, device: Optional[Device] = None,
+                      dtype: Optional[Dtype] = None, batch_size: Optional[BatchSize] = None) -> NounVerbOverlapScorer:
     """spaCy runs on the CPU: ``device``/``dtype`` change nothing; ``batch_size`` is spaCy's pipe batch (256)."""
     return NounVerbOverlapScorer(spacy_model, batch_size=batch_size or 256)
 
@@ -213,29 +236,43 @@ def noun_verb_overlap(*, spacy_model: Optional[str] = None, device=None, dtype=N
 COCO_GROUP: Tuple[str, ...] = ("bleu", "meteor", "rouge_l", "cider", "spice")
 COCO_KEYS: Dict[str, Tuple[str, ...]] = {"bleu": BLEU_KEYS, "meteor": ("meteor",), "rouge_l": ("rouge_l",),
                                          "cider": ("cider",), "spice": ("spice",)}
-_SPICE_WARNED = []
+_SPICE_NOTICED = []
 
 
+def spice_missing() -> List[str]:
+    """Why SPICE cannot run here (empty: it can): no pycocoevalcap, its CoreNLP jars missing, no ``java`` on PATH."""
+    import shutil
+
+    try:
+        lib = _spice_lib_folder()
+    except ModelNotAvailableError:
+        return ["pycocoevalcap 1.2 is not installed"]
+    jars = all(os.path.isfile(os.path.join(lib, jar)) for jar in SPICE_CORENLP_JARS)
+    return ([] if jars else ["its Stanford CoreNLP jars are missing"]) + \
+        (["`java` is not on PATH"] if shutil.which("java") is None else [])
 
 
 def spice_available() -> bool:
-    """Whether SPICE's Stanford CoreNLP jars are installed beside pycocoevalcap's SPICE jar."""
-    try:
-        _spice_lib_jars()
-    except ModelNotAvailableError:
-        return False
-    return True
+    """Whether SPICE can run here: pycocoevalcap's CoreNLP jars are installed and ``java`` is on PATH."""
+    return not spice_missing()
 
 
-def coco_group_names() -> Tuple[str, ...]:
-    """The ``coco`` group available here: SPICE is left out, with a warning (once), when its jars are missing."""
-    if spice_available():
+def spice_notice(missing: Sequence[str]) -> str:
+    """The one line saying why the coco group runs without SPICE (``missing``) and what SPICE needs."""
+    return (f"capeval: the coco group runs without SPICE ({', '.join(missing)}). {_spice_setup()}. Name spice among "
+            "the metrics to get its error instead.")
+
+
+def coco_group_names(asked: Sequence[str] = ()) -> Tuple[str, ...]:
+    """The ``coco`` group available here. Where SPICE cannot run it is left out, and one plain line on stderr says
+    why and what it needs (once per process; not when ``asked``, the scorers named besides the group, holds
+    ``spice``: its own error then says it)."""
+    missing = spice_missing()
+    if not missing:
         return COCO_GROUP
-    if not _SPICE_WARNED:
-        _SPICE_WARNED.append(True)
-        warnings.warn("the coco group leaves SPICE out: its Stanford CoreNLP 3.6.0 jars are not installed (run "
-                      "pycocoevalcap's get_stanford_models() on a machine with internet access); ask for 'spice' "
-                      "explicitly to get the error", stacklevel=2)
+    if "spice" not in asked and not _SPICE_NOTICED:
+        _SPICE_NOTICED.append(True)
+        print(spice_notice(missing), file=sys.stderr)
     return tuple(name for name in COCO_GROUP if name != "spice")
 
 
@@ -252,15 +289,22 @@ def score_coco_group(systems: Sequence[Sequence[str]], references: Sequence[Sequ
     (:mod:`capeval.text.meteor`) in Python, equal to the jars. ``backend="java"`` runs pycocoevalcap's jars (one
     tokenizer JVM for every block; the METEOR jar beside the Python metrics, one per process, kept between calls),
     for cross-checking. SPICE always runs on Java and Stanford CoreNLP. ``systems_field``: how a refused caption is
-    named (``systems[s][i]``; ``predictions[i]`` for a scorer's one system)."""
+    named (``systems[s][i]``; ``predictions[i]`` for a scorer's one system).
+
+    Empty and whitespace-only captions and references are scored as pycocoevalcap scores them (both backends equal
+    to its jars on them: the PTB tokenizer writes an empty line, BLEU and CIDEr-D score an empty candidate 0, ROUGE-L
+    compares ``"".split(" ")`` as pycocoevalcap does, METEOR gets pycocoevalcap's SCORE line), except by SPICE
+    (refused: :attr:`SpiceScorer.scores_empty_text`)."""
     names = _group_metrics(metrics)
     check_backend(backend)
     references = as_list(references, "references") if not isinstance(references, str) else None
     if not references:
         raise InputError("references must be a non-empty list with one reference list per image")
-    references = check_references(references, len(references))
+    references = check_references(references, len(references), empty=True)
     systems = _check_systems(systems, len(references))
     _refuse_line_breaks(systems, references, systems_field)
+    if "spice" in names:
+        _refuse_empty_for_spice(systems, references, systems_field)
     spice = _spice() if "spice" in names else None
     meteor = take_meteor_jar() if "meteor" in names and backend == "java" else None
     finished = False
@@ -349,22 +393,33 @@ def _check_systems(systems: Sequence[Sequence[str]], n: int) -> List[List[str]]:
         raise InputError("systems must be a non-empty list with one list of captions per system")
     checked = []
     for s, captions in enumerate(systems):
-        captions = check_captions(captions, f"systems[{s}]")
+        captions = check_captions(captions, f"systems[{s}]", empty=True)
         if len(captions) != n:
             raise InputError(f"systems[{s}] has {len(captions)} captions for {n} reference lists")
         checked.append(captions)
     return checked
 
 
-def _refuse_line_breaks(systems: List[List[str]], references: List[List[str]], systems_field: str = "systems"
-                        ) -> None:
-    """``systems_field``: how errors name the captions (``systems[s][i]``; ``predictions[i]`` for one system)."""
+def _named_texts(systems: List[List[str]], references: List[List[str]], systems_field: str):
+    """Every caption and reference with its name in errors (``systems_field``: how the captions are named,
+    ``systems[s][i]``; ``predictions[i]`` for one system)."""
     one = systems_field != "systems"
     texts = [(f"{systems_field}{'' if one else f'[{s}]'}[{i}]", c)
              for s, captions in enumerate(systems) for i, c in enumerate(captions)]
-    texts += [(f"references[{i}][{j}]", r) for i, refs in enumerate(references) for j, r in enumerate(refs)]
-    for where, text in texts:
+    return texts + [(f"references[{i}][{j}]", r) for i, refs in enumerate(references) for j, r in enumerate(refs)]
+
+
+def _refuse_line_breaks(systems: List[List[str]], references: List[List[str]], systems_field: str = "systems"
+                        ) -> None:
+    for where, text in _named_texts(systems, references, systems_field):
         refuse_line_break(text, where)
+
+
+def _refuse_empty_for_spice(systems: List[List[str]], references: List[List[str]], systems_field: str) -> None:
+    for where, text in _named_texts(systems, references, systems_field):
+        if is_empty_caption(text):
+            raise InputError(f"{where} is an empty caption: spice does not score empty captions; leave spice out "
+                             "(the other COCO metrics score them as pycocoevalcap does)")
 
 
 def _regroup(flat: List[str], sizes: List[int]) -> List[List[str]]:
