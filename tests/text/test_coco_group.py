@@ -188,15 +188,19 @@ def test_blocks_are_tokenized_as_separate_pycocoevalcap_calls():
     assert joined != [t for tokens in got for t in tokens]  # why one lexer per block is needed
 
 
-def test_group_names_leave_spice_out_with_one_warning_when_its_jars_are_missing(monkeypatch):
+def test_group_names_leave_spice_out_with_one_notice_when_its_jars_are_missing(monkeypatch, capsys):
     if coco.spice_available():
         pytest.skip("SPICE's jars are installed here")
-    monkeypatch.setattr(coco, "_SPICE_WARNED", [])
-    with pytest.warns(UserWarning, match="leaves SPICE out"):
-        assert coco.coco_group_names() == ("bleu", "meteor", "rouge_l", "cider")
+    monkeypatch.setattr(coco, "_SPICE_NOTICED", [])
     with warnings.catch_warnings():
-        warnings.simplefilter("error")
+        warnings.simplefilter("error")  # a plain line on stderr, not a Python warning
+        assert coco.coco_group_names(("spice",)) == ("bleu", "meteor", "rouge_l", "cider")
+        assert capsys.readouterr().err == ""  # spice named: its own error says why
         assert coco.coco_group_names() == ("bleu", "meteor", "rouge_l", "cider")
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("capeval: the coco group runs without SPICE")
+        assert coco.coco_group_names() == ("bleu", "meteor", "rouge_l", "cider")
+        assert capsys.readouterr().err == ""  # once per process
     assert "spice" in coco.COCO_GROUP
     with pytest.raises(ModelNotAvailableError, match="Stanford CoreNLP"):
         coco.score_coco_group([["a dog"]], [["a dog runs"]], metrics=["bleu", "spice"])

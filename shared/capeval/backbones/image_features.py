@@ -16,12 +16,12 @@ from typing import Callable, Dict, List, Optional, Protocol, Sequence, runtime_c
 import torch
 from PIL import Image
 
+from capeval.backbones.registration import DINOV2_FILES
 from capeval.core.cache_keys import cache_namespace
 from capeval.core.caches import DEFAULT_CACHE_BYTES, EmbeddingCache, encode_cached, image_keys
 from capeval.core.device import resolve_device, resolve_dtype
 from capeval.core.hub import resolve
 
-DINOV2_FILES = ("config.json", "model.safetensors", "preprocessor_config.json")
 _PIL_RESAMPLE = {0: "NEAREST", 1: "LANCZOS", 2: "BILINEAR", 3: "BICUBIC", 4: "BOX", 5: "HAMMING"}
 
 

@@ -10,6 +10,8 @@ from capeval.core.constants import CLIP_FILES
 from capeval.core.convert import load_torch_checkpoint, write_model_card
 from capeval.core.hub import Upstream, WeightSpec, register
 
+DINOV2_FILES = ("config.json", "model.safetensors", "preprocessor_config.json")  # a transformers DINOv2 repo
+
 
 def register_clip_weights(name, repo_id, revision, license, source_url, description, *, quick_gelu=True,
                           upstream: Optional[Upstream] = None):

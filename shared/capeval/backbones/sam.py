@@ -23,12 +23,9 @@ from PIL import Image
 
 from capeval.core.cache_keys import cache_namespace
 from capeval.core.caches import LruCache, image_key
+from capeval.core.constants import SAM_CONFIG_FILE, SAM_FILES, SAM_WEIGHTS_FILE
 from capeval.core.device import resolve_device
 from capeval.core.hub import load_safetensors, resolve
-
-SAM_CONFIG_FILE = "sam_config.json"
-SAM_WEIGHTS_FILE = "sam_model.safetensors"
-SAM_FILES = (SAM_CONFIG_FILE, SAM_WEIGHTS_FILE)
 
 _DECODER = {"prompt_embed_dim": 256, "decoder_depth": 2, "decoder_mlp_dim": 2048, "decoder_num_heads": 8,
             "iou_head_depth": 3, "iou_head_hidden_dim": 256, "mask_in_chans": 16}

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from capeval.backbones.long_clip import convert_long_clip_checkpoint
-from capeval.backbones.registration import convert_clip_checkpoint, register_clip_weights
-from capeval.core.constants import HALF_PREPROCESS, OPENAI_PREPROCESS
+from capeval.backbones.registration import register_clip_weights
 from capeval.core.convert import register_converter
 from capeval.core.hub import Upstream
 from capeval.core.scoring import register_scorer
@@ -41,23 +37,12 @@ for _name, _repo, _commit, _file, _sha256, _tower in (
                                             url=f"{_LONG_CLIP_HUB}/{_repo}/resolve/{_commit}/{_file}"))
 
 
-@register_converter("long-clip", help="Long-CLIP longclip-B.pt / longclip-L.pt (248-token CLIP state dict)")
-def convert_long_clip(official: Path, out_dir: Path) -> None:
-    convert_long_clip_checkpoint(official, out_dir, title=f"Long-CLIP {official.stem} (capeval layout)")
-
-
-@register_converter("pac-s", help="PAC-S clip_ViT-B-32.pth (OpenAI-format CLIP ViT-B/32 state dict)")
-def convert_pacs_vit_b_32(official: Path, out_dir: Path) -> None:
-    convert_clip_checkpoint(official, out_dir, preprocess=OPENAI_PREPROCESS, quick_gelu=True,
-                            title="PAC-S CLIP ViT-B/32 (capeval layout)")
-
-
-@register_converter("pac-s-vit-l-14", help="PAC-S openClip_ViT-L-14.pth (OpenCLIP ViT-L/14 state dict)")
-def convert_pacs_vit_l_14(official: Path, out_dir: Path) -> None:
-    convert_clip_checkpoint(official, out_dir, preprocess=HALF_PREPROCESS, quick_gelu=False,
-                            title="PAC-S OpenCLIP ViT-L/14 (capeval layout)")
-
-
+register_converter("long-clip", converter="capeval.clip_s.converters:convert_long_clip",
+                   help="Long-CLIP longclip-B.pt / longclip-L.pt (248-token CLIP state dict)")
+register_converter("pac-s", converter="capeval.clip_s.converters:convert_pacs_vit_b_32",
+                   help="PAC-S clip_ViT-B-32.pth (OpenAI-format CLIP ViT-B/32 state dict)")
+register_converter("pac-s-vit-l-14", converter="capeval.clip_s.converters:convert_pacs_vit_l_14",
+                   help="PAC-S openClip_ViT-L-14.pth (OpenCLIP ViT-L/14 state dict)")
 register_scorer("clip_s", factory="capeval.clip_s.scorer:clip_s", images="required", references="optional",
                 help="CLIP-S (w=2.5) and, with references, RefCLIP-S (Hessel et al. 2021)",
                 card="capeval.clip_s:module_cards.toml")

@@ -8,32 +8,29 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict
+from typing import Dict
 
-from capeval.core.discovery import load_registrations
+from capeval.core.discovery import import_attr, load_registrations
 from capeval.core.errors import ConversionError
-
-Converter = Callable[[Path, Path], None]
 
 
 @dataclass(frozen=True)
 class ConverterSpec:
     name: str
-    convert: Converter
+    converter: str  # "module:attr" of fn(official_file, out_dir), imported on use
     help: str
+
+    def convert(self, official_file: Path, out_dir: Path) -> None:
+        import_attr(self.converter)(official_file, out_dir)
 
 
 _CONVERTERS: Dict[str, ConverterSpec] = {}
 
 
-def register_converter(name: str, help: str):
-    """Decorator registering ``fn(official_file, out_dir)`` under ``name``."""
-
-    def wrap(fn: Converter) -> Converter:
-        _CONVERTERS[name] = ConverterSpec(name, fn, help)
-        return fn
-
-    return wrap
+def register_converter(name: str, *, converter: str, help: str) -> ConverterSpec:
+    """Register ``capeval convert <name>``: ``converter`` is the ``"module:attr"`` of ``fn(official_file, out_dir)``."""
+    _CONVERTERS[name] = ConverterSpec(name, converter, help)
+    return _CONVERTERS[name]
 
 
 def converters() -> Dict[str, ConverterSpec]:

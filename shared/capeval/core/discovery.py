@@ -1,5 +1,6 @@
 """Registration by discovery: every ``capeval/<family>/registration.py`` registers its weights, converters,
-trainers and scorers when imported. Core imports them by name, so no core module imports a family."""
+trainers and scorers when imported. Core imports them by name, so no core module imports a family; a registration
+names its code as ``"module:attr"`` strings (:func:`import_attr`, on use), so registering imports no model code."""
 
 from __future__ import annotations
 
@@ -24,6 +25,14 @@ def load_registrations() -> Tuple[str, ...]:
     for name in names:
         importlib.import_module(name)
     return names
+
+
+def import_attr(target: str):
+    """``"package.module:attr"`` → the attribute."""
+    module, _, attr = target.partition(":")
+    if not attr:
+        raise ValueError(f"{target!r} is not a 'module:attr' reference")
+    return getattr(importlib.import_module(module), attr)
 
 
 def add_registered(registry: Dict[str, Any], spec: Any) -> Any:

@@ -11,8 +11,7 @@ import argparse
 from dataclasses import dataclass
 from typing import Dict
 
-from capeval.core.discovery import load_registrations
-from capeval.core.scoring import import_attr
+from capeval.core.discovery import import_attr, load_registrations
 
 
 @dataclass(frozen=True)

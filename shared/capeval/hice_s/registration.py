@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from capeval.backbones.sam import SAM_FILES
-from capeval.core.constants import CLIP_FILES
+from capeval.core.constants import CLIP_FILES, FACTUAL_FILES, SAM_FILES
 from capeval.core.convert import register_converter
 from capeval.core.hub import Upstream, WeightSpec, register
 from capeval.core.scoring import register_scorer
-from capeval.hice_s.converters import convert_alpha_clip, convert_mobile_sam, convert_sam
 
 ALPHA_CLIP_SOURCE = "https://github.com/SunzeY/AlphaCLIP (model-zoo.md: visual checkpoints on Google Drive)"
 _DRIVE = "https://drive.usercontent.google.com/download?export=download&confirm=t&id="
@@ -59,10 +57,6 @@ register(WeightSpec(
                       page="https://github.com/ChaoningZhang/MobileSAM (weights/mobile_sam.pt)")))
 
 
-# The hub repo at the pinned commit holds model.safetensors (no pickle) and the fast tokenizer's tokenizer.json
-# next to the older pytorch_model.bin and spiece.model, which are not needed.
-FACTUAL_FILES = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
-                 "tokenizer_config.json")
 register(WeightSpec(
     name="flan-t5-base-vg-factual-sg", repo_id="lizhuang144/flan-t5-base-VG-factual-sg",
     revision="2e01585225e8f7fc20d922cdee9c591ea4cd6ef1", files=FACTUAL_FILES, format="transformers", license="mit",
@@ -71,12 +65,12 @@ register(WeightSpec(
                 "HICE-S's phrase parser",
 ))
 
-register_converter("alpha-clip", help="Alpha-CLIP visual checkpoint (.pth) + the OpenAI CLIP text tower of its "
-                                      "size")(convert_alpha_clip)
-register_converter("sam", help="Segment Anything sam_vit_{b,l,h}_*.pth or MobileSAM mobile_sam.pt "
-                               "(official state dicts)")(convert_sam)
-register_converter("mobile-sam", help="MobileSAM mobile_sam.pt (official state dict, TinyViT image "
-                                      "encoder)")(convert_mobile_sam)
+register_converter("alpha-clip", converter="capeval.hice_s.converters:convert_alpha_clip",
+                   help="Alpha-CLIP visual checkpoint (.pth) + the OpenAI CLIP text tower of its size")
+register_converter("sam", converter="capeval.hice_s.converters:convert_sam",
+                   help="Segment Anything sam_vit_{b,l,h}_*.pth or MobileSAM mobile_sam.pt (official state dicts)")
+register_converter("mobile-sam", converter="capeval.hice_s.converters:convert_mobile_sam",
+                   help="MobileSAM mobile_sam.pt (official state dict, TinyViT image encoder)")
 register_scorer("hice_s", factory="capeval.hice_s.scorer:HiceScorer", images="required", references="optional",
                 help="HICE-S and, with references, RefHICE-S (Zeng et al. 2024): Alpha-CLIP global + "
                      "region/phrase local scores",

@@ -3,11 +3,25 @@ and the ``image_roundtrip`` scorer."""
 
 from __future__ import annotations
 
-from capeval.backbones.image_features import DINOV2_FILES
+from capeval.backbones.registration import DINOV2_FILES
 from capeval.core.constants import CLIP_FILES
 from capeval.core.hub import WeightSpec, register
 from capeval.core.scoring import register_scorer
-from capeval.image_roundtrip.pipeline import DIFFUSERS_FILES
+
+DIFFUSERS_FILES = (
+    "model_index.json",
+    "scheduler/scheduler_config.json",
+    "text_encoder/config.json",
+    "text_encoder/model.safetensors",
+    "tokenizer/merges.txt",
+    "tokenizer/special_tokens_map.json",
+    "tokenizer/tokenizer_config.json",
+    "tokenizer/vocab.json",
+    "unet/config.json",
+    "unet/diffusion_pytorch_model.safetensors",
+    "vae/config.json",
+    "vae/diffusion_pytorch_model.safetensors",
+)
 
 register(WeightSpec(
     name="sd-turbo", repo_id="stabilityai/sd-turbo", revision="b261bac6fd2cf515557d5d0707481eafa0485ec2",

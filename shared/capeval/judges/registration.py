@@ -6,7 +6,7 @@ from __future__ import annotations
 from capeval.core.convert import register_converter
 from capeval.core.hub import WeightSpec, register
 from capeval.core.scoring import register_scorer
-from capeval.judges.expert_weights import convert_expert_adapter
+from capeval.judges.backend import register_judge_backend
 
 # the files of a judge besides its weight shards (those are read from model.safetensors.index.json)
 JUDGE_FILES = ("config.json", "generation_config.json", "model.safetensors.index.json", "preprocessor_config.json",
@@ -19,6 +19,9 @@ register(WeightSpec(
     description="LLaVA-1.5-13B (liuhaotian/llava-v1.5-13b converted to transformers' LlavaForConditionalGeneration), "
                 "FLEUR's judge",
 ))
+
+# what runs a judge (the scorers' judge_backend option): transformers' generate with the digit tokens' probabilities
+register_judge_backend("transformers", factory="capeval.judges.generation:JudgeModel")
 
 register_scorer("fleur", factory="capeval.judges.scorer:FleurScorer", images="required", references="unused",
                 help="FLEUR: LLaVA-1.5-13B rates the caption from 0.0 to 1.0, smoothed over its digit probabilities",
@@ -37,9 +40,9 @@ register(WeightSpec(
     description="EXPERT's LoRA adapter (r, alpha per adapter_config.json) and projector (non_lora_trainables.bin), "
                 "trained with LLaVA's code on Polaris-exp and Nebula-exp; revision not pinned (no commit confirmed)",
 ))
-register_converter("expert-llava-hf", help="EXPERT's LoRA adapter folder (peft adapter + non_lora_trainables.bin) "
-                   "merged into llava-hf/llava-1.5-13b-hf -> a transformers LlavaForConditionalGeneration folder"
-                   )(convert_expert_adapter)
+register_converter("expert-llava-hf", converter="capeval.judges.expert_weights:convert_expert_adapter",
+                   help="EXPERT's LoRA adapter folder (peft adapter + non_lora_trainables.bin) merged into "
+                        "llava-hf/llava-1.5-13b-hf -> a transformers LlavaForConditionalGeneration folder")
 register_scorer("expert", factory="capeval.judges.expert:ExpertScorer", images="required", references="unused",
                 help="EXPERT: LLaVA-1.5-13B with EXPERT's LoRA rates the caption from 0.0 to 1.0, smoothed over its "
                      "digit probabilities; optional structured explanation",

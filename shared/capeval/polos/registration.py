@@ -7,7 +7,7 @@ from capeval.core.convert import register_converter
 from capeval.core.hub import Upstream, WeightSpec, register
 from capeval.core.scoring import register_scorer
 from capeval.core.training import register_trainer
-from capeval.polos.checkpoint import HEAD_FILES, HEAD_LICENSE, OFFICIAL_TEXT_ENCODER, SIMCSE_FILES, convert_polos
+from capeval.polos.checkpoint import HEAD_FILES, HEAD_LICENSE, OFFICIAL_TEXT_ENCODER, SIMCSE_FILES
 
 register(WeightSpec(
     name="simcse-roberta-base", repo_id=OFFICIAL_TEXT_ENCODER,
@@ -25,8 +25,9 @@ register(WeightSpec(
 ))
 
 
-register_converter("polos", help="Polos reprod.ckpt (PyTorch-Lightning; hparams.yaml beside it is checked) -> "
-                                 "polos_head.safetensors + polos_config.json")(convert_polos)
+register_converter("polos", converter="capeval.polos.checkpoint:convert_polos",
+                   help="Polos reprod.ckpt (PyTorch-Lightning; hparams.yaml beside it is checked) -> "
+                        "polos_head.safetensors + polos_config.json")
 register_scorer("polos", factory="capeval.polos.scorer:PolosScorer", images="required", references="required",
                 help="Polos (Wada et al. 2024): CLIP + SimCSE features -> MLP, max over references",
                 card="capeval.polos:module_cards.toml")

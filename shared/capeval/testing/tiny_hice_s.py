@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from capeval.clip_s.registration import OPENAI_PREPROCESS
+from capeval.core.constants import OPENAI_PREPROCESS
 
 _TINY_CORPUS = ["Generate Scene Graph: two brown dogs run on the green grass",
                 "( dogs , is , 2 ) , ( dogs , is , brown ) , ( dogs , run on , grass ) , ( grass , is , green )",

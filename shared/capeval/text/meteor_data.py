@@ -3,9 +3,12 @@
 - from ``meteor/meteor-1.5.jar`` (a zip): ``function/english.words`` (function words), ``nonbreaking/english.prefixes``
   (the normaliser's nonbreaking prefixes, from the Moses tokenizer), ``synonym/english.synsets`` and
   ``synonym/english.exceptions`` (WordNet 3.0 synsets and irregular forms);
-- ``meteor/data/paraphrase-en.gz``: the English paraphrase table (5.27 M phrase pairs), indexed once into
-  ``<capeval cache>/meteor/paraphrase-en-v<format>-<size>-<mtime>/`` (plain ``.npy`` arrays and a JSON manifest; about 20 s
-  the first time), then memory-mapped.
+- ``meteor/data/paraphrase-en.gz``: the English paraphrase table (5.27 M phrase pairs), indexed once per machine
+  into ``<capeval cache>/meteor/paraphrase-en-v<format>-<sha256 of the table>/`` (plain ``.npy`` arrays and a JSON
+  manifest; about 20 s the first time), then memory-mapped. The key is the table's content, so every install of
+  pycocoevalcap 1.2 (every virtual environment of the user, with ``$CAPEVAL_CACHE`` or ``~/.cache/capeval``) shares
+  one copy, and building one removes the copies of other keys that no process is reading
+  (:func:`paraphrase_index`).
 
 Licences: METEOR 1.5 and the data files it distributes are under the GNU LGPL (version 3 for the early-2015 jar
 that pycocoevalcap bundles; the project moved to version 2.1 in July 2015). The nonbreaking-prefix lists come from
@@ -25,13 +28,19 @@ import os
 import shutil
 import tempfile
 import zipfile
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
+from typing import IO, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from capeval.core.download import file_lock
+try:
+    import fcntl
+except ImportError:  # Windows: no shared locks, so no copy is ever removed
+    fcntl = None
+
+from capeval.core.caches import write_atomically
 from capeval.core.errors import ModelNotAvailableError
 from capeval.core.hashing import file_sha256
 from capeval.core.hub import default_cache_dir
@@ -40,6 +49,9 @@ from capeval.text.meteor_text import parse_nonbreaking_prefixes
 JAR_NAME = "meteor-1.5.jar"
 PARAPHRASE_NAME = os.path.join("data", "paraphrase-en.gz")
 INDEX_FORMAT = 1
+INDEX_PREFIX = "paraphrase-en-v"  # + format + "-" + the table's sha256: an index folder's name (its key)
+SOURCE_HASHES_FILE = "paraphrase-sources.json"
+MAX_SOURCE_HASHES = 64
 MAX_PHRASE_WORDS = 7  # the longest phrase of paraphrase-en.gz (checked when the index is built)
 _HASH_MULTIPLIER = np.uint64(0xBF58476D1CE4E5B9)
 _LENGTH_SALT = 0x9E3779B97F4A7C15
@@ -111,7 +123,8 @@ class ParaphraseIndex:
     """paraphrase-en.gz as arrays: the table's vocabulary, its distinct phrases (as word ids, sorted by key) and,
     for each phrase, its paraphrases in the file's order."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, reading: Optional[IO] = None):
+        self.reading = reading  # the shared lock that keeps this copy from being removed while it is read
         arrays = {name: np.load(folder / f"{name}.npy", mmap_mode="r", allow_pickle=False) for name in _INDEX_ARRAYS}
         words = bytes(arrays["vocabulary"]).decode("utf-8").split("\n")
         self.vocabulary: Dict[str, int] = {w: i for i, w in enumerate(words)}
@@ -164,25 +177,152 @@ def _ranges(starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
 
 
 def paraphrase_index(table: Path, cache_dir: Optional[os.PathLike] = None) -> ParaphraseIndex:
-    """The index of ``table``, built into capeval's cache on first use: by one process at a time (the others wait
-    for it, then read its index), atomically (a build that dies leaves no index)."""
-    stat = table.stat()
+    """The index of ``table`` in ``<cache>/meteor/paraphrase-en-v<format>-<sha256 of table>/`` (``<cache>``:
+    ``cache_dir``, else ``$CAPEVAL_CACHE``, else ``~/.cache/capeval``), built on first use: by one process at a time
+    (the others wait for it, then read its index), atomically (a build that dies leaves no index). The returned
+    index holds a shared lock on ``<key>.readers`` for as long as it lives (forked workers share it).
+
+    A build then removes every other key's copy that no process holds that lock on (:func:`remove_other_copies`):
+    an older format, another table, the mtime-keyed copies of earlier capeval versions, and the leftovers of builds
+    or removals that died. A copy being read is never removed, and a process that finds its copy gone (removed between
+    its hash and its lock) builds it again."""
     root = default_cache_dir(cache_dir) / "meteor"
-    folder = root / f"paraphrase-en-v{INDEX_FORMAT}-{stat.st_size}-{stat.st_mtime_ns}"
-    if not (folder / "manifest.json").is_file():
-        with file_lock(root / f"{folder.name}.lock"):
+    root.mkdir(parents=True, exist_ok=True)
+    key = f"{INDEX_PREFIX}{INDEX_FORMAT}-{table_sha256(table, root)}"
+    folder = root / key
+    reading = _lock_shared(root / f"{key}.readers")  # before the index exists: no removal can take a new copy
+    try:
+        if not (folder / "manifest.json").is_file():
+            from capeval.core.download import file_lock  # (urllib: imported only when an index is built)
+
+            with file_lock(root / f"{key}.lock"):
+                if not (folder / "manifest.json").is_file():
+                    _build_into(table, folder)
+            remove_other_copies(root, keep=key)
+        return ParaphraseIndex(folder, reading)
+    except BaseException:
+        if reading is not None:
+            reading.close()
+        raise
+
+
+def _build_into(table: Path, folder: Path) -> None:
+    building = Path(tempfile.mkdtemp(prefix=f".building-{folder.name}-", dir=folder.parent))
+    try:
+        _build_index(table, building)
+        try:
+            os.replace(building, folder)
+        except OSError:  # built meanwhile by a process that took no lock
             if not (folder / "manifest.json").is_file():
-                building = Path(tempfile.mkdtemp(prefix=".building-", dir=root))
-                try:
-                    _build_index(table, building)
-                    try:
-                        os.replace(building, folder)
-                    except OSError:  # built meanwhile by a process that took no lock
-                        if not (folder / "manifest.json").is_file():
-                            raise
-                finally:
-                    shutil.rmtree(building, ignore_errors=True)
-    return ParaphraseIndex(folder)
+                raise
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
+
+
+def table_sha256(table: Path, root: Path) -> str:
+    """The sha256 of ``table``'s bytes, hashed once per install: remembered in ``root/paraphrase-sources.json`` under
+    the file's path, size, modification time and inode (at most :data:`MAX_SOURCE_HASHES` files, the latest kept),
+    so a file rewritten in place with its size, time and inode unchanged keeps its old hash."""
+    stat = table.stat()
+    signature = json.dumps([str(table.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_dev])
+    memo_file = root / SOURCE_HASHES_FILE
+    try:
+        memo = json.loads(memo_file.read_text())
+        if not isinstance(memo, dict):
+            memo = {}
+    except (OSError, ValueError):
+        memo = {}
+    digest = memo.get(signature)
+    if isinstance(digest, str) and len(digest) == 64:
+        return digest
+    digest = file_sha256(table)
+    memo.pop(signature, None)
+    memo[signature] = digest
+    kept = json.dumps(dict(list(memo.items())[-MAX_SOURCE_HASHES:]))
+    with suppress(OSError):  # a read-only cache only costs the hash next time
+        write_atomically(memo_file, lambda path: path.write_text(kept))
+    return digest
+
+
+def remove_other_copies(root: Path, keep: str) -> List[str]:
+    """Remove from ``root`` every paraphrase index but ``keep`` that no process is reading, and what builds or
+    removals that died left; return the names removed.
+
+    Why it is safe: every reader holds a shared ``flock`` on ``<key>.readers`` from before it looks for its copy
+    until it closes it. A copy is removed only under that file's exclusive lock, taken without waiting (so a copy
+    with a reader is skipped): it is renamed to ``.removing-…`` (atomic: a reader sees the whole copy or none), the
+    lock file is unlinked, then the renamed folder is deleted. A reader that opened the lock file before it was
+    unlinked finds, once it holds its lock, that the file at that path is another (or none), and locks again
+    (:func:`_lock_shared`). A ``.building-<key>-…`` folder is removed only when ``<key>.lock`` is free (no build of
+    that key runs). Without ``fcntl`` (Windows) nothing is removed. Earlier capeval versions (copies keyed by the
+    table's size and mtime) take no reader lock: a process of such a version that is opening one of them at that
+    moment (a few milliseconds) can fail; one that has opened it reads on (a removed file stays mapped)."""
+    if fcntl is None:
+        return []
+    removed = []
+    for entry in sorted(root.iterdir()):
+        name = entry.name
+        if name.startswith(".removing-"):
+            shutil.rmtree(entry, ignore_errors=True)
+        elif name.startswith(f".building-{INDEX_PREFIX}") and entry.is_dir():
+            key = name[len(".building-"):].rsplit("-", 1)[0]  # mkdtemp's suffix has no "-"
+            if _remove_if_free(root / f"{key}.lock", entry, unlink_lock=False):
+                removed.append(name)
+        elif name.startswith(INDEX_PREFIX) and entry.is_dir() and name != keep:
+            if _remove_if_free(root / f"{name}.readers", entry, unlink_lock=True):
+                removed.append(name)
+                with suppress(OSError):
+                    (root / f"{name}.lock").unlink()
+    return removed
+
+
+def _remove_if_free(lock_path: Path, folder: Path, *, unlink_lock: bool) -> bool:
+    """Under ``lock_path``'s exclusive lock, taken without waiting: ``folder`` renamed away, then deleted."""
+    try:
+        handle = open(lock_path, "a+b")
+    except OSError:
+        return False
+    with handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # held: a process reads this copy (or builds it)
+            return False
+        if not _is_at(handle, lock_path):
+            return False
+        doomed = folder.parent / f".removing-{folder.name}-{os.getpid()}"
+        try:
+            os.replace(folder, doomed)
+        except OSError:
+            return False
+        if unlink_lock:
+            with suppress(OSError):
+                lock_path.unlink()
+    shutil.rmtree(doomed, ignore_errors=True)
+    return True
+
+
+def _lock_shared(path: Path) -> Optional[IO]:
+    """``path`` opened and held under a shared ``flock`` (no lock without ``fcntl``): the file at ``path`` when the
+    lock is granted, not one a removal unlinked meanwhile. ``None`` in a cache this process cannot write (it reads an
+    index there but builds and removes none)."""
+    while True:
+        try:
+            handle = open(path, "a+b")
+        except OSError:
+            return None
+        if fcntl is None:
+            return handle
+        fcntl.flock(handle.fileno(), fcntl.LOCK_SH)
+        if _is_at(handle, path):
+            return handle
+        handle.close()
+
+
+def _is_at(handle: IO, path: Path) -> bool:
+    try:
+        return os.path.samestat(os.fstat(handle.fileno()), os.stat(path))
+    except OSError:
+        return False
 
 
 def _build_index(table: Path, out: Path) -> None:

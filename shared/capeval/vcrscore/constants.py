@@ -1,7 +1,9 @@
-"""VCRScore constants: the feature extractors' hub file lists and the COCO detection label names."""
+"""VCRScore constants: the feature extractors' and the regressor's hub file names and the COCO detection label
+names."""
 
 VILT_FILES = ("config.json", "preprocessor_config.json", "pytorch_model.bin", "tokenizer_config.json", "vocab.txt")
 DETECTOR_FILES = ("config.json", "preprocessor_config.json", "pytorch_model.bin")
+GBR_FILE = "vcrscore_gbr.json"  # the regressor as a JSON tree ensemble
 
 # COCO detection category names by id as the DETR/YOLOS configs list them ("N/A" for the 11 unused ids).
 COCO_LABELS = (

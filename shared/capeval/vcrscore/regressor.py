@@ -15,9 +15,9 @@ import numpy as np
 from capeval.core.convert import write_model_card
 from capeval.core.errors import InputError
 from capeval.core.hub import resolve
-from capeval.core.records import iter_records
+from capeval.core.record_sources import iter_records
+from capeval.vcrscore.constants import GBR_FILE
 
-GBR_FILE = "vcrscore_gbr.json"
 FEATURE_NAMES = ("word_precision", "vilt_logit", "mcip_refclip_s")
 
 
@@ -47,7 +47,7 @@ def _feature_values(features, where: str) -> List[float]:
 
 def read_feature_rows(path) -> List[dict]:
     """The ``{"features": [f1, f2, f3], ...}`` rows of a JSONL/JSON, CSV or parquet file (read with
-    :func:`capeval.core.records.iter_records`), each row's ``features`` checked (three finite numbers) and given as
+    :func:`capeval.core.record_sources.iter_records`), each row's ``features`` checked (three finite numbers) and given as
     floats. Rows of ``capeval score vcrscore --output`` (the three features under ``scores``) are read as feature
     rows too. Errors name the file and the row (0-based)."""
     rows = []
