@@ -47,8 +47,10 @@ FAST_TESTS = (
     "tests/report/test_markdown_table.py",
     "tests/report/test_report_set.py",
     "tests/statistics/test_clusters.py",
+    "tests/statistics/test_systems_no_test.py",
     "tests/suite/test_run_evaluate_captions.py",
     "tests/surfaces/test_module_cards.py",
+    "tests/text/test_meteor_index_sharing.py",
     "tests/text/test_mpnet.py",
     "tests/vcrscore/test_vcrscore_models.py",
 )
