@@ -96,11 +96,12 @@ class ReplayedJudge:
             self.exact[image, record["caption"]].append(record)
             self.despaced[image, _despaced(record["caption"])].add(record["caption"])
         digest = file_sha256(path)
-        (model, prompt, generation), = configurations
+        (model, backend, prompt, generation), = configurations
         tiny = is_tiny_model_id(model)
         self.hashcode = f"replay-{judge}-{output}-{digest[:16]}" + ("|TINY-RANDOM-WEIGHTS" if tiny else "")
         self.provenance = {"replayed": True, "cache": str(path), "cache_sha256": digest, "judge": judge,
-                           "model": model, "prompt_sha256": prompt, "generation": json.loads(generation),
+                           "model": model, "backend": json.loads(backend), "prompt_sha256": prompt,
+                           "generation": json.loads(generation),
                            "tiny_random_weights": tiny, "output": output,
                            "origins": sorted({r["origin"] for r in self.records}), "join": JOIN_RULE}
         if tiny:
@@ -173,17 +174,18 @@ def unmatched_message(missing: Sequence[int], images: Sequence[str], captions: S
     return f"{len(missing)} of {len(captions)} rows ({shown}{more})"
 
 
-def _configuration(inputs: Dict) -> Tuple[str, Optional[str], str]:
-    """What a judge's answers depend on besides the sample: its model, prompt and generation settings."""
-    return (str(inputs.get("model")), inputs.get("prompt_sha256"),
+def _configuration(inputs: Dict) -> Tuple[str, str, Optional[str], str]:
+    """What a judge's answers depend on besides the sample: its model, backend (null in published records), prompt
+    and generation settings."""
+    return (str(inputs.get("model")), json.dumps(inputs.get("backend"), sort_keys=True), inputs.get("prompt_sha256"),
             json.dumps(inputs.get("generation"), sort_keys=True))
 
 
-def _differing(found: Sequence[Tuple[Tuple[str, Optional[str], str], int]]) -> str:
+def _differing(found: Sequence[Tuple[Tuple[str, str, Optional[str], str], int]]) -> str:
     """Two judge configurations in words: the first part they differ in, with the line of each."""
     (first, line_a), (second, line_b) = found
-    part = next(i for i in range(3) if first[i] != second[i])
-    name = ("model", "prompt sha256", "generation settings")[part]
+    part = next(i for i in range(4) if first[i] != second[i])
+    name = ("model", "backend", "prompt sha256", "generation settings")[part]
     return f"{name} {first[part]} (line {line_a}) and {name} {second[part]} (line {line_b})"
 
 

@@ -1,8 +1,8 @@
 """Judge caches: every judge call's inputs → outputs, one JSON record per line, appended.
 
 A record is ``{"key", "inputs", "outputs", "origin"}``; ``key`` is the sha256 of the canonical JSON of ``inputs``
-(model id, prompt sha256, image identity, caption, references, generation settings; an image of known
-content by its sha256 alone, not its file name). The file is the
+(model id, the backend's name and version, prompt sha256, image identity, caption, references, generation settings;
+an image of known content by its sha256 alone, not its file name). The file is the
 truth; the in-memory index holds at most ``max_bytes`` of records (least recently used dropped first; a lookup
 that misses the index reads the file again).
 
@@ -99,8 +99,8 @@ def entry_problem(record) -> Optional[str]:
         return "inputs.image must be null or an object"
     if record["key"] != inputs_key(inputs):
         return (f"its key {str(record['key'])[:16]}… is not the key of its inputs ({inputs_key(inputs)[:16]}…: "
-                f"judge, model, prompt, image, caption, references, generation): the entry was edited or its key "
-                f"moved from another entry, so it may answer another sample")
+                f"judge, model, backend, prompt, image, caption, references, generation): the entry was edited or its "
+                f"key moved from another entry, so it may answer another sample")
     if "score" not in outputs:
         return "outputs.score is missing"
     for name in ("score", "raw_score"):

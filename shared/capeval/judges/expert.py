@@ -20,11 +20,12 @@ from capeval.core.hub import unrecorded
 from capeval.core.inputs import ValidInputs
 from capeval.core.keys import ScoreKey
 from capeval.core.option_types import AtLeast, BatchSize, Device, Dtype, OneOf, PathLike
+from capeval.judges.backend import Generation, JudgeBackend, JudgeBackendName
 from capeval.judges.cache import DEFAULT_INDEX_BYTES
 from capeval.judges.expert_weights import ADAPTER_WEIGHT, BASE_WEIGHT, adapter_id, base_id, merged_judge
-from capeval.judges.generation import Generation, JudgeModel, judge_model_id
 from capeval.judges.identity import unloaded_model_id
 from capeval.judges.judge_scorer import JudgeScorer, Replay, judged_outputs
+from capeval.judges.judge_weights import judge_model_id
 from capeval.judges.prompts import GENERATION
 from capeval.judges.score_text import official_score_text
 
@@ -67,23 +68,6 @@ def expert_score_text(outputs: dict) -> str:
     return official_score_text(outputs, "float32")
 
 
-def keep_vision_tower_in_float32(model) -> bool:
-    """LLaVA's loader leaves the CLIP vision tower in float32 (``device_map="auto"`` skips its float16 cast): the tower
-    runs in float32 on the pixels rounded to the judge's dtype and its features are cast to that dtype before the
-    projector. Does the same to a llava-hf judge running in 16 bits; False (nothing changed) for a float32 judge."""
-    import torch
-
-    inner = getattr(model, "model", model)
-    projector = inner.multi_modal_projector
-    dtype = next(projector.parameters()).dtype
-    if dtype == torch.float32:
-        return False
-    inner.vision_tower.float()
-    projector.register_forward_pre_hook(
-        lambda module, args: tuple(a.to(dtype) if torch.is_tensor(a) else a for a in args))
-    return True
-
-
 class ExpertScorer(JudgeScorer):
     """EXPERT: the smoothed score per sample (``expert``), the number the judge wrote (``expert_raw``), the answers
     (``expert_texts``) and, with ``explanation=True``, the explanations (``expert_explanations``) and their three
@@ -91,6 +75,7 @@ class ExpertScorer(JudgeScorer):
 
     name, images, references = "expert", "required", "unused"
     key_metadata = {"expert": ScoreKey("EXPERT"), "expert_raw": ScoreKey("EXPERT (raw)")}
+    mean_over_defined = ("expert", "expert_raw")  # over the answers that hold a readable score (NaN ones left out)
 
     scoring_prompt, explanation_prompt = EXPERT_PROMPT, EXPERT_EXPLANATION_PROMPT
     prompt_formats, prompt_formats_note = EXPERT_PROMPT_FORMATS, " (EXPERT's adapter is LLaVA's)"
@@ -104,31 +89,32 @@ class ExpertScorer(JudgeScorer):
                  prompt_format: Annotated[str, OneOf(EXPERT_PROMPT_FORMATS)] = "llava_v0", pad_to_square: bool = True,
                  max_new_tokens: Annotated[int, AtLeast(1)] = GENERATION["max_new_tokens"], explanation: bool = False,
                  float32_vision: bool = True, judge_cache: Optional[PathLike] = None, replay: Optional[Replay] = None,
-                 cache_bytes: Annotated[int, AtLeast(1)] = DEFAULT_INDEX_BYTES):
+                 cache_bytes: Annotated[int, AtLeast(1)] = DEFAULT_INDEX_BYTES,
+                 judge_backend: JudgeBackendName = "transformers"):
         self.base_model, self.adapter, self.judge_model, self.judge_folder = base_model, adapter, judge_model, None
         self.float32_vision = bool(float32_vision)
-        super().__init__(device=device, dtype=dtype, batch_size=batch_size, device_map=device_map, cache_dir=cache_dir,
-                         prompt_format=prompt_format, pad_to_square=pad_to_square, max_new_tokens=max_new_tokens,
-                         explanation=explanation, judge_cache=judge_cache, replay=replay, cache_bytes=cache_bytes)
+        super().__init__(judge_backend=judge_backend, device=device, dtype=dtype, batch_size=batch_size,
+                         device_map=device_map, cache_dir=cache_dir, prompt_format=prompt_format,
+                         pad_to_square=pad_to_square, max_new_tokens=max_new_tokens, explanation=explanation,
+                         judge_cache=judge_cache, replay=replay, cache_bytes=cache_bytes)
 
     def check_weights(self) -> None:
         if self.judge_model is not None and not Path(self.judge_model).expanduser().is_dir():
             raise InputError(f"judge_model: {self.judge_model} is not a folder (a merged EXPERT judge: `capeval "
                              f"convert expert-llava-hf <adapter folder> --output <out>`)")
 
-    def load_judge(self, *, cache_dir, **loading) -> JudgeModel:
+    def load_judge(self, *, cache_dir, **loading) -> JudgeBackend:
         """The merged folder given (``judge_model``), else ``base_model`` and ``adapter`` merged (once, cached); its
-        model id: adapter+base of an unchanged merge, else the folder's content."""
+        model id: adapter+base of an unchanged merge, else the folder's content. The vision tower in float32 as
+        LLaVA's loader leaves it, with ``float32_vision``."""
         if self.judge_model is not None:
             self.judge_folder = Path(self.judge_model).expanduser()
-            judge = JudgeModel(str(self.judge_folder), **loading)
-        else:  # the provenance names the base and the adapter (recorded as they resolve), not capeval's merged copy
-            self.judge_folder = merged_judge(self.base_model, self.adapter, cache_dir=cache_dir)
-            with unrecorded():
-                judge = JudgeModel(str(self.judge_folder), **loading)
-        if self.float32_vision:
-            keep_vision_tower_in_float32(judge.model)
-        return judge
+            return self.backend(str(self.judge_folder), cache_dir=None, float32_vision=self.float32_vision, **loading)
+        # the provenance names the base and the adapter (recorded as they resolve), not capeval's merged copy
+        self.judge_folder = merged_judge(self.base_model, self.adapter, cache_dir=cache_dir)
+        with unrecorded():
+            return self.backend(str(self.judge_folder), cache_dir=None, float32_vision=self.float32_vision,
+                                **loading)
 
     def expected_model_id(self) -> str:
         """From the local files when present (the folder given, else the adapter's and the base's), else the

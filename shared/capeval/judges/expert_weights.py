@@ -283,7 +283,7 @@ def merged_model_id(directory: Path) -> Optional[str]:
     merge wrote, while every file is the one the merge wrote (the sha256 it recorded; a file whose size or
     modification time changed is hashed again); None for other folders, and for a merged folder whose files
     changed since (or that records none): its id is then its content
-    (:func:`capeval.judges.generation.judge_model_id`)."""
+    (:func:`capeval.judges.judge_weights.judge_model_id`)."""
     record = Path(directory) / MERGE_RECORD
     if not record.is_file():
         return None

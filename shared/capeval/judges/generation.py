@@ -1,62 +1,21 @@
-"""Batched greedy generation for a transformers image-text-to-text model (LLaVA-1.5 or any model whose processor
-has a chat template): left padding with attention masks, fp16/bf16/fp32, ``device_map``; for every generated token,
-the judge's probabilities of the ten digit tokens (softmax over the whole vocabulary of the raw logits, float32)."""
+"""The ``"transformers"`` judge backend (:class:`JudgeModel`, :mod:`capeval.judges.backend`): batched greedy
+generation for a transformers image-text-to-text model (LLaVA-1.5 or any model whose processor has a chat template):
+left padding with attention masks, fp16/bf16/fp32, ``device_map``; for every generated token, the judge's
+probabilities of the ten digit tokens (softmax over the whole vocabulary of the raw logits, float32)."""
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Dict, List, Sequence
+from importlib import metadata
+from typing import Iterator, List, Optional, Sequence
 
 import torch
 from PIL import Image
+from tqdm.auto import tqdm
 
 from capeval.core.errors import ModelNotAvailableError
-from capeval.core.hub import resolve
 from capeval.core.device import resolve_device, resolve_dtype
-from capeval.judges.expert_weights import merged_model_id
-from capeval.judges.identity import content_sha256, folder_model_id
-from capeval.judges.registration import JUDGE_FILES
-
-INDEX_FILE = "model.safetensors.index.json"
-
-
-@dataclass(frozen=True)
-class Generation:
-    """One generated answer: its token ids (up to, not including, the end-of-sequence token), its text, whether
-    generation ended with the end-of-sequence token, and the digit probabilities at each generated token."""
-
-    token_ids: List[int]
-    text: str
-    ended: bool
-    digit_probabilities: torch.Tensor  # (len(token_ids), 10), float32
-
-
-def resolve_judge(ref: str, cache_dir=None) -> Path:
-    """The local folder of judge ``ref`` (registered name, hub id[@revision] or folder) with every weight shard its
-    index names (a single ``model.safetensors`` folder is taken as it is)."""
-    local = Path(ref).expanduser()
-    if local.is_dir():
-        return resolve(ref)
-    directory = resolve(ref, list(JUDGE_FILES), cache_dir=cache_dir)
-    shards = sorted(set(json.loads((directory / INDEX_FILE).read_text())["weight_map"].values()))
-    return resolve(ref, shards, cache_dir=cache_dir)
-
-
-def judge_model_id(directory: Path) -> str:
-    """The model id of a judge folder (what a judge cache is keyed by): ``adapter+base`` of an unchanged merged
-    EXPERT folder, ``repo@commit`` of a hub snapshot, else ``local:`` and the digest of the folder's files
-    (:mod:`capeval.judges.identity`); ``+tiny-random`` for capeval's test weights."""
-    return merged_model_id(directory) or folder_model_id(directory)
-
-
-def shard_sha256s(directory: Path) -> Dict[str, str]:
-    """sha256 of each weight shard named by the folder's index (the name of the hub cache blob a shard links to,
-    else hashed): the weights' content, which the index alone does not pin."""
-    index = directory / INDEX_FILE
-    names = sorted(set(json.loads(index.read_text())["weight_map"].values())) if index.is_file() else []
-    return {name: content_sha256(directory / name) for name in names}
+from capeval.judges.backend import Generation
+from capeval.judges.judge_weights import judge_model_id, resolve_judge
 
 
 def _complete_llava_processor(processor, config) -> None:
@@ -88,18 +47,37 @@ def judge_dtype(dtype, device: str = "auto", device_map=None):
     return resolve_dtype("float16" if on_gpu else None)
 
 
-class JudgeModel:
-    """A vision-language judge loaded from the HF cache (or a folder) for batched greedy generation."""
+def keep_vision_tower_in_float32(model) -> bool:
+    """LLaVA's loader leaves the CLIP vision tower in float32 (``device_map="auto"`` skips its float16 cast): the tower
+    runs in float32 on the pixels rounded to the judge's dtype and its features are cast to that dtype before the
+    projector. Does the same to a llava-hf judge running in 16 bits; False (nothing changed) for a float32 judge."""
+    inner = getattr(model, "model", model)
+    projector = inner.multi_modal_projector
+    dtype = next(projector.parameters()).dtype
+    if dtype == torch.float32:
+        return False
+    inner.vision_tower.float()
+    projector.register_forward_pre_hook(
+        lambda module, args: tuple(a.to(dtype) if torch.is_tensor(a) else a for a in args))
+    return True
 
-    def __init__(self, ref: str, *, device: str = "auto", dtype=None, device_map=None, cache_dir=None):
+
+class JudgeModel:
+    """The ``"transformers"`` judge backend: a vision-language judge loaded from the HF cache (or a folder) for
+    batched greedy generation, ``batch_size`` prompts at a time (each batch left-padded)."""
+
+    def __init__(self, ref: str, *, device: str = "auto", dtype=None, device_map=None, cache_dir=None,
+                 batch_size: int = 16, float32_vision: bool = False):
         from transformers import AutoImageProcessor, AutoModelForImageTextToText, AutoProcessor
 
         self.directory = resolve_judge(ref, cache_dir)
         self.model_id = judge_model_id(self.directory)
         self.device = resolve_device(device) if device_map is None else None
-        self.dtype = judge_dtype(dtype, device, device_map)
+        self.torch_dtype = judge_dtype(dtype, device, device_map)
+        self.dtype = str(self.torch_dtype).replace("torch.", "")
+        self.batch_size = batch_size
         try:
-            model = AutoModelForImageTextToText.from_pretrained(str(self.directory), dtype=self.dtype,
+            model = AutoModelForImageTextToText.from_pretrained(str(self.directory), dtype=self.torch_dtype,
                                                                 device_map=device_map)
         except (OSError, ValueError) as exc:
             raise ModelNotAvailableError(f"judge {ref!r} ({self.directory}) is not a transformers image-text-to-text "
@@ -110,7 +88,8 @@ class JudgeModel:
         # 5 defaults to torchvision's, about one grey level away
         self.processor.image_processor = AutoImageProcessor.from_pretrained(str(self.directory), backend="pil")
         self.config = self.model.config
-        if self.config.model_type == "llava":
+        self.model_type = self.config.model_type
+        if self.model_type == "llava":
             _complete_llava_processor(self.processor, self.config)
         self.tokenizer = self.processor.tokenizer
         self.tokenizer.padding_side = "left"
@@ -122,6 +101,17 @@ class JudgeModel:
             self.tokenizer.pad_token_id = self.pad_id
         self.digit_ids = [self.tokenizer.encode(str(d), add_special_tokens=False)[-1] for d in range(10)]
         self.image_mean = getattr(self.processor.image_processor, "image_mean", None) or (0.5, 0.5, 0.5)
+        if float32_vision:
+            keep_vision_tower_in_float32(self.model)
+
+    @classmethod
+    def version(cls) -> str:
+        """The installed transformers' version."""
+        return metadata.version("transformers")
+
+    @classmethod
+    def dtype_name(cls, dtype, device: str, device_map) -> str:
+        return str(judge_dtype(dtype, device, device_map)).replace("torch.", "")
 
     @property
     def input_device(self) -> torch.device:
@@ -129,6 +119,17 @@ class JudgeModel:
 
     def chat_prompt(self, messages: list) -> str:
         return self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+
+    def answers(self, prompts: Sequence[str], images: Sequence[Image.Image], *, max_new_tokens: int,
+                square: bool, label: Optional[str] = None) -> Iterator[List[Generation]]:
+        """The answers to ``prompts``, ``batch_size`` at a time in order (:meth:`generate`), the images padded to a
+        square of the image processor's mean colour (``square``) or taken as RGB."""
+        starts = range(0, len(prompts), self.batch_size)
+        for start in tqdm(starts, desc=label, unit="batch", disable=label is None or len(starts) < 2):
+            chunk = slice(start, start + self.batch_size)
+            pictures = [pad_to_square(image, self.image_mean) if square else image.convert("RGB")
+                        for image in images[chunk]]
+            yield self.generate(list(prompts[chunk]), pictures, max_new_tokens=max_new_tokens)
 
     @torch.inference_mode()
     def generate(self, prompts: Sequence[str], images: Sequence[Image.Image], *,
@@ -140,7 +141,7 @@ class JudgeModel:
         batch = self.processor(images=list(images), text=list(prompts), padding=True, return_tensors="pt")
         batch = {k: v.to(self.input_device) for k, v in batch.items()}
         if "pixel_values" in batch and batch["pixel_values"].is_floating_point():
-            batch["pixel_values"] = batch["pixel_values"].to(self.dtype)
+            batch["pixel_values"] = batch["pixel_values"].to(self.torch_dtype)
         settings = GenerationConfig(do_sample=False, num_beams=1, max_new_tokens=max_new_tokens,
                                     eos_token_id=sorted(self.eos_ids), pad_token_id=self.pad_id,
                                     output_logits=True, return_dict_in_generate=True)

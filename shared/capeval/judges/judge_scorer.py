@@ -1,16 +1,18 @@
 """The one mechanism of every LLaVA judge (FLEUR, RefFLEUR, EXPERT).
 
-:class:`JudgeScorer` checks the generation and cache options, loads the judge (:class:`JudgeModel`) or, replaying,
-names it without loading anything, asks each distinct call once in batches of left-padded greedy generation (the image
-padded to a square as LLaVA's ``expand2square`` when asked), in a LLaVA conversation or the judge's chat template,
-reads each answer into the judge's score, asks the explanation turn after each scored answer when asked, records
-every call in a :class:`JudgeCache` or replays it from one (a replay answers a sample only from a record bound to
-it: its key is that of the sample's inputs, the model id the judge's), and writes the provenance. A subclass states
-only what differs: its prompts (``scoring_prompt``, ``explanation_prompt``), the conversations it may be asked in
-(``prompt_formats``), how an answer is read (``read_answer``) and how the smoothed score is written back into the
-explanation turn (``score_text``), and its weights: a subclass sets its weights options on the instance, then calls
-``JudgeScorer.__init__``, which asks it :meth:`~JudgeScorer.check_weights`, :meth:`~JudgeScorer.load_judge` or
-:meth:`~JudgeScorer.expected_model_id`."""
+:class:`JudgeScorer` checks the generation and cache options, loads the judge through its backend (the
+``judge_backend`` option, :mod:`capeval.judges.backend`) or, replaying, names it without loading anything, hands the
+backend every distinct call once (the backend cuts the batches of greedy generation; the image padded to a square as
+LLaVA's ``expand2square`` when asked), in a LLaVA conversation or the judge's chat template, reads each answer into
+the judge's score, asks the explanation turn after each scored answer of a batch when asked, records every call in a
+:class:`JudgeCache` as its batch completes or replays it from one (a replay answers a sample only from a record bound
+to it: its key is that of the sample's inputs, the model id the judge's, the backend's name and version the
+backend's), and writes the provenance. A subclass states only what differs: its prompts (``scoring_prompt``,
+``explanation_prompt``), the conversations it may be asked in (``prompt_formats``), how an answer is read
+(``read_answer``) and how the smoothed score is written back into the explanation turn (``score_text``), and its
+weights: a subclass sets its weights options on the instance, then calls ``JudgeScorer.__init__``, which asks it
+:meth:`~JudgeScorer.check_weights`, :meth:`~JudgeScorer.load_judge` (with :attr:`~JudgeScorer.backend`, the
+backend's class) or :meth:`~JudgeScorer.expected_model_id`."""
 
 from __future__ import annotations
 
@@ -21,16 +23,16 @@ from abc import abstractmethod
 from typing import Annotated, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from capeval.core.errors import InputError
 from capeval.core.inputs import ValidInputs
 from capeval.core.option_types import PathLike, Satisfies
 from capeval.core.scoring import Scorer
 from capeval.functional.fleur import DIGITS, fleur_answer_number, fleur_digit_positions, fleur_smoothed_score
+from capeval.judges.backend import Generation, JudgeBackend, backend_identity, judge_backend_class
 from capeval.judges.cache import JudgeCache, image_identity, inputs_key
-from capeval.judges.generation import Generation, JudgeModel, judge_dtype, pad_to_square, shard_sha256s
 from capeval.judges.identity import is_tiny_model_id
+from capeval.judges.judge_weights import shard_sha256s
 from capeval.judges.prompts import (ANSWER_END, CONVERSATIONS, GENERATION, chat_messages, fleur_caption,
                                     judge_prompt_sha256, render_llava)
 
@@ -104,9 +106,9 @@ class JudgeScorer(Scorer):
     score_text: Callable[[dict], str]
     records_shards = True
 
-    def __init__(self, *, device: str, dtype, batch_size: int, device_map, cache_dir, prompt_format: str,
-                 pad_to_square: bool, max_new_tokens: int, explanation: bool, judge_cache: Optional[os.PathLike],
-                 replay: Optional[os.PathLike], cache_bytes: int):
+    def __init__(self, *, judge_backend: str, device: str, dtype, batch_size: int, device_map, cache_dir,
+                 prompt_format: str, pad_to_square: bool, max_new_tokens: int, explanation: bool,
+                 judge_cache: Optional[os.PathLike], replay: Optional[os.PathLike], cache_bytes: int):
         if prompt_format not in self.prompt_formats:
             raise InputError(f"prompt_format must be one of {self.prompt_formats}{self.prompt_formats_note}, not "
                              f"{prompt_format!r}")
@@ -114,19 +116,19 @@ class JudgeScorer(Scorer):
                                                         judge_cache=judge_cache, replay=replay,
                                                         cache_bytes=cache_bytes)
         self.check_weights()
-        self.batch_size, self.pad_to_square, self.explanation = batch_size, pad_to_square, explanation
-        self.max_new_tokens = max_new_tokens
+        self.pad_to_square, self.explanation, self.max_new_tokens = pad_to_square, explanation, max_new_tokens
+        self.backend, self.backend_identity = judge_backend_class(judge_backend), backend_identity(judge_backend)
         if replay is not None:
             self.judge = None
             self.model_id = self.expected_model_id()
-            self.dtype = str(judge_dtype(dtype, device, device_map)).replace("torch.", "")
+            self.dtype = self.backend.dtype_name(dtype, device, device_map)
             self.cache_sha256 = self.cache.sha256()
         else:
-            self.judge = self.load_judge(device=device, dtype=dtype, device_map=device_map, cache_dir=cache_dir)
-            self.model_id, self.dtype = self.judge.model_id, str(self.judge.dtype).replace("torch.", "")
-            self.device = self.judge.device
+            self.judge = self.load_judge(device=device, dtype=dtype, device_map=device_map, cache_dir=cache_dir,
+                                         batch_size=batch_size)
+            self.model_id, self.dtype, self.device = self.judge.model_id, self.judge.dtype, self.judge.device
         self.format = prompt_format if prompt_format != "auto" else (
-            "llava_v1" if self.judge is None or self.judge.config.model_type == "llava" else "chat_template")
+            "llava_v1" if self.judge is None or self.judge.model_type == "llava" else "chat_template")
         self.prompt_sha256 = judge_prompt_sha256(self.scoring_prompt, self.explanation_prompt if explanation else None,
                                                  self.format)
 
@@ -135,8 +137,8 @@ class JudgeScorer(Scorer):
         """Refuses weights options that cannot load, before anything loads (after the cache options)."""
 
     @abstractmethod
-    def load_judge(self, *, device: str, dtype, device_map, cache_dir) -> JudgeModel:
-        """The judge, loaded."""
+    def load_judge(self, *, device: str, dtype, device_map, cache_dir, batch_size: int) -> JudgeBackend:
+        """The judge, loaded by :attr:`backend`."""
 
     @abstractmethod
     def expected_model_id(self) -> str:
@@ -144,8 +146,9 @@ class JudgeScorer(Scorer):
 
     # provenance
     def provenance_extras(self) -> dict:
-        extras = {"judge": {"model": self.model_id, "prompt_sha256": self.prompt_sha256,
-                            "prompt_format": self.format, "generation": self.generation_settings()}}
+        extras = {"judge": {"model": self.model_id, "backend": self.backend_identity,
+                            "prompt_sha256": self.prompt_sha256, "prompt_format": self.format,
+                            "generation": self.generation_settings()}}
         if self.judge is None:
             extras.update(self.replay_extras())
         elif self.records_shards:
@@ -167,15 +170,11 @@ class JudgeScorer(Scorer):
     def score_keys(self, inputs: ValidInputs):
         return (self.name, f"{self.name}_raw")
 
-    @property
-    def mean_over_defined(self):
-        """Both keys average over the answers that hold a readable score (NaN answers left out of the mean)."""
-        return (self.name, f"{self.name}_raw")
-
     # one judge call
     def _call_inputs(self, caption: str, identity: dict, references: Optional[List[str]]) -> dict:
-        return {"judge": self.name, "model": self.model_id, "prompt_sha256": self.prompt_sha256, "image": identity,
-                "caption": caption, "references": references, "generation": self.generation_settings()}
+        return {"judge": self.name, "model": self.model_id, "backend": self.backend_identity,
+                "prompt_sha256": self.prompt_sha256, "image": identity, "caption": caption, "references": references,
+                "generation": self.generation_settings()}
 
     def _first_turn(self, caption: str, references: Optional[List[str]]) -> str:
         return self.scoring_prompt.format(caption=caption, references="\n".join(references or []))
@@ -235,17 +234,19 @@ class JudgeScorer(Scorer):
 
     def _check_joined(self, n: int, call: dict, record: dict) -> None:
         """A record joined by image file and caption (its image content unknown) must have been asked what sample
-        ``n`` is asked: the same references, and the same prompt where it states one."""
+        ``n`` is asked: the same references, and the same prompt and backend where it states them."""
         inputs = record["inputs"]
-        differing = [name for name in ("prompt_sha256", "references") if inputs.get(name) != call[name]
-                     and not (name == "prompt_sha256" and inputs.get(name) is None)]
+        differing = [name for name in ("prompt_sha256", "backend", "references") if inputs.get(name) != call[name]
+                     and not (name != "references" and inputs.get(name) is None)]
         if differing:
             raise InputError(f"sample {n}: the replay cache {self.replay_path} line {self.cache.line_of(record)} "
                              f"holds its image file and caption {call['caption']!r:.60} asked with other "
                              f"{' and '.join(differing)} than this {self.name} asks: it does not answer this sample")
 
     def _judged(self, calls: List[dict], images: Sequence) -> List[dict]:
-        """The judge's outputs for every call (each distinct call once; cached ones from the cache)."""
+        """The judge's outputs for every call (each distinct call once; cached ones from the cache): all the others
+        handed to the backend at once, each batch it answers read, explained when asked and recorded as it
+        completes."""
         results: Dict[str, dict] = {}
         keys = [inputs_key(call) for call in calls]
         cached = self.cache.lookup(calls) if self.cache is not None else [(None, None)] * len(calls)
@@ -258,26 +259,25 @@ class JudgeScorer(Scorer):
             else:
                 todo.append(n)
                 pending.add(key)
-        batches = [todo[i:i + self.batch_size] for i in range(0, len(todo), self.batch_size)]
-        for batch in tqdm(batches, desc=f"{self.name} judge", unit="batch", disable=len(batches) < 2):
-            for n, outputs in zip(batch, self._judge_batch([calls[n] for n in batch], [images[n] for n in batch])):
-                results[keys[n]] = outputs
+        firsts = [self._first_turn(calls[n]["caption"], calls[n]["references"]) for n in todo]
+        answered = self.judge.answers([self._prompt([("user", f), ("assistant", None)]) for f in firsts],
+                                      [images[n] for n in todo], max_new_tokens=self.max_new_tokens,
+                                      square=self.pad_to_square, label=f"{self.name} judge")
+        done = 0
+        for answers in answered:
+            batch = range(done, done + len(answers))
+            done += len(answers)
+            outputs = [self.read_answer(answer, self.judge.digit_ids) for answer in answers]
+            if self.explanation:
+                self._explain(outputs, [calls[todo[i]] for i in batch], [firsts[i] for i in batch],
+                              [images[todo[i]] for i in batch])
+            for i, result in zip(batch, outputs):
+                results[keys[todo[i]]] = result
                 if self.cache is not None:
-                    self.cache.put(calls[n], outputs)
+                    self.cache.put(calls[todo[i]], result)
         return [results[key] for key in keys]
 
-    def _judge_batch(self, calls: List[dict], images: Sequence) -> List[dict]:
-        pictures = [pad_to_square(image, self.judge.image_mean) if self.pad_to_square else image.convert("RGB")
-                    for image in images]
-        firsts = [self._first_turn(call["caption"], call["references"]) for call in calls]
-        answers = self.judge.generate([self._prompt([("user", f), ("assistant", None)]) for f in firsts], pictures,
-                                      max_new_tokens=self.max_new_tokens)
-        outputs = [self.read_answer(answer, self.judge.digit_ids) for answer in answers]
-        if self.explanation:
-            self._explain(outputs, calls, firsts, pictures)
-        return outputs
-
-    def _explain(self, outputs: List[dict], calls: List[dict], firsts: List[str], pictures: Sequence) -> None:
+    def _explain(self, outputs: List[dict], calls: List[dict], firsts: List[str], images: Sequence) -> None:
         """The second turn after each scored answer: the smoothed score (:attr:`score_text`) as the answer, with
         ``</s>`` as the official scripts write it in a LLaVA conversation (the conversation adds its own separator
         too), then the explanation prompt."""
@@ -288,6 +288,9 @@ class JudgeScorer(Scorer):
         prompts = [self._prompt([("user", firsts[n]), ("assistant", self.score_text(outputs[n]) + end),
                                  ("user", self.explanation_prompt.format(caption=calls[n]["caption"])),
                                  ("assistant", None)]) for n in scored]
-        reasons = self.judge.generate(prompts, [pictures[n] for n in scored], max_new_tokens=self.max_new_tokens)
+        reasons = [reason for answers in self.judge.answers(prompts, [images[n] for n in scored],
+                                                            max_new_tokens=self.max_new_tokens,
+                                                            square=self.pad_to_square)
+                   for reason in answers]
         for n, reason in zip(scored, reasons):
             outputs[n]["explanation"] = reason.text
