@@ -79,7 +79,7 @@ def full_size_cache(cache: Path) -> None:
 
 def workload(root: Path, n_systems: int, n_images: int, seed: int = 0):
     """JPEG files, 5 references per image, one caption per image per system (some repeated across systems)."""
-    from capeval.core.records import EvalImage, GroundTruth, SystemCaptions
+    from capeval.core.evaluation_sets import EvalImage, GroundTruth, SystemCaptions
 
     rng = np.random.default_rng(seed)
     root.mkdir(parents=True, exist_ok=True)

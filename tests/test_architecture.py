@@ -202,7 +202,7 @@ def test_registries_are_data_with_a_tiny_builder_for_every_weight():
 
 def test_the_public_names_the_readme_shows_still_work():
     import capeval
-    from capeval.core.records import iter_records
+    from capeval.core.record_sources import iter_records
     from capeval.core.scoring import load_scorer, scorers
 
     assert capeval.load_scorer is load_scorer and capeval.scorers is scorers

@@ -18,7 +18,7 @@ def __getattr__(name: str):
 
         return getattr(scoring, name)
     if name == "iter_records":
-        from capeval.core.records import iter_records
+        from capeval.core.record_sources import iter_records
 
         return iter_records
     raise AttributeError(f"module 'capeval' has no attribute {name!r}")

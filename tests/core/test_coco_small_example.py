@@ -6,7 +6,8 @@ from pathlib import Path
 
 from PIL import Image
 
-from capeval.core.records import coverage, read_ground_truth, read_results
+from capeval.core.coco_files import read_ground_truth, read_results
+from capeval.core.evaluation_sets import coverage
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "coco_small"
 SYSTEMS = ("baseline", "model_a", "model_b")

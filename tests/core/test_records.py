@@ -10,7 +10,7 @@ from PIL import Image
 
 from capeval import InputError
 from capeval.core.inputs import load_image
-from capeval.core.records import iter_records
+from capeval.core.record_sources import iter_records
 
 RECORDS = [{"caption": f"caption number {i}", "image": f"images/{i}.png", "references": [f"ref {i} a", f"ref {i} b"]}
            for i in range(7)]
@@ -171,7 +171,7 @@ def test_record_fingerprint_is_the_same_for_every_input_kind_and_changes_with_an
     record changes it; embedded image bytes count by their content."""
     import hashlib
 
-    from capeval.core.records import RecordFingerprint
+    from capeval.cli.fingerprint import RecordFingerprint
 
     def fingerprint(records):
         fp = RecordFingerprint()
@@ -216,7 +216,7 @@ def _policy(images="unused", references="optional", name="metric"):
 def test_a_csv_references_column_under_any_name_is_read_as_lists(tmp_path):
     """The list cells of whatever field is mapped to references are parsed (JSON or a pandas-written Python list);
     a bare text cell stays one reference."""
-    from capeval.core.records import RecordColumns
+    from capeval.core.record_columns import RecordColumns
 
     rows = [("a dog", '["a dog running", "a brown dog"]'), ("a cat", "['a cat', \"a cat's toy\"]"),
             ("a car", "one reference")]
@@ -234,7 +234,7 @@ def test_a_csv_references_column_under_any_name_is_read_as_lists(tmp_path):
 
 
 def test_a_null_field_is_named_null_with_its_record_and_a_look_alike_field_is_named(tmp_path):
-    from capeval.core.records import RecordColumns
+    from capeval.core.record_columns import RecordColumns
 
     records = [{"caption": "a dog", "index": 4}, {"caption": None, "index": 5}]
     with pytest.raises(InputError, match=r"^record 5: 'caption' is null \(metric needs caption\)$"):
@@ -249,7 +249,7 @@ def test_a_null_field_is_named_null_with_its_record_and_a_look_alike_field_is_na
 
 
 def test_an_unmapped_look_alike_references_field_is_warned_about_once_per_run():
-    from capeval.core.records import RecordColumns, UnmappedFieldWarning
+    from capeval.core.record_columns import RecordColumns, UnmappedFieldWarning
 
     columns = RecordColumns(_policy(name="clip_s"))
     with pytest.warns(UnmappedFieldWarning) as caught:
@@ -262,7 +262,7 @@ def test_an_unmapped_look_alike_references_field_is_warned_about_once_per_run():
 
 
 def test_optional_references_are_given_in_every_chunk_of_a_run_or_in_none():
-    from capeval.core.records import RecordColumns
+    from capeval.core.record_columns import RecordColumns
 
     columns = RecordColumns(_policy())
     columns([{"caption": "a", "references": ["b"], "index": 0}])

@@ -11,8 +11,8 @@ import pytest
 
 from capeval.cocoevalcap import COCOEvalCap
 from capeval.core import scoring
+from capeval.core.evaluation_sets import EvalImage, GroundTruth, SystemCaptions
 from capeval.core.keys import ScoreKey
-from capeval.core.records import EvalImage, GroundTruth, SystemCaptions
 from capeval.core.scoring import Scorer, register_scorer, summarize
 from capeval.report import markdown_table
 from capeval.suite import score_suite

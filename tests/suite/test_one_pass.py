@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from capeval.core.records import EvalImage, GroundTruth, SystemCaptions
+from capeval.core.evaluation_sets import EvalImage, GroundTruth, SystemCaptions
 
 IMAGE_METRICS = ["clip_s", "pac_s", "polos"]
 PREFIX = "A photo depicts "

@@ -6,7 +6,7 @@ import pytest
 from PIL import Image
 
 from capeval import InputError
-from capeval.core.records import EvalImage, GroundTruth, SystemCaptions
+from capeval.core.evaluation_sets import EvalImage, GroundTruth, SystemCaptions
 
 REFERENCES = {
     1: ("a man rides a brown horse on the beach", "a person riding a horse by the sea", "horse and rider at the shore"),

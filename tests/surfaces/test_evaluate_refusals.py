@@ -283,7 +283,7 @@ def test_paths_that_stay_inside_pass(door, tmp_path, capsys, empty_weights_cache
 def test_the_suite_engine_refuses_an_escaping_image_file_too(tmp_path, no_model_loads):
     """`score_suite` called directly (the Trainer hook, a user's own ground truth) reads image files through the same
     check: the entry is named and no model loads."""
-    from capeval.core.records import read_ground_truth, read_results
+    from capeval.core.coco_files import read_ground_truth, read_results
     from capeval.suite import score_suite
 
     inputs = Inputs(tmp_path, "annotations")

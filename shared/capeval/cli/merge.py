@@ -11,7 +11,7 @@ from capeval.cli.arguments import add_json, print_result
 from capeval.cli.score import SHARD_RUN_KEYS, RunningSummary
 from capeval.cli.sidecar import identity, read_sidecar, sidecar_path, write_sidecar
 from capeval.core.errors import InputError
-from capeval.core.records import iter_records, parse_shard
+from capeval.core.record_sources import iter_records, parse_shard
 
 
 def configure(merge) -> None:
@@ -98,7 +98,7 @@ def run(args) -> int:
 
     Shards of different runs are refused: every row of ``capeval score --shard i/n`` carries ``"shard": "i/n"`` and
     ``"shard_of": {"input", "records", "metric", "hashcode", "fields"}``: a fingerprint of the whole input (sha256
-    over every record's canonical JSON in input order, :class:`capeval.core.records.RecordFingerprint`; every shard
+    over every record's canonical JSON in input order, :class:`capeval.cli.fingerprint.RecordFingerprint`; every shard
     streams the whole input, so all shards of one input agree), its number of records, the metric, the scorer's
     hashcode (weights and every option that changes a value) and how records map to what is scored (caption,
     references and image fields or ``--image-format``, the resolved ``--images`` folder). Each row also carries

@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Optional
 
 from capeval.cli.arguments import add_json, add_scoring_options, print_result, record_fields, scorer_options
+from capeval.cli.fingerprint import RecordFingerprint
 from capeval.cli.options import output_file, positive_int
 from capeval.cli.sidecar import identity, write_sidecar
 from capeval.core.errors import InputError
-from capeval.core.records import DEFAULT_CHUNK_ROWS, RecordColumns, RecordFingerprint, iter_records, parse_shard
+from capeval.core.record_columns import RecordColumns
+from capeval.core.record_sources import DEFAULT_CHUNK_ROWS, iter_records, parse_shard
 
 # the "shard_of" stamp of every `capeval score --shard` output (in each row and in the sidecar): the input's
 # fingerprint and number of records, the metric, the scorer's hashcode and how records map to what is scored

@@ -23,7 +23,7 @@ import pandas as pd
 from capeval.core.constants import ENSEMBEVAL_WEIGHTS_FILE as WEIGHTS_FILE
 from capeval.core.errors import InputError
 from capeval.core.inputs import check_captions, parse_references
-from capeval.core.records import iter_records
+from capeval.core.record_sources import iter_records
 
 CARD_FILE = "README.md"
 
@@ -43,7 +43,7 @@ TABLE_SUFFIXES = (".csv", ".jsonl", ".json", ".parquet")
 
 
 def read_table(path: Union[str, Path]) -> pd.DataFrame:
-    """CSV, JSONL/JSON (records) or parquet, read with :func:`capeval.core.records.iter_records` (a CSV
+    """CSV, JSONL/JSON (records) or parquet, read with :func:`capeval.core.record_sources.iter_records` (a CSV
     ``references`` cell may hold a JSON or Python-literal list). CSV cells are text: a CSV column whose every
     non-empty cell is a number becomes numeric (:func:`pandas.to_numeric`; empty cells are missing values), the
     others stay text. Rows written by ``capeval score`` / ``capeval merge`` (per-sample scores under ``scores``)

@@ -46,7 +46,7 @@ import torch
 from tqdm.auto import tqdm
 
 from capeval.core.errors import InputError
-from capeval.core.records import iter_records, parse_shard
+from capeval.core.record_sources import iter_records, parse_shard
 from capeval.functional.polos import layer_norm_statistics, mix_weights, normalise, polos_features, pooled_statistics
 from capeval.polos.checkpoint import OFFICIAL_HIDDEN
 from capeval.core.inputs import parse_references

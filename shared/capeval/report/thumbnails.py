@@ -12,7 +12,7 @@ from typing import Optional, Tuple
 
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from capeval.core.records import resolve_under
+from capeval.core.evaluation_sets import resolve_under
 
 THUMBNAIL_SIDE = 256
 
