@@ -136,7 +136,9 @@ def _bad_rows():
     return rows
 
 
-EXPECTED_ERRORS = {3: "predictions[3] is an empty caption",
+EXPECTED_ERRORS = {3: "predictions[3] is an empty caption: clip_s does not score empty captions; empty_caption='skip' "
+                      "(--empty-caption skip) leaves them unscored, or a finite score stands for them, or give every "
+                      "image a caption",
                    7: "images[7]: corrupt or unreadable image: not an image (no image format recognised) (bytes)"}
 
 
