@@ -19,7 +19,7 @@ import torch.distributed as dist
 
 from capeval.core.errors import InputError
 from capeval.core.inputs import as_list, check_lengths
-from capeval.core.scoring import Scorer, is_corpus_level
+from capeval.core.scoring import Scorer
 
 
 def process_state():
@@ -136,13 +136,13 @@ def on_main_process(state, compute: Callable[[], Any]) -> Any:
 def score_distributed(scorer, predictions: Sequence[str], images: Optional[Sequence] = None,
                       references: Optional[Sequence] = None, *, corpus_level: Optional[bool] = None) -> Dict:
     """Score with every process of the group; each returns the full result, in input order. ``corpus_level``:
-    default from the scorer (corpus-level scorers are refused). Errors name the samples' indices in the input.
+    by default a capeval scorer's own (corpus-level scorers are refused). Errors name the samples' indices in the input.
     Load the scorer after :func:`process_state` (or with ``device="auto"``) so that it sits on this process's
     device."""
     state = process_state()
     if state is None:
         return scorer.score(predictions, images=images, references=references)
-    if corpus_level if corpus_level is not None else is_corpus_level(scorer):
+    if corpus_level if corpus_level is not None else isinstance(scorer, Scorer) and scorer.corpus_level:
         raise InputError("corpus-level scorers cannot be split across processes; score the whole corpus in one")
     predictions = as_list(predictions, "predictions")
     check_lengths(predictions=predictions, images=images, references=references)

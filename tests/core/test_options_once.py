@@ -51,8 +51,7 @@ def test_factories_are_named_where_they_are_defined(name):
 def test_corpus_level_is_the_scorer_class_attribute(name):
     spec = scorers()[name]
     scorer_class = spec.scorer_class()
-    expected = (scorer_class.corpus_level_of({}) if hasattr(scorer_class, "corpus_level_of")
-                else scorer_class.corpus_level)
+    expected = scorer_class.corpus_level_of({})  # the class's corpus_level unless its options decide it
     assert isinstance(scorer_class.__dict__.get("corpus_level", False), bool) or name == "ensembeval"
     assert spec.is_corpus_level({}) is expected
     assert spec.is_corpus_level({}) is (name in ("bleu", "meteor", "cider", "ensembeval"))
@@ -65,8 +64,8 @@ def test_a_scorer_named_like_another_keeps_its_own_corpus_level():
     from capeval.text.fixed_idf_cider import FixedIdfCiderScorer, build_document_frequencies
 
     scorer = FixedIdfCiderScorer(idf=build_document_frequencies([["a dog"], ["a cat"]]))
-    assert scorer.name == "cider" and scorer.is_corpus_level() is False
-    assert CiderScorer().is_corpus_level() is True
+    assert scorer.name == "cider" and scorer.corpus_level is False
+    assert CiderScorer().corpus_level is True
 
 
 @pytest.mark.parametrize("name", [n for n in NAMES if scorers()[n].shares])

@@ -222,7 +222,7 @@ def test_a_fixed_empty_caption_score_counts_in_the_means_and_is_refused_by_corpu
 
 @pytest.mark.parametrize("policy", [float("nan"), float("inf"), True, "zero", None, "Skip"])
 def test_empty_caption_policy_must_be_error_skip_or_a_finite_score(policy, built):
-    with pytest.raises(InputError, match="empty_caption must be 'error', 'skip' or a finite score"):
+    with pytest.raises(InputError, match="empty_caption must be 'score', 'error', 'skip' or a finite score"):
         built("rouge_l").score(WITH_EMPTY, references=REFERENCES_3, empty_caption=policy)
 
 
@@ -239,8 +239,7 @@ def test_skipped_samples_are_still_validated_and_all_empty_scores_nothing(built)
 
 # The contract states itself (capeval.core.scoring.Scorer's docstring): what a scorer must define, what it may
 # declare and the defaults; every capability is declared, none discovered.
-CAPABILITIES = ("corpus_level", "corpus_level_of", "states_corpus_statistics", "text_rule", "shares",
-                "clip_weights_of", "provenance_parts", "scores_empty_text", "mean_over_defined", "score_keys",
+CAPABILITIES = ("corpus_level", "corpus_level_of", "states_corpus_statistics", "text_rule", "clip_weights_of", "provenance_parts", "scores_empty_text", "mean_over_defined", "score_keys",
                 "score_systems", "components", "compose", "composed_provenance", "check_text")
 # the attributes scorers keep their models under: a model is described because its scorer names it (provenance_parts)
 MODEL_ATTRIBUTES = ("backbone", "clip", "extractor")
@@ -252,9 +251,7 @@ READERS = ("core/scoring.py", "core/provenance.py", "suite")
 def test_every_scorer_class_declares_what_it_must_and_types_what_it_may():
     """Musts: ``_score`` (the class is not abstract) and ``key_metadata``; each optional capability of its declared
     type; ``states_corpus_statistics`` exactly when the class states its own ``score_systems`` (and every member of a
-    group, scored with its peers, states it); ``shares`` exactly the backbone options its factory takes."""
-    from capeval.core.scoring import SHAREABLE
-
+    group, scored with its peers, states it)."""
     for name, spec in scorers().items():
         cls = spec.scorer_class()
         assert issubclass(cls, Scorer) and not inspect.isabstract(cls), f"{name}: {cls.__name__} defines no _score"
@@ -264,13 +261,21 @@ def test_every_scorer_class_declares_what_it_must_and_types_what_it_may():
         assert isinstance(cls.corpus_level_of({}), bool) and isinstance(spec.is_corpus_level({}), bool), name
         assert cls.text_rule is None or callable(cls.text_rule), name
         assert isinstance(cls.mean_over_defined, tuple) and set(cls.mean_over_defined) <= set(cls.key_metadata), name
-        assert isinstance(cls.shares, tuple) and set(cls.shares) <= set(SHAREABLE), name
-        assert set(cls.shares) == {option for option in spec.options if option in SHAREABLE}, (
-            f"{name}: shares must name exactly the backbone options its factory takes")
         assert cls.states_corpus_statistics is (cls.score_systems is not Scorer.score_systems), (
             f"{name}: states_corpus_statistics declares that its scorer states its own score_systems")
         if spec.group is not None:
             assert cls.states_corpus_statistics, f"{name} is scored with its group's peers: it states score_systems"
+
+
+def test_every_scorer_class_summarises_its_keys_as_it_declares():
+    """A suite summarises each key with the class's ``key_scores``, which reads ``mean_over_defined`` on the class:
+    a key declared there averages over its defined samples (a judge's unreadable answers left out), any other is
+    NaN when a sample is."""
+    for name, spec in scorers().items():
+        cls = spec.scorer_class()
+        for key in cls.key_metadata:
+            mean = cls.key_scores(key, [0.5, float("nan"), 1.0]).corpus
+            assert mean == 0.75 if key in cls.mean_over_defined else mean != mean, (name, key, mean)
 
 
 @pytest.mark.parametrize("name", NAMES)

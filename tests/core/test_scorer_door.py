@@ -24,7 +24,6 @@ def test_a_directly_built_corpus_level_scorer_refuses_a_fixed_score_in_a_fresh_p
     fixed score and returned the mean of sentence BLEU as bleu_4)."""
     code = textwrap.dedent("""
         from capeval import InputError
-        from capeval.distributed import is_corpus_level
         from capeval.text.coco import BleuScorer
         scorer = BleuScorer()
         try:
@@ -33,7 +32,7 @@ def test_a_directly_built_corpus_level_scorer_refuses_a_fixed_score_in_a_fresh_p
             assert "bleu is corpus-level" in str(error), error
         else:
             raise SystemExit("a fixed score was accepted")
-        assert scorer.is_corpus_level() and is_corpus_level(scorer)
+        assert scorer.corpus_level is True
     """)
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert run.returncode == 0, run.stdout + run.stderr

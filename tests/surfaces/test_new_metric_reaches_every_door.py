@@ -43,6 +43,7 @@ class LengthRatio(Scorer):
     """Corpus-level: the captions' words over the references' mean words, pooled over the corpus (not a mean)."""
 
     name, images, references, corpus_level = "length_ratio", "unused", "required", True
+    states_corpus_statistics = True  # its score_systems below: a suite scores it over the whole input
     key_metadata = {"length_ratio": ScoreKey("Length ratio", scale=100.0, coco_method="LengthRatio")}
 
     def __init__(self, *, device=None, dtype=None, batch_size=None):

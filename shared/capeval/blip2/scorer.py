@@ -8,7 +8,7 @@ bicubic) → ToTensor → Normalize(OpenAI mean/std); caption → LAVIS ``blip_c
 from __future__ import annotations
 
 import re
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 import torch
 
@@ -131,6 +131,9 @@ class Blip2Scorer(Scorer):
         self.backbone = backbone or Blip2Backbone(weights, device=device, dtype=dtype, precision=precision,
                                                   batch_size=batch_size, cache_dir=cache_dir, persist_dir=persist_dir,
                                                   cache_bytes=cache_bytes)
+
+    def provenance_parts(self) -> Tuple[object, ...]:
+        return (self, self.backbone)
 
     def _score(self, inputs: ValidInputs) -> dict:
         predictions, pil_images = inputs.predictions, inputs.images

@@ -38,6 +38,7 @@ class ClipScorer(Scorer):
     ``CLIPScore`` (:data:`DEFINITIONS`); it has no reference-based variant.
     """
 
+    images, references = "required", "optional"
     # the keys of both registered scorers (clip_s, pac_s), printed ×100 as the papers print them
     key_metadata = {"clip_s": ScoreKey("CLIP-S", 100.0), "refclip_s": ScoreKey("RefCLIP-S", 100.0),
                     "pac_s": ScoreKey("PAC-S", 100.0), "refpac_s": ScoreKey("RefPAC-S", 100.0)}
@@ -68,6 +69,9 @@ class ClipScorer(Scorer):
             self.backbone = ClipBackbone(weights, device=device, dtype=dtype, precision=backbone_precision,
                                          batch_size=batch_size, cache_dir=cache_dir, persist_dir=persist_dir,
                                          cache_bytes=cache_bytes, preprocess_workers=preprocess_workers)
+
+    def provenance_parts(self) -> Tuple[object, ...]:
+        return (self, self.backbone)
 
     def score_keys(self, inputs: ValidInputs) -> Tuple[str, ...]:
         return (self.name,) if inputs.references is None else (self.name, f"ref{self.name}")

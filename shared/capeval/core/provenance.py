@@ -16,7 +16,7 @@ import os
 import re
 import warnings
 from pathlib import Path
-from typing import Dict, Iterable, List, Mapping, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from capeval.core.constants import MERGE_RECORD, PROVENANCE_FILE, TINY_MARKER_FILE
 from capeval.core.hashing import file_sha256
@@ -124,11 +124,14 @@ def effective_options(factory, options: Mapping) -> Dict[str, object]:
     return merged
 
 
-def build_provenance(metric: str, options: Mapping, loaded: Iterable[Tuple[str, os.PathLike]], scorer, *,
-                     shared: Iterable[str] = ()) -> Dict[str, object]:
-    """The provenance of ``scorer``, built as ``metric`` with ``options`` (effective, defaults included), having
-    loaded ``loaded`` (``(ref, directory)`` pairs from :func:`capeval.core.hub.recording_resolutions`). Options named
-    in ``shared`` are backbones passed in: their weights are described from their ``directory``."""
+def build_provenance(metric: str, options: Mapping, loaded: Iterable[Tuple[str, os.PathLike]],
+                     parts: Optional[Sequence[object]], *, shared: Iterable[str] = ()) -> Dict[str, object]:
+    """The provenance of a scorer built as ``metric`` with ``options`` (effective, defaults included), having loaded
+    ``loaded`` (``(ref, directory)`` pairs from :func:`capeval.core.hub.recording_resolutions`). ``parts``: what the
+    scorer says describes it (:meth:`capeval.core.scoring.Scorer.provenance_parts`: itself, then the models it wraps;
+    ``None`` without a scorer): the first ``dtype`` and ``device`` among them, and each one's ``provenance_extras()``.
+    Options named in ``shared`` are backbones passed in: their weights are described from their ``directory``."""
+    parts = tuple(parts or ())
     by_directory: Dict[str, Dict[str, object]] = {}
     passed_in = [(name, options[name]) for name in shared if options.get(name) is not None]
     for ref, directory in [*loaded, *((name, getattr(obj, "directory", None)) for name, obj in passed_in)]:
@@ -146,16 +149,16 @@ def build_provenance(metric: str, options: Mapping, loaded: Iterable[Tuple[str, 
     numeric = {name: _json_value(value) for name, value in sorted(options.items())
                if name not in NEUTRAL_OPTIONS and name not in shared and name != "dtype"}  # dtype: below
     provenance: Dict[str, object] = {"capeval": __version__, "metric": metric, "options": numeric, "weights": weights}
-    dtype = _model_attribute(scorer, "dtype")
+    dtype = _first(parts, "dtype")
     if dtype is None and options.get("dtype") is not None:
         dtype = options["dtype"]
     if dtype is not None:
         provenance["dtype"] = str(dtype).replace("torch.", "")
-    device = _model_attribute(scorer, "device")
+    device = _first(parts, "device")
     if device is not None:
         provenance["device_type"] = getattr(device, "type", str(device).split(":")[0])
-    for holder in (scorer, *_wrapped(scorer)):  # the scorer's own, then the models it wraps (a CLIP's forwards)
-        extras = getattr(holder, "provenance_extras", None)
+    for part in parts:  # the scorer's own, then the models it wraps (a CLIP's forwards)
+        extras = getattr(part, "provenance_extras", None)
         if callable(extras):
             provenance.update(_json_value(extras()))
     # a scorer's extras may say so too: a judge replaying records written with test weights loads none
@@ -168,19 +171,13 @@ def build_provenance(metric: str, options: Mapping, loaded: Iterable[Tuple[str, 
     return provenance
 
 
-def _model_attribute(scorer, name: str):
-    """``scorer.<name>``, else that of the model it wraps (``backbone``, ``clip``, ``extractor``)."""
-    for holder in (scorer, *_wrapped(scorer)):
-        value = getattr(holder, name, None)
+def _first(parts: Sequence[object], name: str):
+    """The first part's ``<name>`` that is set (the scorer's own, else that of a model it wraps)."""
+    for part in parts:
+        value = getattr(part, name, None)
         if value is not None:
             return value
     return None
-
-
-def _wrapped(scorer) -> List[object]:
-    """The models ``scorer`` wraps (its ``backbone``, ``clip``, ``extractor``)."""
-    return [model for model in (getattr(scorer, part, None) for part in ("backbone", "clip", "extractor"))
-            if model is not None]
 
 
 def identity(provenance: Mapping) -> Dict[str, object]:

@@ -1,11 +1,12 @@
 """The scorer contract: registry entries, the base class every scorer derives from, and ``load_scorer``.
 
 A registry entry (:class:`ScorerSpec`) declares what a scorer needs (images, references) and names its factory, whose
-signature states its options and their defaults (stated nowhere else); its scorer class says whether its values are
-corpus-level and which backbones it can share. Every entry point (evaluate modules,
-``load_scorer``, the CLI, the Trainer hook, the demos) goes through :meth:`Scorer.score`, which validates the input
-with one shared step (:func:`capeval.core.inputs.validate_inputs`) before any model runs. A scorer returns, for each
-of its scores ``k``, the corpus mean under ``k`` and the per-sample list under ``f"{k}_per_sample"``.
+signature states its options and their defaults (stated nowhere else); its scorer class declares the rest, as
+:class:`Scorer`'s contract lists it (what it must define, what it may declare, the defaults). Every entry point
+(evaluate modules, ``load_scorer``, the CLI, the Trainer hook, the demos) goes through :meth:`Scorer.score`, which
+validates the input with one shared step (:func:`capeval.core.inputs.validate_inputs`) before any model runs. A
+scorer returns, for each of its scores ``k``, the corpus mean under ``k`` and the per-sample list under
+``f"{k}_per_sample"``.
 
 Empty (or whitespace-only) captions follow one policy at every entry point, ``empty_caption``
 (:func:`empty_caption_policy`):
@@ -73,8 +74,9 @@ class ScorerOption:
 class ScorerSpec:
     """What a registered scorer needs; what it offers is read on use from its factory (``"module:attr"``, imported
     then): its options and their defaults are the factory's keyword parameters, the values each takes their
-    annotations (:mod:`capeval.core.option_types`), their help :data:`OPTION_HELP` or ``own_option_help``; corpus
-    level and backbone sharing are attributes of its scorer class (:meth:`scorer_class`)."""
+    annotations (:mod:`capeval.core.option_types`), their help :data:`OPTION_HELP` or ``own_option_help``; its
+    capabilities (corpus level, backbone sharing, ...) are the declarations of its scorer class (:meth:`scorer_class`,
+    :class:`Scorer`'s contract)."""
 
     name: str
     factory: Union[str, Callable]  # "module:attr" (every registered family); a callable for ad-hoc scorers
@@ -138,24 +140,22 @@ class ScorerSpec:
 
     @property
     def shares(self) -> Tuple[str, ...]:
-        """The options through which a caller can lend it a backbone (a CLIP backbone: ``clip_backbone``)."""
+        """The options through which a caller can lend it a backbone: those of its factory's options that are
+        :data:`SHAREABLE` (a CLIP backbone: ``clip_backbone``)."""
         return tuple(option for option in self.options if option in SHAREABLE)
 
     def shared_weights(self, options: Mapping) -> str:
         """The CLIP weights the scorer loads under ``options`` (for lending it a backbone): its scorer class's
-        ``clip_weights_of(options)`` where it has one, else the ``weights`` option, given or default."""
-        scorer_class = self.scorer_class()
-        if hasattr(scorer_class, "clip_weights_of"):
-            return scorer_class.clip_weights_of(dict(options))
-        return options.get("weights") or _parameters(self.load_factory())["weights"].default
+        :meth:`Scorer.clip_weights_of` of its options, defaults included (``None``: the default)."""
+        defaults = {name: parameter.default for name, parameter in _parameters(self.load_factory()).items()}
+        given = {name: value for name, value in options.items() if value is not None}
+        return self.scorer_class().clip_weights_of({**defaults, **given})
 
     def is_corpus_level(self, options: Optional[Mapping] = None) -> bool:
-        """Whether per-sample values depend on the whole scored corpus (e.g. CIDEr's IDF) under ``options``: its
-        scorer class's ``corpus_level_of(options)`` where the answer depends on them, else its ``corpus_level``."""
-        scorer_class = self.scorer_class()
-        if hasattr(scorer_class, "corpus_level_of"):
-            return bool(scorer_class.corpus_level_of(dict(options or {})))
-        return bool(scorer_class.corpus_level)
+        """Whether per-sample values depend on the whole scored corpus (e.g. CIDEr's IDF) under ``options``, known
+        before it loads: its scorer class's :meth:`Scorer.corpus_level_of` (a loaded scorer says it as its
+        ``corpus_level``). The one answer every door, the suite's plan and the integrations read."""
+        return bool(self.scorer_class().corpus_level_of(dict(options or {})))
 
     def check_options(self, options: Mapping) -> None:
         """The name and value of every option in ``options`` checked against the factory's declarations, and a
@@ -329,31 +329,86 @@ def load_scorer(name: str, **options) -> "Scorer":
     with recording_resolutions() as loaded:
         scorer = factory(**options)
     if isinstance(scorer, Scorer):
-        scorer.provenance = build_provenance(spec.name, effective_options(factory, options), loaded, scorer,
-                                             shared=spec.shares)
+        scorer.provenance = build_provenance(spec.name, effective_options(factory, options), loaded,
+                                             scorer.provenance_parts(), shared=spec.shares)
     return scorer
 
 
 class Scorer(ABC):
     """Base class of every scorer: :meth:`score` validates (shared, before any model call), then :meth:`_score`.
 
-    Subclasses set ``name`` and the input policies ``images`` / ``references`` ("required", "optional", "unused")
-    and implement ``_score(inputs: ValidInputs) -> dict``.
+    The contract, in one place: what a scorer states is below, and nothing else about it is discovered (no
+    ``hasattr``, attribute names or method identity); ``tests/core/test_scorer_contract.py`` checks every registered
+    scorer against it.
+
+    A scorer MUST define:
+
+    - ``name``, ``images``, ``references``: its registered name and its needs of each input (``"required"``,
+      ``"optional"``, ``"unused"``), those of its registration; on the class, or set by ``__init__`` where its
+      options decide them;
+    - ``key_metadata``: every score key it can return → its :class:`~capeval.core.keys.ScoreKey`;
+    - ``_score(inputs, **per_call_options) -> dict``: the scores of validated input (:func:`summarize`); its keyword
+      parameters after ``inputs`` are the per-call options :meth:`score` accepts.
+
+    A scorer MAY declare (the default in brackets):
+
+    - ``corpus_level`` [``False``]: its per-sample values depend on the whole scored corpus (CIDEr's IDF); set by
+      ``__init__`` where its options decide it, and then also :meth:`corpus_level_of` [``corpus_level``], the same
+      answer from its options before it loads (read by :meth:`ScorerSpec.is_corpus_level`, the one question);
+    - ``states_corpus_statistics`` [``False``]: it overrides :meth:`score_systems` with the sufficient statistics of
+      its corpus values, so a suite scores it (and its group's peers) over the whole input at once; a corpus-level
+      scorer without it is scored alone;
+    - ``text_rule`` [``None``]: a function ``(text, where)`` raising an :class:`InputError` for a text it cannot score,
+      which a suite runs over its texts before any model loads;
+    - a ``clip_backbone`` option of its factory (:data:`SHAREABLE`; none by default): a caller may lend it a loaded
+      CLIP (:mod:`capeval.backbones.sharing`), of the weights :meth:`clip_weights_of` names [its ``weights`` option];
+    - :meth:`provenance_parts` [itself]: whose ``dtype``, ``device`` and :meth:`provenance_extras` [``{}``] its
+      provenance names: itself, then the models it wraps;
+    - ``scores_empty_text`` [``False``], ``mean_over_defined`` [``()``], :meth:`score_keys` [``(name,)``];
+    - :meth:`components` [``()``]: a composed scorer's components, then :meth:`compose` and
+      :meth:`composed_provenance`.
+
+    :func:`load_scorer` sets ``provenance`` (and with it ``hashcode``).
     """
 
-    name: str = ""
-    images: str = "required"
-    references: str = "optional"
+    name: str
+    images: str  # "required" | "optional" | "unused"
+    references: str  # "required" | "optional" | "unused"
+    # every score key the scorer can return → its title, table scale, direction (capeval.core.keys)
+    key_metadata: Mapping[str, ScoreKey]
     corpus_level: bool = False  # per-sample values depend on the whole scored corpus (e.g. CIDEr's IDF)
+    # score_systems is its own: the sufficient statistics of its corpus values, over the whole input of every system
+    states_corpus_statistics: bool = False
+    # (text, where) -> None, raising an InputError naming ``where`` for a text it cannot score; run before any model
+    text_rule: Optional[Callable[[str, str], None]] = None
     # the official implementation scores empty and whitespace-only captions and references, and so does this scorer
     # under empty_caption="score" (the default); False: it refuses them, naming the options that leave them out
     scores_empty_text: bool = False
     # score keys whose corpus value is the mean over the samples where they are defined (their NaN samples left
     # out, as HICE-S's local terms on captions without phrases); any other key's mean is NaN when a sample's is
     mean_over_defined: Tuple[str, ...] = ()
-    # every score key the scorer can return → its title, table scale, direction (capeval.core.keys)
-    key_metadata: Mapping[str, ScoreKey] = {}
     provenance: Optional[dict] = None  # set by load_scorer: the weights loaded, the options that change values
+
+    @classmethod
+    def corpus_level_of(cls, options: Mapping) -> bool:
+        """Whether a scorer built with ``options`` is corpus-level, known before it loads: by default its class's
+        ``corpus_level``; a scorer whose options decide it states the rule here."""
+        return cls.corpus_level
+
+    @classmethod
+    def clip_weights_of(cls, options: Mapping) -> str:
+        """The CLIP weights a scorer built with ``options`` (defaults included) loads, for lending it one (a scorer
+        whose factory takes a ``clip_backbone``): by default its ``weights`` option."""
+        return options["weights"]
+
+    def provenance_parts(self) -> Tuple[Any, ...]:
+        """Whose ``dtype`` and ``device`` (the first that has one) and :meth:`provenance_extras` (each one's) its
+        provenance names: by default the scorer alone; a scorer that wraps a model returns itself, then the model."""
+        return (self,)
+
+    def provenance_extras(self) -> Mapping:
+        """What its provenance adds to its weights and options (e.g. the spaCy model that ran); by default nothing."""
+        return {}
 
     @property
     def hashcode(self) -> Optional[str]:
@@ -372,7 +427,7 @@ class Scorer(ABC):
                  empty_caption: EmptyCaption = "score") -> ValidInputs:
         """The shared validation step; ``indices`` name the samples in errors (record numbers of a chunk). Under a
         ``"skip"`` or fixed-score policy the result (every sample) also says where the empty captions are."""
-        policy = empty_caption_policy(empty_caption, metric=self.name, corpus_level=self.is_corpus_level())
+        policy = empty_caption_policy(empty_caption, metric=self.name, corpus_level=self.corpus_level)
         valid, empty = validate_allowing_empty(predictions, images, references, images_needed=self.images,
                                                references_needed=self.references, metric=self.name,
                                                indices=indices, empty_caption=policy,
@@ -381,10 +436,6 @@ class Scorer(ABC):
             return valid
         return PolicyInputs(valid.predictions, valid.images, valid.references, empty=tuple(empty),
                             empty_caption=policy)
-
-    def is_corpus_level(self) -> bool:
-        """Whether per-sample values depend on the whole scored corpus (its ``corpus_level``)."""
-        return bool(self.corpus_level)
 
     def score_keys(self, inputs: ValidInputs) -> Tuple[str, ...]:
         """The names of the per-sample scores :meth:`_score` returns for ``inputs`` (``k`` for ``k_per_sample``),
@@ -429,11 +480,11 @@ class Scorer(ABC):
         other scorers of this scorer's registered group, scored in the same call (a scorer in no group has none).
 
         The default, for a per-sample scorer: every system's captions in one :meth:`score_inputs` call (each distinct
-        image and text encoded once), split by system, each key summarised by :meth:`key_scores`. Corpus-level
-        scorers override it."""
+        image and text encoded once), split by system, each key summarised by :meth:`key_scores`. A corpus-level
+        scorer overrides it and declares ``states_corpus_statistics``."""
         if peers:
             raise TypeError(f"{self.name} is in no group: it scores with no peers")
-        if self.is_corpus_level():
+        if self.corpus_level:
             raise NotImplementedError(f"{self.name} is corpus-level: its values are no means of per-sample values, so "
                                       "its scorer states its own score_systems (sufficient statistics)")
         n = len(systems[0]) if systems else 0
@@ -452,11 +503,6 @@ class Scorer(ABC):
         return per_sample_mean(per_sample, over_defined=key in cls.mean_over_defined)
 
     @classmethod
-    def check_text(cls, text: str, where: str) -> None:
-        """Refuse a caption or reference this scorer cannot score (an :class:`InputError` naming ``where``), checked
-        before any model loads; by default every text passes."""
-
-    @classmethod
     def components(cls, options: Mapping) -> Tuple[str, ...]:
         """The registered scorers whose scores this one combines in a suite (:meth:`compose`), under ``options``;
         ``()`` (the default): it scores by itself."""
@@ -473,12 +519,6 @@ class Scorer(ABC):
         """A composed scorer's provenance from its components' (their ``hashcode`` and ``provenance`` by score
         key)."""
         raise NotImplementedError(f"{cls.__name__} composes no components")
-
-
-def is_corpus_level(scorer) -> bool:
-    """Whether a scorer's per-sample values depend on the whole scored corpus (a callable that is not a
-    :class:`Scorer`: no)."""
-    return bool(getattr(scorer, "corpus_level", False))
 
 
 @functools.lru_cache(maxsize=256)

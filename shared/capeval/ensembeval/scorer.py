@@ -119,8 +119,11 @@ class EnsembleScorer(Scorer):
 
     @staticmethod
     def corpus_level_of(options: Mapping) -> bool:
-        """Whether ``EnsembleScorer(**options)`` is corpus-level (:func:`is_corpus_level`), known before it loads."""
-        return is_corpus_level(dict(options))
+        """Whether ``EnsembleScorer(**options)`` is corpus-level, known before it loads: its per-sample values depend
+        on the scored corpus only through official CIDEr (IDF over the scored references); the other components
+        score each sample alone. With ``cider_idf`` (fixed document frequencies) or weights without ``cider`` every
+        value is per-sample, so the input may be sharded or streamed."""
+        return _official_cider(load_weights(options.get("weights", "official"))["weights"], options.get("cider_idf"))
 
     @classmethod
     def components(cls, options: Mapping) -> Tuple[str, ...]:
@@ -267,13 +270,6 @@ def _run_extra(key: str, component: ExtraComponent, predictions, images, referen
     if len(values) != n:
         raise ValueError(f"extra component {key!r} returned {len(values)} scores for {n} captions")
     return values
-
-
-def is_corpus_level(options: Dict) -> bool:
-    """EnsembEval's per-sample values depend on the scored corpus only through official CIDEr (IDF over the scored
-    references); the other components score each sample alone. With ``cider_idf`` (fixed document frequencies) or
-    weights without ``cider`` every value is per-sample, so the input may be sharded or streamed."""
-    return _official_cider(load_weights(options.get("weights", "official"))["weights"], options.get("cider_idf"))
 
 
 def _official_cider(components, cider_idf) -> bool:

@@ -4,7 +4,7 @@ image features of the original and the rendered image (cosine by default), avera
 from __future__ import annotations
 
 import logging
-from typing import Annotated, Optional, Sequence, Union
+from typing import Annotated, Optional, Sequence, Tuple, Union
 
 from capeval.backbones.image_features import EXTRACTORS, ImageFeatureExtractor, load_image_features
 from capeval.core.caches import DEFAULT_CACHE_BYTES
@@ -69,6 +69,9 @@ class ImageRoundTripScorer(Scorer):
                                            cache_bytes=cache_bytes)
         self.extractor = features
         self.image_cache = GeneratedImageCache(image_cache_dir) if use_image_cache else None
+
+    def provenance_parts(self) -> Tuple[object, ...]:
+        return (self, self.extractor)
 
     def generated_images(self, predictions: Sequence[str], *, show_progress: Optional[bool] = None):
         """The images generated for each caption (``images_per_caption`` each; from the cache when there)."""

@@ -203,6 +203,9 @@ class PolosScorer(Scorer):
                                      cache_bytes=cache_bytes)
         self._check_dimensions()
 
+    def provenance_parts(self) -> Tuple[object, ...]:
+        return (self, self.clip)
+
     def _check_dimensions(self) -> None:
         clip_dim = int(self.clip.model.text_projection.shape[1])
         expected = (self.config["text_dim"], self.config["clip_dim"], self.config["num_layers"])

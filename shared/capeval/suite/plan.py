@@ -2,11 +2,13 @@
 ``COCOEvalCap``, the Trainer hook) and followed by the engine: the metric names expanded to registered scorers, the
 name and value of every option checked against its scorer's declarations and the runtime against its own (before
 any model loads), the runtime split from the per-metric options, and how each scorer runs. All of it is read from
-the registry (groups, corpus level, compositions, input needs), so no metric is named here.
+the registry and the scorers' declarations (groups, corpus level, compositions, input needs, statistics, text rules:
+:class:`capeval.core.scoring.Scorer`'s contract), so no metric is named here.
 
 * A scorer of a registered group (``coco``) runs with the group's other scorers of the suite in one call over the
   whole input of every system (:meth:`capeval.core.scoring.Scorer.score_systems` with ``peers``); so does a
-  corpus-level scorer that reads no images.
+  corpus-level scorer that reads no images. Each states those statistics (``states_corpus_statistics``); one that
+  does not is refused (score it alone).
 * A per-sample scorer runs in chunks of images (each chunk decoded once for every image scorer).
 * A composed scorer (``components`` under its options: EnsembEval) is computed from the suite's own scores of its
   components, which the plan loads (:meth:`Scorer.compose`).
@@ -15,11 +17,11 @@ the registry (groups, corpus level, compositions, input needs), so no metric is 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from capeval.core.errors import InputError
 from capeval.core.option_types import RUNTIME_TYPES, option_refusal, value_problem
-from capeval.core.scoring import Scorer, canonical_metric, groups, options_by_scorer, scorer_of, scorers
+from capeval.core.scoring import canonical_metric, groups, options_by_scorer, scorer_of, scorers
 
 RUNTIME = tuple(RUNTIME_TYPES)  # given to every scorer that accepts them
 
@@ -84,9 +86,9 @@ class Plan:
                 raise InputError(f"{reading[0]} is corpus-level under {dict(self.option(reading[0]))} (its per-sample "
                                  "values depend on the whole input) and reads images, which a suite decodes in chunks; "
                                  "score it alone (capeval score)")
-            stating = [name for name in unit if registry[name].scorer_class().score_systems is Scorer.score_systems]
-            if stating:
-                raise InputError(f"{stating[0]} is corpus-level under {dict(self.option(stating[0]))} and its scorer "
+            silent = [name for name in unit if not registry[name].scorer_class().states_corpus_statistics]
+            if silent:
+                raise InputError(f"{silent[0]} is corpus-level under {dict(self.option(silent[0]))} and its scorer "
                                  "states no statistics for several systems (score_systems); score it alone "
                                  "(capeval score)")
         object.__setattr__(self, "loaded", tuple(loaded))
@@ -102,14 +104,11 @@ class Plan:
     def needs_images(self) -> bool:
         return any(scorers()[name].images != "unused" for name in self.chunked)
 
-    def text_checks(self) -> List[type]:
-        """One scorer class per rule on texts (:meth:`Scorer.check_text`; the COCO metrics share theirs), checked
-        before any model loads."""
-        rules: Dict[Any, type] = {}
-        for name in self.loaded:
-            cls = scorers()[name].scorer_class()
-            rules.setdefault(cls.check_text.__func__, cls)
-        return [cls for rule, cls in rules.items() if rule is not Scorer.check_text.__func__]
+    def text_checks(self) -> List[Callable[[str, str], None]]:
+        """The rules on texts of the scorers that run (:attr:`Scorer.text_rule`; the COCO metrics share theirs), each
+        once, checked before any model loads."""
+        rules = (scorers()[name].scorer_class().text_rule for name in self.loaded)
+        return list(dict.fromkeys(rule for rule in rules if rule is not None))
 
     def check_references(self, has_references: bool) -> None:
         """A scorer that needs references, when the scored images have none, is an :class:`InputError`."""

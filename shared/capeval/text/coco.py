@@ -307,12 +307,14 @@ def score_coco_group(systems: Sequence[Sequence[str]], references: Sequence[Sequ
         _refuse_empty_for_spice(systems, references, systems_field)
     spice = _spice() if "spice" in names else None
     meteor = take_meteor_jar() if "meteor" in names and backend == "java" else None
+    meteor_run = None
     finished = False
     try:
         tokenized = tokenize_blocks([[r for refs in references for r in refs], *systems], backend)
         refs_tok = _regroup(tokenized[0], [len(refs) for refs in references])
         candidates = tokenized[1:]
-        meteor_run = _MeteorRun(meteor, candidates, refs_tok) if meteor else None
+        if "meteor" in names:  # started first: its jar or worker processes run while the other metrics are scored
+            meteor_run = _MeteorRun(meteor, candidates, refs_tok) if meteor else PythonMeteorRun(candidates, refs_tok)
         results: List[Dict[str, KeyScores]] = [{} for _ in systems]
         overlap = OverlapReferences(refs_tok, [n for n in names if n in OVERLAP_METRICS])
         for result, cands in zip(results, candidates):
@@ -320,14 +322,13 @@ def score_coco_group(systems: Sequence[Sequence[str]], references: Sequence[Sequ
         if meteor_run is not None:
             for result, value in zip(results, meteor_run.values()):
                 result["meteor"] = value
-        elif "meteor" in names:
-            for result, value in zip(results, python_meteor_values(candidates, refs_tok)):
-                result["meteor"] = value
         if spice is not None:
             for result, cands in zip(results, candidates):
                 result["spice"] = _spice_value(spice, cands, refs_tok)
         finished = True
     finally:
+        if isinstance(meteor_run, PythonMeteorRun):
+            meteor_run.close()
         if meteor is not None and finished:
             keep_meteor_jar(meteor)
         elif meteor is not None:  # a jar left mid-exchange would answer the next request with old replies
@@ -359,20 +360,34 @@ def tokenize_blocks(blocks: Sequence[Sequence[str]], backend: str) -> List[List[
 METEOR_PROCESSES_FROM = 4000  # segments: from this many on, METEOR's alignments are split over two processes
 
 
-def python_meteor_values(systems: List[List[str]], references: List[List[str]]) -> List[KeyScores]:
+class PythonMeteorRun:
     """Every system's METEOR in Python (:mod:`capeval.text.meteor`): the jar's segment scores, its corpus score and
-    statistics whose sums the jar scores as it scores a corpus (no JVM, on resamples either)."""
-    from capeval.text.meteor import combine, segment_score, shared_meteor
+    statistics whose sums the jar scores as it scores a corpus (no JVM, on resamples either). From
+    :data:`METEOR_PROCESSES_FROM` segments on, the alignments run in worker processes, started here, while the
+    caller scores the other metrics; :meth:`values` waits for them."""
 
-    candidates = [c for captions in systems for c in captions]
-    processes = min(2, os.cpu_count() or 1) if len(candidates) >= METEOR_PROCESSES_FROM else 1
-    stats = shared_meteor().statistics_batch(candidates, references * len(systems), processes=processes)
-    values = []
-    for start in range(0, len(candidates), len(references)):
-        per_unit = stats[start:start + len(references)]
-        values.append(KeyScores(float(combine(per_unit.sum(axis=0))[0]), segment_score(per_unit).tolist(),
-                                CorpusStatistics(per_unit, combine)))
-    return values
+    def __init__(self, systems: List[List[str]], references: List[List[str]]):
+        from capeval.text.meteor import shared_meteor
+
+        candidates = [c for captions in systems for c in captions]
+        processes = min(2, os.cpu_count() or 1) if len(candidates) >= METEOR_PROCESSES_FROM else 1
+        self.images = len(references)
+        self.pending = shared_meteor().start_statistics(candidates, references * len(systems), processes=processes)
+
+    def values(self) -> List[KeyScores]:
+        from capeval.text.meteor import combine, segment_score
+
+        stats = self.pending.result()
+        values = []
+        for start in range(0, len(stats), self.images):
+            per_unit = stats[start:start + self.images]
+            values.append(KeyScores(float(combine(per_unit.sum(axis=0))[0]), segment_score(per_unit).tolist(),
+                                    CorpusStatistics(per_unit, combine)))
+        return values
+
+    def close(self) -> None:
+        """Stop its worker processes (after :meth:`values`, or when the call failed before it)."""
+        self.pending.close()
 
 
 def _group_metrics(metrics: Optional[Sequence[str]]) -> List[str]:

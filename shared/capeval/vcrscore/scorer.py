@@ -420,6 +420,9 @@ class VcrScorer(Scorer):
         self.vilt = ViltRetrieval(vilt, batch_size=batch_size, persist_dir=persist_dir, **options)
         self.clip = ClipBackbone(mcip, batch_size=batch_size, persist_dir=persist_dir, **options)
 
+    def provenance_parts(self) -> Tuple[object, ...]:
+        return (self, self.clip)
+
     def detect(self, images: Sequence[Image.Image], keys: Optional[Sequence[str]] = None):
         """``(detr names, yolo names)`` per image (empty lists for a detector that is switched off)."""
         keys = list(keys) if keys is not None else image_keys(images)
