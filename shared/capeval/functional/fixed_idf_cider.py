@@ -6,6 +6,7 @@ Inputs are already tokenised strings (PTB tokenisation, space separated), as pyc
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 from dataclasses import dataclass
@@ -36,6 +37,11 @@ class DocumentFrequencies:
 
     def to_json(self) -> Dict:
         return {"num_documents": self.num_documents, "counts": {" ".join(g): c for g, c in sorted(self.counts.items())}}
+
+    def __repr__(self) -> str:
+        """The table by content, n-grams sorted: equal tables read the same (provenance digests it), whatever order
+        they were counted or read in."""
+        return f"DocumentFrequencies({json.dumps(self.to_json(), ensure_ascii=False)})"
 
     @classmethod
     def from_json(cls, data: Dict) -> "DocumentFrequencies":
