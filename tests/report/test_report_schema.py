@@ -213,6 +213,23 @@ def broken(report, change):
      r"report\['clusters'\]\['cider'\]: \['ghost'\] are not among the document's systems"),
     (lambda d: d["systems"]["model_b"]["scores"].pop("bleu_3"),
      r"report\['systems'\]\['model_b'\]\['scores'\]: keys .*, expected the document's keys"),
+    (lambda d: d.pop("statistics"), r"report: 'statistics' is a required property"),
+    (lambda d: d["statistics"]["model_a"]["cider"].pop("combine"),
+     r"report\['statistics'\]\['model_a'\]\['cider'\]: 'combine' is a required property"),
+    (lambda d: d["statistics"]["model_a"]["cider"].update(dtype="object"),
+     r"report\['statistics'\]\['model_a'\]\['cider'\]\['dtype'\]: 'object' is not one of"),
+    (lambda d: d["statistics"]["model_a"]["cider"]["columns"][0].__setitem__(1, "high"),
+     r"report\['statistics'\]\['model_a'\]\['cider'\]\['columns'\]\[0\]\[1\]: 'high' does not match"),
+    (lambda d: d["statistics"]["model_a"]["cider"]["columns"][0].pop(),
+     r"report\['statistics'\]\['model_a'\]\['cider'\]\['columns'\]\[0\]: 5 values, expected one per image "
+     r"\(6\)"),
+    (lambda d: d["statistics"]["model_a"]["bleu_1"].update(columns="bleu_2"),
+     r"report\['statistics'\]\['model_a'\]\['bleu_1'\]\['columns'\]: \['bleu_2'\] are not among the document's "
+     r"keys before 'bleu_1' \[\]"),
+    (lambda d: d["statistics"].pop("model_b"),
+     r"report\['statistics'\]: systems \['baseline', 'model_a'\], expected the document's systems"),
+    (lambda d: d["statistics"]["baseline"].pop("rouge_l"),
+     r"report\['statistics'\]\['baseline'\]: keys .*, expected the document's keys"),
 ])
 def test_a_document_off_the_schema_fails_naming_the_field(coco_files, change, message):
     document = broken(coco_files, change)

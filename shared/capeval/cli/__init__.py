@@ -22,6 +22,7 @@ COMMANDS = {
     "score": ("score", "score captions from a file, a datasets folder or a hub dataset"),
     "evaluate": ("evaluate", "systems' captions on COCO / Karpathy / inline references: a metric suite in one pass, "
                              "CIs, paired significance tests, a report"),
+    "compare": ("compare", "a saved report.json's CIs, p-values and clusters recomputed without scoring again"),
     "merge": ("merge", "join `capeval score --shard` outputs (or `capeval train polos-features --shard` folders) "
                        "in input order"),
     "ray-score": ("ray_score", "score a dataset with Ray Data actors (local or a cluster) into parquet shards"),

@@ -97,6 +97,19 @@ def _inconsistencies(data: Mapping) -> List[str]:
     for key, ranks in data["clusters"].items():
         within(_where(["clusters", key]), ranks, systems, "systems")
     within("report['undefined']", data["undefined"], keys, "keys")
+    same("report['statistics']", data["statistics"], systems, "systems")
+    for name, saved in data["statistics"].items():
+        same(_where(["statistics", name]), saved, keys, "keys")
+        earlier: List[str] = []
+        for key, entry in saved.items():
+            where = ["statistics", name, key, "columns"]
+            if isinstance(entry["columns"], str):
+                within(_where(where), [entry["columns"]], earlier, f"keys before {key!r}")
+            for index, column in enumerate(entry["columns"] if isinstance(entry["columns"], list) else []):
+                if isinstance(column, list) and len(column) != len(data["images"]):
+                    problems.append(f"{_where([*where, index])}: {len(column)} values, expected one per image "
+                                    f"({len(data['images'])})")
+            earlier.append(key)
     if len(data["images"]) != data["coverage"]["scored"]:
         problems.append(f"report['images']: {len(data['images'])} rows, expected coverage.scored "
                         f"{data['coverage']['scored']}")

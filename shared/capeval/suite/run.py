@@ -26,6 +26,7 @@ from capeval.report.cells import tiny_weight_keys
 from capeval.report.schema import SCHEMA_VERSION
 from capeval.suite.engine import score_suite
 from capeval.suite.plan import Plan, as_plan, resolve_plan
+from capeval.suite.saved_statistics import read_statistics, saved_statistics
 from capeval.suite.texts import check_empty_caption_policy
 
 PathLike = Union[str, os.PathLike]
@@ -86,8 +87,9 @@ def evaluate_captions(results: Sequence[PathLike] = (), *, annotations: Optional
     scores = score_suite(plan.ground_truth, plan.systems, plan.suite, images_root=images, show_progress=show_progress,
                          empty_caption=empty_caption)
     try:
+        undefined = undefined_means(scores.undefined_images, scores.metrics, len(scores.image_ids))
         comparison = compare_systems(scores.statistics, baseline=baseline, resamples=resamples, seed=seed,
-                                     p_values=p_values, undefined=undefined_means(scores),
+                                     p_values=p_values, undefined=undefined,
                                      higher_is_better={key: scores.metrics[key]["higher_is_better"]
                                                        for key in scores.keys})
         report = build_report(plan, scores, comparison, command=command)
@@ -107,16 +109,59 @@ def evaluate_captions(results: Sequence[PathLike] = (), *, annotations: Optional
     return report
 
 
-def undefined_means(scores) -> Dict[str, Dict[str, str]]:
-    """``{key: {system: cause}}`` for the means that are NaN because the metric is undefined (NaN) on some images
-    and its scorer averages NaN in (keys averaged over their defined images are undefined only on no image)."""
+def undefined_means(undefined_images: Mapping[str, Mapping[str, int]], metrics: Mapping[str, Mapping],
+                    n_images: int) -> Dict[str, Dict[str, str]]:
+    """``{key: {system: cause}}`` for the means that are NaN because the metric is undefined (NaN) on some of the
+    ``n_images`` images (``undefined_images``: ``{system: {key: count}}``) and its scorer averages NaN in (keys
+    averaged over their defined images, ``metrics[key]["mean_over_defined"]``, are undefined only on no image)."""
     causes: Dict[str, Dict[str, str]] = {}
-    for system, counts in scores.undefined_images.items():
+    for system, counts in undefined_images.items():
         for key, count in counts.items():
-            if not scores.metrics[key].get("mean_over_defined"):
-                causes.setdefault(key, {})[system] = (f"undefined (NaN) on {count} of {len(scores.image_ids)} "
-                                                      "images, so its mean is")
+            if not metrics[key].get("mean_over_defined"):
+                causes.setdefault(key, {})[system] = (f"undefined (NaN) on {count} of {n_images} images, so its "
+                                                      "mean is")
     return causes
+
+
+def compare_report(report: Mapping, *, resamples: Optional[int] = None, seed: Optional[int] = None,
+                   p_values: Optional[str] = None, baseline: Optional[str] = None, source: str = "report") -> Dict:
+    """A saved report (``report.json`` loaded; ``source`` names it in errors) with every CI, p-value, significance
+    mark and cluster recomputed from the per-image statistics it keeps (``report["statistics"]``), nothing scored
+    again, by :func:`capeval.statistics.systems.compare_systems` as :func:`evaluate_captions` calls it. ``resamples``,
+    ``seed``, ``p_values`` and ``baseline`` default to the report's: then every number equals the report's, bit for
+    bit. A report without statistics (``capeval-report/1``, written before they were kept) is an
+    :class:`InputError`."""
+    from capeval.statistics.systems import compare_systems
+
+    found = report.get("schema")
+    if "statistics" not in report:
+        raise InputError(f"{source}: a {found or 'schema-less'} document keeps no per-image statistics to compare "
+                         f"from (a {SCHEMA_VERSION} report.json of capeval evaluate does): run capeval evaluate again")
+    if found != SCHEMA_VERSION:
+        raise InputError(f"{source}: schema {found!r}, expected {SCHEMA_VERSION!r}: a report of another version")
+    significance = report["significance"]
+    chosen = {"resamples": significance["resamples"] if resamples is None else resamples,
+              "seed": significance["seed"] if seed is None else seed,
+              "p_values": significance["p_values"] if p_values is None else p_values,
+              "baseline": report["baseline"] if baseline is None else baseline}
+    metrics = report["metrics"]
+    statistics = read_statistics(report["statistics"], len(report["images"]), source)
+    comparison = compare_systems(statistics, confidence=significance["confidence"], alpha=significance["alpha"],
+                                 correction=significance["correction"],
+                                 undefined=undefined_means(report["undefined_images"], metrics, len(report["images"])),
+                                 higher_is_better={key: metrics[key]["higher_is_better"] for key in report["keys"]},
+                                 **chosen)
+    compared = dict(report)
+    compared["baseline"] = chosen["baseline"]
+    compared["systems"] = {name: {**system, "scores": _scores_with(comparison, name, {
+        key: entry["value"] for key, entry in system["scores"].items()})} for name, system in report["systems"].items()}
+    compared.update({key: value for key, value in comparison.items() if key != "systems"})
+    return compared
+
+
+def _scores_with(comparison: Mapping, system: str, values: Mapping[str, float]) -> Dict[str, Dict]:
+    """A system's ``scores`` entries: each key's CI from ``comparison`` and its value as the scorer reported it."""
+    return {key: {**comparison["systems"][system][key], "value": value} for key, value in values.items()}
 
 
 def save_scores(plan: "EvaluationPlan", scores, output: Optional[PathLike]) -> str:
@@ -255,9 +300,8 @@ def build_report(plan: EvaluationPlan, scores, comparison: Mapping, *, command: 
     """The report document (``report.json``) from the checked plan, the suite's scores and the comparison;
     ``command``: the command line that produced it (None from Python)."""
     systems = {system.name: {"source": system.source,
-                             "scores": {key: {**comparison["systems"][system.name][key],
-                                              "value": scores.corpus[system.name][key]}
-                                        for key in scores.keys},
+                             "scores": _scores_with(comparison, system.name,
+                                                    {key: scores.corpus[system.name][key] for key in scores.keys}),
                              "empty_captions": {"count": len(scores.empty.captions.get(system.name, [])),
                                                 "image_ids": list(scores.empty.captions.get(system.name, []))}}
                for system in plan.systems}
@@ -270,6 +314,7 @@ def build_report(plan: EvaluationPlan, scores, comparison: Mapping, *, command: 
     report["tiny_random_weights"] = tiny_weight_keys(report)
     report["undefined_images"] = scores.undefined_images  # {system: {key: images where it is NaN}}
     report.update({key: value for key, value in comparison.items() if key != "systems"})
+    report["statistics"] = saved_statistics(scores.statistics)  # what every CI and p-value is resampled from
     report["images"] = _image_rows(plan, scores)
     return report
 
