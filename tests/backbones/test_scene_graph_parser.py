@@ -1,33 +1,35 @@
-"""The shared FACTUAL scene-graph parser on the tiny T5: each distinct input generated once, the same strings in any
-batch size and order, per-text input limits, the content-keyed bounded cache, its persisted copy read by another
-process, and FactualSceneGraph 0.7.3's own parsing reproduced."""
+"""The shared FACTUAL scene-graph parser on the tiny T5: each distinct input generated once, in unpadded batches of
+one input length, each string the text's own whatever the run, per-text input limits, the content-keyed bounded cache,
+its persisted copy (bounded, least recently used removed first) shared by concurrent processes, and FactualSceneGraph
+0.7.3's own parsing reproduced."""
 
+import collections
 import json
 import os
 import random
 import subprocess
 import sys
 import textwrap
-from unittest import mock
 
 import pytest
 
 from capeval import InputError
-from capeval.backbones.scene_graph_parser import (FACTUAL_PROMPT, LENGTH_BUCKET, SceneGraphParser,
-                                                  shared_scene_graph_parser)
-from capeval.core.caches import text_key
+from capeval.backbones.scene_graph_parser import FACTUAL_PROMPT, SceneGraphParser, shared_scene_graph_parser
+from capeval.core.caches import DEFAULT_CACHE_BYTES, text_key
+from capeval.core.disk_cache import FILE_BLOCK
 
 
 class GenerateSpy:
-    """Wraps ``model.generate`` and records the rows of each call (without their padding)."""
+    """Wraps ``model.generate`` and records the rows of each call (without their padding) and whether it padded."""
 
     def __init__(self, model):
-        self.calls, self.original = [], model.generate
+        self.calls, self.padded, self.original = [], [], model.generate
         model.generate = self
 
     def __call__(self, input_ids, **kwargs):
         mask = kwargs["attention_mask"].bool()
         self.calls.append([row[keep].tolist() for row, keep in zip(input_ids, mask)])
+        self.padded.append(not bool(mask.all()))
         return self.original(input_ids, **kwargs)
 
     @property
@@ -47,9 +49,9 @@ def prompted(parser, text, limit=64):
 
 
 def test_strings_do_not_depend_on_batch_size_order_or_padding(tiny_hub):
-    """Each text parsed alone (no padding) gives the string it gets in batches of any size and order, padded among
-    longer texts; a batch never mixes length buckets, never exceeds batch_size, and each distinct stripped input is
-    generated once."""
+    """Each text parsed alone (no padding) gives the string it gets in batches of any size and order (and, on the tiny
+    model, padded among longer texts); a batch holds one input length only, never exceeds batch_size, and each
+    distinct stripped input is generated once."""
     texts = _texts(18) + ["a man riding a horse " * 20]  # the last one is cut at 64 tokens
     alone = SceneGraphParser(device="cpu", batch_size=1, max_output_length=24)
     spy = GenerateSpy(alone.model)
@@ -69,9 +71,35 @@ def test_strings_do_not_depend_on_batch_size_order_or_padding(tiny_hub):
         assert sorted(spy.rows) == sorted(prompted(parser, t) for t in dict.fromkeys(texts))
         for call in spy.calls:
             assert len(call) <= batch_size
-            assert len({-(-len(row) // LENGTH_BUCKET) for row in call}) == 1
+            assert len({len(row) for row in call}) == 1
+        assert not any(spy.padded)
         assert parser.generated_texts == len(set(texts))
         assert parser.parse(texts[::-1]) == expected[::-1] and parser.generated_texts == len(set(texts))
+
+
+def test_each_string_is_the_text_parsed_alone_whatever_else_the_run_holds(tiny_hub):
+    """What the batching guarantees: every text's raw string is the one it gets parsed alone, in runs mixed with
+    other texts, at batch size 1 or 32, in any order; no batch holds two input lengths or any padding, and at
+    batch size 32 texts of one length do share batches."""
+    texts = list(dict.fromkeys(_texts(20, seed=5, max_words=4) + ["a dog " * 30, "a cat " * 30, "red horse " * 30]))
+    others = [t for t in _texts(10, seed=6, max_words=8) if t not in texts]
+    one_by_one = SceneGraphParser(device="cpu", batch_size=1, max_output_length=24)
+    spy = GenerateSpy(one_by_one.model)
+    alone = {text: one_by_one.parse([text])[0] for text in texts}
+    assert [len(call) for call in spy.calls] == [1] * len(texts)
+    lengths = {text: len(prompted(one_by_one, text)) for text in texts}
+    assert max(collections.Counter(lengths.values()).values()) >= 3  # several texts of one length (the cut ones: 64)
+
+    rng = random.Random(0)
+    for batch_size, order in ((1, "shuffled"), (32, "shuffled"), (32, "reversed")):
+        run = rng.sample(texts + others, len(texts + others)) if order == "shuffled" else (texts + others)[::-1]
+        parser = SceneGraphParser(device="cpu", batch_size=batch_size, max_output_length=24)
+        spy = GenerateSpy(parser.model)
+        got = dict(zip(run, parser.parse(run)))
+        assert {text: got[text] for text in texts} == alone, (batch_size, order)
+        assert all(len({len(row) for row in call}) == 1 for call in spy.calls) and not any(spy.padded)
+        assert max(map(len, spy.calls)) == (1 if batch_size == 1 else max(collections.Counter(
+            len(prompted(parser, t)) for t in run).values()))
 
 
 def test_input_limits_cut_each_text_and_key_only_the_inputs_they_change(tiny_hub):
@@ -136,16 +164,18 @@ def test_one_parser_per_weights_and_settings_in_a_process(tiny_hub):
 _WRITER = textwrap.dedent("""
     import json, sys
     from capeval.backbones.scene_graph_parser import SceneGraphParser
-    parser = SceneGraphParser(device="cpu", max_output_length=24, persist_dir=sys.argv[1])
+    parser = SceneGraphParser(device="cpu", max_output_length=24, persist_dir=sys.argv[1],
+                              persist_bytes=int(sys.argv[3]))
     outputs = parser.parse(json.loads(sys.argv[2]))
     print(json.dumps({"outputs": outputs, "generated": parser.generated_texts}))
 """)
 
 
-def _run_parsers(count, persist_dir, texts, tiny_hub):
+def _run_parsers(count, persist_dir, texts, tiny_hub, persist_bytes=DEFAULT_CACHE_BYTES):
     env = {**os.environ, "HF_HUB_CACHE": str(tiny_hub), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    processes = [subprocess.Popen([sys.executable, "-c", _WRITER, str(persist_dir), json.dumps(texts)], env=env,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(count)]
+    processes = [subprocess.Popen([sys.executable, "-c", _WRITER, str(persist_dir), json.dumps(texts),
+                                   str(persist_bytes)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True) for _ in range(count)]
     results = []
     for process in processes:
         out, err = process.communicate(timeout=300)
@@ -161,8 +191,9 @@ def test_a_persisted_cache_is_shared_by_concurrent_processes_and_reused_without_
     writers = _run_parsers(2, tmp_path, texts, tiny_hub)  # two processes writing the same entries at once
     assert all(w["outputs"] == expected for w in writers)
     folder = tmp_path / str(fresh.namespace)
-    files = sorted(p.name for p in folder.iterdir())
+    files = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
     assert files == sorted(["namespace.json", *(f"{text_key(t)}.json" for t in set(texts))])  # no temporary left
+    assert {p.name for p in folder.iterdir() if p.name.startswith(".")} <= {".lock", ".bytes"}  # the writers' own
     assert json.loads((folder / "namespace.json").read_text()) == json.loads(fresh.namespace.description)
 
     (reader,) = _run_parsers(1, tmp_path, texts[::-1], tiny_hub)  # a later run: nothing generated
@@ -208,3 +239,54 @@ def test_factual_scene_graph_0_7_3_parse_is_reproduced_with_input_limits(tiny_hu
     cut = [i for i, limit in enumerate(limits) if full[i] > limit]
     assert limits[0] < 64 and cut[0] < 32 and full[cut[0]] == max(full[:32])  # the longest short one loses a token
     assert cut[-1] == len(sentences) - 1 and limits[-1] == 64  # the long one is cut at 64 as usual
+
+
+def _persisted(folder):
+    """Entry name → record of every parse file under ``folder``, read independently of the parser."""
+    return {p.name: json.loads(p.read_text(encoding="utf-8")) for p in folder.glob("*.json")
+            if p.name != "namespace.json"}
+
+
+def _blocks(folder):
+    """The parse files' bytes as ``persist_bytes`` counts them: each in whole 4096-byte blocks."""
+    return sum(-(-p.stat().st_size // 4096) * 4096 for p in folder.glob("*.json") if p.name != "namespace.json")
+
+
+def test_the_persisted_cache_stays_within_persist_bytes_and_keeps_the_most_recently_used(tiny_hub, tmp_path):
+    bound, hot = 6 * FILE_BLOCK, "a red car"
+    texts = [t for t in dict.fromkeys(_texts(24, seed=9, max_words=6)) if t != hot]
+    expected = dict(zip([hot, *texts], SceneGraphParser(device="cpu", max_output_length=24).parse([hot, *texts])))
+    key_of = {f"{text_key(t)}.json": t for t in expected}
+    # nothing kept in memory: every lookup reads the disk, so the hot text is used (its file stamped) each round
+    parser = SceneGraphParser(device="cpu", max_output_length=24, persist_dir=tmp_path, persist_bytes=bound,
+                              max_cached_texts=0)
+    folder = tmp_path / str(parser.namespace)
+    for text in texts:
+        assert parser.parse([text]) == [expected[text]] and parser.parse([hot]) == [expected[hot]]
+        assert _blocks(folder) <= bound
+    assert parser.generated_texts == len(texts) + 1  # the hot text was never removed: generated once
+    assert parser.persisted.evictions > len(texts) - 6
+    kept = _persisted(folder)
+    assert {f"{text_key(t)}.json" for t in (hot, *texts[-2:])} <= set(kept)  # the most recently used stay
+    assert f"{text_key(texts[0])}.json" not in kept
+    assert all(record == {"output": expected[key_of[name]]} for name, record in kept.items())
+    later = SceneGraphParser(device="cpu", max_output_length=24, persist_dir=tmp_path, persist_bytes=bound)
+    assert later.parse([hot, *texts[-2:]]) == [expected[t] for t in (hot, *texts[-2:])]
+    assert later.generated_texts == 0
+    with pytest.raises(InputError, match="persist_bytes must be an int ≥ 0"):
+        SceneGraphParser(device="cpu", persist_dir=tmp_path, persist_bytes=-1)
+
+
+def test_two_processes_writing_at_once_leave_a_valid_cache_within_persist_bytes(tiny_hub, tmp_path):
+    bound = 5 * FILE_BLOCK
+    texts = list(dict.fromkeys(_texts(14, seed=13)))
+    fresh = SceneGraphParser(device="cpu", max_output_length=24)
+    expected = fresh.parse(texts)
+    writers = _run_parsers(2, tmp_path, texts, tiny_hub, persist_bytes=bound)
+    assert all(w["outputs"] == expected for w in writers)
+    folder = tmp_path / str(fresh.namespace)
+    kept = _persisted(folder)
+    record_of = {f"{text_key(t)}.json": {"output": e} for t, e in zip(texts, expected)}
+    assert 0 < len(kept) < len(texts) and all(record == record_of[name] for name, record in kept.items())
+    assert _blocks(folder) <= bound
+    assert not [p for p in folder.iterdir() if p.name.endswith(".tmp")]

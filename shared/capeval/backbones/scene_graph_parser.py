@@ -7,16 +7,19 @@ Generation is the official ``SceneGraphParser`` one: prompt ``"Generate Scene Gr
 more than one beam, default length penalty), decoder started with the pad token, at most ``max_output_length`` tokens,
 decoded without special tokens and with tokenisation spaces cleaned up.
 
-Batching. Distinct texts are generated in batches of at most ``batch_size``, sorted by input length (then text);
-a batch holds texts of one length bucket only (``ceil(length / LENGTH_BUCKET)``) and is padded to its longest
-member, as officially. Padding changes the last bits of T5's encoder states (attention reductions run over the
-padded width), so a generated string is a function of its text alone except in a near-tie of beam scores: the
-tiny-model tests find the same strings in any batch size and order.
+Batching (a deviation from the official code, which pads each batch of 32 texts, taken in input order, to its longest
+member). Distinct inputs are generated in batches of at most ``batch_size`` inputs of exactly one token length, in
+ascending length (then text): nothing is padded. Padding changes the last bits of T5's encoder states (its reductions
+run over the padded width), which in a near-tie of beam scores can change a string; unpadded, a text's string is the
+one it gets parsed alone, whatever other texts the run holds, in any order and batch size (tested on the CPU with the
+tiny model: the same strings alone, in mixed runs, at batch sizes 1 and 32, in any order; a GPU may choose other
+kernels for other batch sizes, untested). A run of texts of many lengths makes more, smaller batches.
 
 Cache: raw strings by content key, :func:`capeval.core.cache_keys.cache_namespace` of the weights' content, dtype and
 generation settings, and the sha256 of the stripped text. In memory at most ``max_cached_texts`` entries and
 ``cache_bytes`` bytes (least recently used leave first); with ``persist_dir`` also one JSON file per text under
-``persist_dir/<namespace>``, written atomically (concurrent processes are safe), read back in later runs.
+``persist_dir/<namespace>``, read back in later runs: a :class:`capeval.core.disk_cache.DiskCache` of at most
+``persist_bytes`` bytes (default 256 MiB), least recently used removed first, safe for processes sharing the folder.
 
 One parser per distinct weights and settings is shared by every consumer in a process
 (:func:`shared_scene_graph_parser`), with its model, caches and truncation counts.
@@ -32,13 +35,13 @@ import weakref
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from capeval.core.caches import DEFAULT_CACHE_BYTES, ENTRY_OVERHEAD, LruCache, text_key, write_atomically
+from capeval.core.caches import DEFAULT_CACHE_BYTES, ENTRY_OVERHEAD, LruCache, text_key
 from capeval.core.constants import FACTUAL_FILES
+from capeval.core.disk_cache import DiskCache
 from capeval.core.errors import InputError
 
 FACTUAL_PROMPT = "Generate Scene Graph: "
 DEFAULT_WEIGHTS = "flan-t5-base-vg-factual-sg"
-LENGTH_BUCKET = 16  # a batch never mixes texts of different ceil(input tokens / LENGTH_BUCKET)
 MAX_CACHED_TEXTS = 50_000  # raw strings kept in memory (~1.1–1.5 KB each with its entry)
 
 
@@ -54,12 +57,14 @@ class SceneGraphParser:
     limit (≤ ``max_input_length``), e.g. to reproduce a caller's official batching. ``truncation`` counts texts
     over ``max_input_length`` (prompt and end token included); ``generated_texts`` counts the texts the model
     generated (cache misses). ``dtype``: float32 by default; on a GPU prefer bfloat16 (T5 overflows in float16).
+    ``persisted``: the :class:`~capeval.core.disk_cache.DiskCache` under ``persist_dir`` (None without one).
     """
 
     def __init__(self, weights: str = DEFAULT_WEIGHTS, *, device: str = "auto", dtype=None, batch_size: int = 32,
                  max_input_length: int = 64, max_output_length: int = 128, num_beams: int = 5,
                  show_progress: Optional[bool] = None, cache_dir=None, persist_dir=None,
-                 max_cached_texts: int = MAX_CACHED_TEXTS, cache_bytes: int = DEFAULT_CACHE_BYTES):
+                 max_cached_texts: int = MAX_CACHED_TEXTS, cache_bytes: int = DEFAULT_CACHE_BYTES,
+                 persist_bytes: int = DEFAULT_CACHE_BYTES):
         from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
         from capeval.core.cache_keys import cache_namespace
@@ -71,6 +76,8 @@ class SceneGraphParser:
                             ("max_output_length", max_output_length), ("num_beams", num_beams)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InputError(f"scene-graph parser: {name} must be an int ≥ 1, not {value!r}")
+        if isinstance(persist_bytes, bool) or not isinstance(persist_bytes, int) or persist_bytes < 0:
+            raise InputError(f"scene-graph parser: persist_bytes must be an int ≥ 0, not {persist_bytes!r}")
         self.directory = str(resolve(weights, list(FACTUAL_FILES), cache_dir=cache_dir))
         self.device, self.dtype = resolve_device(device), resolve_dtype(dtype)
         self.tokenizer = AutoTokenizer.from_pretrained(self.directory)
@@ -80,10 +87,11 @@ class SceneGraphParser:
         self.namespace = cache_namespace(
             "factual-scene-graph-strings", self.directory, dtype=self.dtype, prompt=FACTUAL_PROMPT,
             num_beams=num_beams, early_stopping=num_beams > 1, max_input_length=max_input_length,
-            max_output_length=max_output_length, decoder_start="pad", length_bucket=LENGTH_BUCKET)
+            max_output_length=max_output_length, decoder_start="pad")
         # (namespace, key) -> raw string; at most max_cached_texts and cache_bytes
         self.memory: "LruCache[str]" = LruCache(max_cached_texts, max_bytes=cache_bytes, sizeof=_string_nbytes)
-        self.persisted = Path(persist_dir) / str(self.namespace) if persist_dir else None
+        self.persisted = DiskCache(Path(persist_dir) / str(self.namespace), max_bytes=persist_bytes, suffix=".json",
+                                   description=self.namespace.description) if persist_dir else None
         self.truncation = TruncationCounter(self.input_length, max_input_length, "FACTUAL")
         self.generated_texts = 0
         self._lock = threading.Lock()  # one generation at a time: consumers in threads share the model
@@ -104,7 +112,8 @@ class SceneGraphParser:
         return ids if len(ids) <= limit else ids[:limit - 1] + [ids[-1]]
 
     def generate(self, texts: Sequence[str], input_limits: Optional[Sequence[int]] = None) -> List[str]:
-        """The raw strings of one batch of texts (no cache), padded to the longest input."""
+        """The raw strings of one batch of texts (no cache), padded to the longest input (:meth:`parse` passes
+        inputs of one length only)."""
         import torch
 
         limits = input_limits or [self.max_input_length] * len(texts)
@@ -148,9 +157,9 @@ class SceneGraphParser:
         length = {entry: min(full[entry[0]], entry[1]) for entry in todo}
         todo.sort(key=lambda entry: (length[entry], entry))
         batches: List[List[Tuple[str, int]]] = []
-        for entry in todo:
+        for entry in todo:  # inputs of one length per batch: nothing padded
             last = batches[-1] if batches else None
-            if last and len(last) < self.batch_size and self._bucket(length[last[0]]) == self._bucket(length[entry]):
+            if last and len(last) < self.batch_size and length[last[0]] == length[entry]:
                 last.append(entry)
             else:
                 batches.append([entry])
@@ -158,15 +167,11 @@ class SceneGraphParser:
         with tqdm(total=len(todo), desc="FACTUAL parsing", unit="text", disable=not show) as bar:
             for batch in batches:
                 outputs = self.generate([t for t, _ in batch], [limit for _, limit in batch])
-                for entry, output in zip(batch, outputs):
-                    found[keys[entry]] = output
-                    self._store(keys[entry], output)
+                generated = [(keys[entry], output) for entry, output in zip(batch, outputs)]
+                found.update(generated)
+                self._store(generated)
                 bar.update(len(batch))
         return [found[keys[entry]] for entry in zip(stripped, limits)]
-
-    @staticmethod
-    def _bucket(length: int) -> int:
-        return -(-length // LENGTH_BUCKET)
 
     def _checked_limits(self, input_limits: Optional[Sequence[int]], count: int) -> List[int]:
         if input_limits is None:
@@ -191,31 +196,25 @@ class SceneGraphParser:
         value = self.memory.get((self.namespace, key))
         if value is not None or self.persisted is None:
             return value
-        path = self.persisted / f"{key}.json"
-        if not path.exists():
+        data = self.persisted.read(key)
+        if data is None:
             return None
         try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-            value = record["output"]
+            value = json.loads(data.decode("utf-8"))["output"]
             if not isinstance(value, str):
                 raise TypeError(f"output is a {type(value).__name__}")
-        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
-            warnings.warn(f"ignoring a damaged scene-graph cache entry {path}: {exc!r}")  # generated again
-            return None
+        except (UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+            warnings.warn(f"ignoring a damaged scene-graph cache entry {self.persisted.path(key)}: {exc!r}")
+            return None  # generated again and rewritten
         self.memory.put((self.namespace, key), value)
         return value
 
-    def _store(self, key: str, value: str) -> None:
-        self.memory.put((self.namespace, key), value)
-        if self.persisted is None:
-            return
-        self.persisted.mkdir(parents=True, exist_ok=True)
-        described = self.persisted / "namespace.json"
-        if not described.exists():
-            write_atomically(described, lambda tmp: tmp.write_text(self.namespace.description, encoding="utf-8"))
-        write_atomically(self.persisted / f"{key}.json",
-                         lambda tmp: tmp.write_text(json.dumps({"output": value}, ensure_ascii=False),
-                                                    encoding="utf-8"))
+    def _store(self, generated: Sequence[Tuple[str, str]]) -> None:
+        """Keep each ``(key, raw string)`` in memory and, with ``persist_dir``, on disk."""
+        self.memory.put_many(((self.namespace, key), value) for key, value in generated)
+        if self.persisted is not None:
+            self.persisted.write_many((key, json.dumps({"output": value}, ensure_ascii=False).encode("utf-8"))
+                                      for key, value in generated)
 
 
 def _checked_texts(texts: Sequence[str]) -> List[str]:
@@ -236,7 +235,8 @@ def shared_scene_graph_parser(weights: str = DEFAULT_WEIGHTS, *, device: str = "
                               batch_size: int = 32, max_input_length: int = 64, max_output_length: int = 128,
                               num_beams: int = 5, show_progress: Optional[bool] = None, cache_dir=None,
                               persist_dir=None, max_cached_texts: int = MAX_CACHED_TEXTS,
-                              cache_bytes: int = DEFAULT_CACHE_BYTES) -> SceneGraphParser:
+                              cache_bytes: int = DEFAULT_CACHE_BYTES,
+                              persist_bytes: int = DEFAULT_CACHE_BYTES) -> SceneGraphParser:
     """The :class:`SceneGraphParser` of these weights (the folder they resolve to) and settings that is alive in this
     process, else a new one: every consumer holding it shares one model load and one generation per distinct text.
     It lives while a consumer holds it."""
@@ -248,7 +248,7 @@ def shared_scene_graph_parser(weights: str = DEFAULT_WEIGHTS, *, device: str = "
                 "max_input_length": max_input_length, "max_output_length": max_output_length,
                 "num_beams": num_beams, "show_progress": show_progress,
                 "persist_dir": str(Path(persist_dir).resolve()) if persist_dir else None,
-                "max_cached_texts": max_cached_texts, "cache_bytes": cache_bytes}
+                "max_cached_texts": max_cached_texts, "cache_bytes": cache_bytes, "persist_bytes": persist_bytes}
     key = (str(directory), *sorted(settings.items()))
     with _LIVE_LOCK:
         parser = _LIVE.get(key)
@@ -257,6 +257,6 @@ def shared_scene_graph_parser(weights: str = DEFAULT_WEIGHTS, *, device: str = "
                                       max_input_length=max_input_length, max_output_length=max_output_length,
                                       num_beams=num_beams, show_progress=show_progress, cache_dir=cache_dir,
                                       persist_dir=persist_dir, max_cached_texts=max_cached_texts,
-                                      cache_bytes=cache_bytes)
+                                      cache_bytes=cache_bytes, persist_bytes=persist_bytes)
             _LIVE[key] = parser
         return parser

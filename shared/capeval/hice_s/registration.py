@@ -61,8 +61,9 @@ register(WeightSpec(
     name="flan-t5-base-vg-factual-sg", repo_id="lizhuang144/flan-t5-base-VG-factual-sg",
     revision="2e01585225e8f7fc20d922cdee9c591ea4cd6ef1", files=FACTUAL_FILES, format="transformers", license="mit",
     source_url="https://github.com/zhuang-li/FACTUAL",
-    description="FACTUAL scene-graph parser (Flan-T5-base pre-trained on VG scene graphs, fine-tuned on FACTUAL); "
-                "HICE-S's phrase parser",
+    description="FACTUAL scene-graph parser (Flan-T5-base pre-trained on VG scene graphs, fine-tuned on FACTUAL), "
+                "loaded once per process and shared by every scene-graph metric "
+                "(capeval.backbones.scene_graph_parser); HICE-S's phrase parser",
 ))
 
 register_converter("alpha-clip", converter="capeval.hice_s.converters:convert_alpha_clip",
