@@ -39,22 +39,23 @@ import gc
 import multiprocessing
 import os
 import threading
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from decimal import Context, Decimal
 from fractions import Fraction
 from itertools import chain, repeat
+from operator import mul
 from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from capeval.core.caches import LruCache
 from capeval.core.errors import InputError
-from capeval.text.meteor_align import MODULES, Match, Sentence, align_statistics, candidate_matches, gram_key
+from capeval.text.meteor_align import DELTA, MODULES, Match, Sentence, align_statistics, candidate_matches, gram_key
 from capeval.text.meteor_data import (JAR_NAME, MAX_PHRASE_WORDS, PARAPHRASE_NAME, JarData, ParaphraseIndex,
                                       meteor_folder, paraphrase_index, read_jar_data)
 from capeval.text.meteor_text import english_stem, java_hash, meteor_words, request_segments
 
-ALPHA, BETA, GAMMA, DELTA = 0.85, 0.2, 0.6, 0.75
+ALPHA, BETA, GAMMA = 0.85, 0.2, 0.6  # and DELTA, 0.75 (meteor_align: the sentences weigh their words by it)
 MODULE_WEIGHTS = (1.0, 0.6, 0.8, 0.6)
 JAR_COLUMNS = 23  # the statistics the jar prints
 CHUNKS, AGGREGATE_CHUNKS = 20, 23  # the segment's chunks; the chunks it adds to a corpus aggregate
@@ -156,7 +157,7 @@ def _score_bound(test: Sentence, ref: Sentence, matches: List[List[Match]]) -> f
     word matched by its best-weighted candidate, in one chunk (no penalty only if every word can be matched)."""
     best1, best2 = [0.0] * len(test.words), [0.0] * len(ref.words)
     for candidates in matches:
-        for s2, l2, s1, l1, module, *_ in candidates:
+        for s2, l2, s1, l1, module, _, _, _, _ in candidates:
             weight = MODULE_WEIGHTS[module]
             if l1 == 1 and l2 == 1:
                 if weight > best1[s1]:
@@ -170,13 +171,11 @@ def _score_bound(test: Sentence, ref: Sentence, matches: List[List[Match]]) -> f
             for k in range(s2, s2 + l2):
                 if weight > best2[k]:
                     best2[k] = weight
-    covered1, covered2 = sum(w > 0 for w in best1), sum(w > 0 for w in best2)
+    covered1, covered2 = len(best1) - best1.count(0.0), len(best2) - best2.count(0.0)
     if not covered1:
         return 0.0
-    test_weighted = sum(w * ((1.0 - DELTA) if f else DELTA) for w, f in zip(best1, test.function))
-    ref_weighted = sum(w * ((1.0 - DELTA) if f else DELTA) for w, f in zip(best2, ref.function))
-    precision = test_weighted / (DELTA * (len(test.words) - test.function_count) + (1.0 - DELTA) * test.function_count)
-    recall = ref_weighted / (DELTA * (len(ref.words) - ref.function_count) + (1.0 - DELTA) * ref.function_count)
+    precision = sum(map(mul, best1, test.word_weights)) / test.weighted_length
+    recall = sum(map(mul, best2, ref.word_weights)) / ref.weighted_length
     f_mean = 1.0 / (((1.0 - ALPHA) / precision) + (ALPHA / recall))
     if covered1 == len(best1) and covered2 == len(best2):
         return f_mean
@@ -234,9 +233,19 @@ class Meteor:
     def statistics_batch(self, candidates: Sequence[str], references: Sequence[Sequence[str]],
                          processes: int = 1) -> np.ndarray:
         """Statistics of many segments, shape (n, 24); ``processes > 1`` splits them over worker processes."""
+        return self.start_statistics(candidates, references, processes).result()
+
+    def start_statistics(self, candidates: Sequence[str], references: Sequence[Sequence[str]],
+                         processes: int = 1) -> "PendingStatistics":
+        """:meth:`statistics_batch`, started: with ``processes > 1`` the worker processes run while the caller goes
+        on (the requests are checked first, in the caller); else computed here before it returns."""
         _check_requests(candidates, references)
         if processes > 1 and len(candidates) > 1:
             return _in_processes(self, candidates, references, processes)
+        return PendingStatistics(self._statistics(candidates, references))
+
+    def _statistics(self, candidates: Sequence[str], references: Sequence[Sequence[str]]) -> np.ndarray:
+        """The statistics of checked requests, in this process."""
         self.load()
         collecting = gc.isenabled()
         gc.disable()  # the work allocates millions of acyclic tuples: the collector would only rescan them
@@ -446,22 +455,48 @@ def _phrases(index: ParaphraseIndex, word_lists: List[Tuple[str, ...]], groups: 
 _WORKER: Dict[str, Meteor] = {}
 
 
+class PendingStatistics:
+    """Segment statistics computed (``done``) or under way in worker processes (``pool``, its ``parts`` in order)."""
+
+    def __init__(self, done: Optional[np.ndarray] = None, pool: Optional[ProcessPoolExecutor] = None,
+                 parts: Sequence[Future] = ()):
+        self._done, self._pool, self._parts = done, pool, list(parts)
+
+    def result(self) -> np.ndarray:
+        """The statistics, shape (n, 24), once every worker has finished."""
+        if self._pool is not None:
+            try:
+                self._done = np.concatenate([part.result() for part in self._parts])
+            finally:
+                self.close()
+        return self._done
+
+    def close(self) -> None:
+        """Stop the workers (waiting for the ones running) and drop what they have not started."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+
 def _worker_statistics(cache_dir, candidates, references) -> np.ndarray:
     meteor = _WORKER.get("meteor")
     if meteor is None:
         meteor = _WORKER["meteor"] = Meteor(cache_dir)
-    return meteor.statistics_batch(candidates, references)
+    return meteor._statistics(candidates, references)
 
 
-def _in_processes(meteor: Meteor, candidates, references, processes: int) -> np.ndarray:
+def _in_processes(meteor: Meteor, candidates, references, processes: int) -> PendingStatistics:
     meteor.load()  # builds the paraphrase index once, before the workers open it
     bounds = np.linspace(0, len(candidates), min(processes, len(candidates)) + 1).astype(int)
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    _WORKER["meteor"] = meteor  # a forked worker starts with it loaded
+    pool = ProcessPoolExecutor(len(bounds) - 1, mp_context=multiprocessing.get_context(method))
+    _WORKER["meteor"] = meteor  # a forked worker starts with it loaded (every worker is forked at the first submit)
     try:
-        with ProcessPoolExecutor(len(bounds) - 1, mp_context=multiprocessing.get_context(method)) as pool:
-            parts = [pool.submit(_worker_statistics, meteor.cache_dir, list(candidates[a:b]),
-                                 list(references[a:b])) for a, b in zip(bounds[:-1], bounds[1:])]
-            return np.concatenate([p.result() for p in parts])
+        parts = [pool.submit(_worker_statistics, meteor.cache_dir, list(candidates[a:b]), list(references[a:b]))
+                 for a, b in zip(bounds[:-1], bounds[1:])]
+    except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
     finally:
         _WORKER.pop("meteor", None)
+    return PendingStatistics(pool=pool, parts=parts)

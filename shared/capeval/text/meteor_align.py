@@ -28,6 +28,7 @@ from typing import Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 EXACT, STEM, SYNONYM, PARAPHRASE = range(4)
 MODULES = 4
+DELTA = 0.75  # the weight of content words against function words (METEOR's 'en' parameters)
 BEAM_SIZE = 40
 
 # a candidate match: (ref start, ref length, test start, test length, module, search weight, test mask, ref mask,
@@ -38,8 +39,8 @@ Match = Tuple[int, int, int, int, int, int, int, int, int]
 class Sentence:
     """One side of an alignment, with every per-word feature the modules compare (position maps built on use)."""
 
-    __slots__ = ("words", "hashes", "stems", "function", "ids", "phrases", "function_count", "_maps",
-                 "_grams", "_heads")
+    __slots__ = ("words", "hashes", "stems", "function", "ids", "phrases", "function_count", "word_weights",
+                 "weighted_length", "_maps", "_grams", "_heads")
 
     def __init__(self, words: Tuple[str, ...], hashes: Tuple[int, ...], stems: Tuple[int, ...],
                  function: Tuple[bool, ...], ids: Tuple[int, ...],
@@ -50,6 +51,9 @@ class Sentence:
         # word ids: (rank among the phrase's paraphrases, paraphrase word ids))
         self.phrases = phrases
         self.function_count = sum(function)
+        # METEOR's weight of each word (content DELTA, function 1 - DELTA) and of the whole sentence
+        self.word_weights = tuple((1.0 - DELTA) if f else DELTA for f in function)
+        self.weighted_length = DELTA * (len(words) - self.function_count) + (1.0 - DELTA) * self.function_count
         self._maps = self._grams = self._heads = None
 
     def maps(self):
@@ -126,29 +130,40 @@ def candidate_matches(test: Sentence, ref: Sentence, synonyms: Dict[str, Set[str
                 found.sort()
                 row += [(j, 1, i, 1, SYNONYM, 0, 1 << i, 1 << j, abs(j - i)) for i in found]
     if ref.phrases:
-        for j, length, _, i, size in _phrases_in(ref.phrases, ref.heads(), test.grams(), test.ids):
+        for j, length, _, i, size in _phrases_in(ref.phrases, test.grams(), test.ids):
             matches[j].append(_match(j, length, i, size, PARAPHRASE))
     if test.phrases:
-        for i, length, _, j, size in _phrases_in(test.phrases, test.heads(), ref.grams(), ref.ids):
+        for i, length, _, j, size in _phrases_in(test.phrases, _gram_hits(test.heads(), ref.ids), ref.ids):
             matches[j].append(_match(j, size, i, length, PARAPHRASE))
     return matches
 
 
-def _phrases_in(phrases, heads: FrozenSet[int], gram_positions: Dict[int, List[int]], ids: Tuple[int, ...]) -> List:
-    """Where the paraphrases of these phrases (their gram keys ``heads``) occur in the other sentence (its word ids
-    ``ids``, its gram keys' positions ``gram_positions``): (phrase start, phrase length, rank, position, paraphrase
-    length), in the jar's order: by phrase start, length, rank, position."""
-    common = heads.intersection(gram_positions)
-    if not common:
+def _gram_hits(heads: FrozenSet[int], ids: Tuple[int, ...]) -> Dict[int, List[int]]:
+    """:meth:`Sentence.grams` of a sentence with word ids ``ids``, only the keys in ``heads`` (built for one use)."""
+    hits: Dict[int, List[int]] = {}
+    for k, (word, following) in enumerate(zip(ids, (*ids[1:], -1))):
+        if word >= 0:
+            if word in heads:
+                hits.setdefault(word, []).append(k)
+            if following >= 0:
+                key = (word + 1) << 32 | following
+                if key in heads:
+                    hits.setdefault(key, []).append(k)
+    return hits
+
+
+def _phrases_in(phrases, gram_positions: Dict[int, List[int]], ids: Tuple[int, ...]) -> List:
+    """Where the paraphrases of these phrases occur in the other sentence (its word ids ``ids``, the positions of
+    its gram keys ``gram_positions``, or of those among the phrases' paraphrases): (phrase start, phrase length,
+    rank, position, paraphrase length), in the jar's order: by phrase start, length, rank, position."""
+    if not gram_positions:
         return []
+    grams = gram_positions.keys()
     found = []
     for start, length, groups in phrases:
-        for head in common:
-            entries = groups.get(head)
-            if entries is None:
-                continue
+        for head in groups.keys() & grams:
             positions = gram_positions[head]
-            for rank, paraphrase in entries:
+            for rank, paraphrase in groups[head]:
                 size = len(paraphrase)
                 for p in positions:
                     if size <= 2 or ids[p:p + size] == paraphrase:
@@ -161,7 +176,7 @@ def _fixed_matches(matches: List[List[Match]], n1: int, n2: int) -> List[Optiona
     """The matches that are their position's only candidate and share no word with another candidate."""
     cover1, cover2 = [0] * n1, [0] * n2
     for candidates in matches:
-        for s2, l2, s1, l1, *_ in candidates:
+        for s2, l2, s1, l1, _, _, _, _, _ in candidates:
             if l1 == 1 and l2 == 1:
                 cover1[s1] += 1
                 cover2[s2] += 1

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, FrozenSet, List, Sequence, Tuple
 
 # --- the request ---------------------------------------------------------------------------------------------
 
@@ -159,12 +159,27 @@ _STEP4 = ("al", "ance", "ence", "er", "ic", "able", "ible", "ant", "ement", "men
           "ous", "ive", "ize", "ion")
 
 
-def _longest_suffix(word: str, suffixes) -> str:
-    best = ""
-    for suffix in suffixes:
-        if len(suffix) > len(best) and word.endswith(suffix):
-            best = suffix
-    return best
+def _suffix_set(suffixes) -> Tuple[Tuple[int, ...], FrozenSet[str]]:
+    """Suffixes as :func:`_longest_suffix` looks them up: their lengths (longest first) and their set."""
+    chosen = frozenset(suffixes)
+    return tuple(sorted({len(s) for s in chosen}, reverse=True)), chosen
+
+
+def _longest_suffix(word: str, suffixes: Tuple[Tuple[int, ...], FrozenSet[str]]) -> str:
+    """The longest of ``suffixes`` (a :func:`_suffix_set`) that ``word`` ends with; '' when none."""
+    lengths, chosen = suffixes
+    n = len(word)
+    for k in lengths:
+        if k <= n and word[n - k:] in chosen:
+            return word[n - k:]
+    return ""
+
+
+_APOSTROPHE_ENDINGS = _suffix_set(("'", "'s", "'s'"))
+_STEP1A_ENDINGS = _suffix_set(("sses", "ied", "ies", "s", "us", "ss"))
+_STEP1B_ENDINGS = _suffix_set(("eed", "eedly", "ed", "edly", "ing", "ingly"))
+_STEP1B_AFTER = _suffix_set(("at", "bl", "iz") + _DOUBLES)
+_STEP2_ENDINGS, _STEP3_ENDINGS, _STEP4_ENDINGS = _suffix_set(_STEP2), _suffix_set(_STEP3), _suffix_set(_STEP4)
 
 
 def _after_vowel_consonant(word: str, start: int) -> int:
@@ -228,10 +243,10 @@ def _stem(word: str) -> str:
 
 
 def _step_1a(word: str) -> str:
-    apostrophe = _longest_suffix(word, ("'", "'s", "'s'"))
+    apostrophe = _longest_suffix(word, _APOSTROPHE_ENDINGS)
     if apostrophe:
         word = word[:-len(apostrophe)]
-    suffix = _longest_suffix(word, ("sses", "ied", "ies", "s", "us", "ss"))
+    suffix = _longest_suffix(word, _STEP1A_ENDINGS)
     if suffix == "sses":
         return word[:-2]
     if suffix in ("ied", "ies"):
@@ -242,7 +257,7 @@ def _step_1a(word: str) -> str:
 
 
 def _step_1b(word: str, r1: int) -> str:
-    suffix = _longest_suffix(word, ("eed", "eedly", "ed", "edly", "ing", "ingly"))
+    suffix = _longest_suffix(word, _STEP1B_ENDINGS)
     if not suffix:
         return word
     start = len(word) - len(suffix)
@@ -251,7 +266,7 @@ def _step_1b(word: str, r1: int) -> str:
     if not _has_vowel(word[:start]):
         return word
     word = word[:start]
-    ending = _longest_suffix(word, ("at", "bl", "iz") + _DOUBLES)
+    ending = _longest_suffix(word, _STEP1B_AFTER)
     if ending in ("at", "bl", "iz"):
         return word + "e"
     if ending:
@@ -268,7 +283,7 @@ def _step_1c(word: str) -> str:
 
 
 def _step_2(word: str, r1: int) -> str:
-    suffix = _longest_suffix(word, _STEP2)
+    suffix = _longest_suffix(word, _STEP2_ENDINGS)
     start = len(word) - len(suffix)
     if not suffix or start < r1:
         return word
@@ -280,7 +295,7 @@ def _step_2(word: str, r1: int) -> str:
 
 
 def _step_3(word: str, r1: int, r2: int) -> str:
-    suffix = _longest_suffix(word, _STEP3)
+    suffix = _longest_suffix(word, _STEP3_ENDINGS)
     start = len(word) - len(suffix)
     if not suffix or start < r1 or (suffix == "ative" and start < r2):
         return word
@@ -288,7 +303,7 @@ def _step_3(word: str, r1: int, r2: int) -> str:
 
 
 def _step_4(word: str, r2: int) -> str:
-    suffix = _longest_suffix(word, _STEP4)
+    suffix = _longest_suffix(word, _STEP4_ENDINGS)
     start = len(word) - len(suffix)
     if not suffix or start < r2:
         return word

@@ -246,11 +246,14 @@ class _Pattern:
 
     def __init__(self, pattern: str, make: Callable[["re.Match[str]"], Tuple[Optional[str], int]], after: str = ""):
         self.expression = f"(?:{pattern})(?:{after})" if after else pattern
-        self._pinned = re.compile(f"(?:{pattern})" + (f"(?=(?:{after})\\Z)" if after else "\\Z"))
+        self._pinned_pattern = f"(?:{pattern})" + (f"(?=(?:{after})\\Z)" if after else "\\Z")
+        self._pinned: Optional["re.Pattern[str]"] = None  # compiled when the class first answers
         self._make = make
 
     def answer(self, text: str, pos: int, end: int) -> Answer:
         """The answer for a longest match from ``pos`` to ``end``."""
+        if self._pinned is None:
+            self._pinned = re.compile(self._pinned_pattern)
         token, resume = self._make(self._pinned.match(text, pos, end))
         return end, token, resume
 
