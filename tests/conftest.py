@@ -31,6 +31,7 @@ FAST_TESTS = (
     "tests/core/test_inputs.py",
     "tests/core/test_option_types.py",
     "tests/core/test_scorer_contract.py",
+    "tests/detail/test_capture_scorer.py::test_capture_equals_the_pure_functions_on_the_same_parses",
     "tests/ensembeval/test_ensembeval_fit.py::test_selection_matches_sklearn_default_cv_and_is_unshuffled",
     "tests/functional/test_agreement.py",
     "tests/functional/test_fleur.py",

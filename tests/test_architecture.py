@@ -12,7 +12,8 @@ from typing import Dict, List, Set, Tuple
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "shared" / "capeval"
-FAMILIES = ("clip_s", "polos", "text", "blip2", "ensembeval", "hice_s", "vcrscore", "image_roundtrip", "judges")
+FAMILIES = ("clip_s", "polos", "text", "blip2", "ensembeval", "hice_s", "detail", "vcrscore", "image_roundtrip",
+            "judges")
 SURFACES = ("cli", "evaluate_module", "demo", "distributed", "modules", "bench", "integrations", "benchmarks",
             "meta_eval", "testing", "report", "suite", "cocoevalcap")
 # layer of each top-level part of the package; a module may import only its own layer or lower ones

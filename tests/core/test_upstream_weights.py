@@ -125,6 +125,20 @@ def fitted_gbr():
     return GradientBoostingRegressor(n_estimators=6, random_state=0).fit(x, 0.004 * x[:, 0] + 0.3 * x[:, 2]), x
 
 
+# the detailed-caption family's nltk_data packages: the folder their zip unpacks under
+NLTK_PACKAGES = {"nltk-punkt-tab": "tokenizers", "nltk-averaged-perceptron-tagger-eng": "taggers",
+                 "nltk-wordnet": "corpora"}
+
+
+def _zipped(folder: Path, prefix: str) -> bytes:
+    """Every file under ``folder`` in a zip, at ``prefix`` + its path there."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+            archive.writestr(prefix + path.relative_to(folder).as_posix(), path.read_bytes())
+    return buffer.getvalue()
+
+
 def fabricate(name: str, tiny_dir: Path) -> bytes:
     """The official file of upstream weight ``name``, made from its tiny stand-in (written to ``tiny_dir``)."""
     if name == "mobile-sam":  # SAM's decoder and a MobileSAM-sized TinyViT: the converter accepts only that
@@ -137,6 +151,10 @@ def fabricate(name: str, tiny_dir: Path) -> bytes:
     if name.startswith("long-clip-"):  # the authors' plain state dict with its two 248-row positional embeddings
         return _saved(tiny_long_clip_state_dict(patch_size=16 if name == "long-clip-b" else 14))
     TINY_BUILDERS[name](tiny_dir)
+    if name in NLTK_PACKAGES:  # nltk_data's zip: the package folder at the top (its subdir left out)
+        return _zipped(tiny_dir / NLTK_PACKAGES[name], "")
+    if name == "factual-spice-synonyms":  # FactualSceneGraph's wheel: the files deep in the package
+        return _zipped(tiny_dir, "factual_scene_graph/evaluation/resources/")
     if name == "polos":
         return _polos_zip(tiny_dir)
     if name.startswith("sam-"):  # a plain state dict, official keys
@@ -214,7 +232,7 @@ def test_every_capeval_artifact_names_an_upstream_file_and_a_registered_converte
 
     specs = registered_weights()
     assert UPSTREAM == sorted(n for n, s in specs.items() if s.repo_id.startswith("capeval/"))
-    assert len(UPSTREAM) == 14
+    assert len(UPSTREAM) == 18
     for name in UPSTREAM:
         upstream = specs[name].upstream
         assert upstream.converter in converters(), name
@@ -248,7 +266,8 @@ def _score(metric, **options):
     segment-everything runs once)."""
     with hub.recording_resolutions() as loaded:
         scorer = load_scorer(metric, device="cpu", **options)
-    result = scorer.score(["two dogs run on the grass", "a man rides a horse"], [_image(0), _image(0)],
+    images = None if scorer.images == "unused" else [_image(0), _image(0)]
+    result = scorer.score(["two dogs run on the grass", "a man rides a horse"], images,
                           [["dogs on a lawn", "two brown dogs"], ["a rider on a horse"]])
     return result, [Path(directory) for _, directory in loaded]
 
@@ -261,13 +280,14 @@ USES = {"pacs-clip-vit-b-32": ("pac_s", "weights", {}), "pacs-openclip-vit-l-14"
         **{n: ("hice_s", "weights", {"sam": "sam-vit-b", "region_settings": REGIONS})
            for n in UPSTREAM if n.startswith("alpha-clip")},
         **{n: ("hice_s", "sam", {"weights": "alpha-clip-vit-b-16", "region_settings": REGIONS})
-           for n in UPSTREAM if "sam" in n}}
+           for n in UPSTREAM if "sam" in n},
+        **{n: ("capture", None, {}) for n in NLTK_PACKAGES}, "factual-spice-synonyms": ("spice_factual", "synonyms", {})}
 
 
 @pytest.mark.parametrize("name", UPSTREAM)
 def test_scorer_loads_the_converted_weights_offline(fetched, name):
     metric, option, options = USES[name]
-    result, loaded = _score(metric, **{option: name}, **options)
+    result, loaded = _score(metric, **({option: name} if option else {}), **options)  # None: loaded by its name
     assert len(result[f"{metric}_per_sample"]) == 2 and np.isfinite(result[f"{metric}_per_sample"]).all()
     assert fetched.directories[name] in loaded
 

@@ -23,6 +23,8 @@ from capeval.core.constants import HALF_PREPROCESS, TINY_MARKER_FILE
 from capeval.core.hub import WeightSpec, registered_weights
 from capeval.testing.tiny_blip2 import write_tiny_blip2
 from capeval.testing.tiny_clip import tiny_clip_factory
+from capeval.testing.tiny_detail import (write_tiny_punkt, write_tiny_spice_synonyms, write_tiny_tagger,
+                                         write_tiny_wordnet_package)
 from capeval.testing.tiny_expert import write_tiny_expert_adapter
 from capeval.testing.tiny_hice_s import (
     tiny_alpha_clip_factory,
@@ -79,6 +81,10 @@ TINY_BUILDERS: Dict[str, Callable[[Path], None]] = {
     "dinov2-small": write_tiny_dinov2,
     "llava-1.5-13b-hf": write_tiny_llava,
     "expert-llava-13b-lora": write_tiny_expert_adapter,
+    "nltk-punkt-tab": write_tiny_punkt,
+    "nltk-averaged-perceptron-tagger-eng": write_tiny_tagger,
+    "nltk-wordnet": write_tiny_wordnet_package,
+    "factual-spice-synonyms": write_tiny_spice_synonyms,
 }
 
 
