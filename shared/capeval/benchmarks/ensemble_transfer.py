@@ -22,7 +22,7 @@ from capeval.benchmarks.runner import metric_scores, scorer_and_key
 from capeval.core.errors import InputError, ModelNotAvailableError
 from capeval.functional.correlation import STATISTICS, bootstrap_interval
 from capeval.core.hub import default_cache_dir
-from capeval.core.caches import write_atomically
+from capeval.core.disk_cache import write_atomically
 
 OVERLAP_COMPONENTS = ("exact_noun_overlap", "fuzzy_noun_overlap", "exact_verb_overlap", "fuzzy_verb_overlap")
 RUNNER_METRICS = {  # component (EnsembEval output key) -> the runner's metric name

@@ -28,7 +28,7 @@ from capeval.functional.correlation import (
 )
 from capeval.core.hub import default_cache_dir
 from capeval.core.scoring import canonical_metric, scorer_of
-from capeval.core.caches import write_atomically
+from capeval.core.disk_cache import write_atomically
 
 ENSEMBLE_TEXT = "ensembeval-text"
 

@@ -8,7 +8,6 @@ import itertools
 import os
 import sys
 import threading
-import uuid
 import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -18,8 +17,8 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Generic, Hashable, Iterab
 
 from tqdm.auto import tqdm
 
-from capeval.core.errors import InputError, ModelNotAvailableError
-from capeval.core.hub import load_safetensors
+from capeval.core.disk_cache import DiskCache
+from capeval.core.errors import InputError
 
 if TYPE_CHECKING:  # torch and PIL load on use: the text metrics' path (LruCache, text keys) never imports them
     import torch
@@ -149,6 +148,7 @@ class CacheNamespace:
         return f"{self.kind}-{self.digest[:32]}"
 
 DEFAULT_CACHE_BYTES = 256 * 2**20  # the in-memory bound of each embedding cache (option ``cache_bytes``)
+DEFAULT_PERSIST_BYTES = 2**30  # the bound of each embedding cache's files under ``persist_dir`` (one namespace's)
 # bytes an entry costs besides its row and its key string (map node, slot, table and allocator slack under
 # eviction churn; RSS measured 700–900 with 512-float rows)
 ENTRY_OVERHEAD = 1024
@@ -179,17 +179,22 @@ class EmbeddingCache:
     reused and a block with no row in use is released. ``nbytes`` counts every allocated block whole plus
     :data:`ENTRY_OVERHEAD` and the key's size per entry, and stays at most ``max_bytes``; an entry larger than that
     on its own is not kept in memory. ``max_items`` (optional) also bounds the number of entries. :meth:`get` returns
-    copies: later evictions never change them. Persisted files are written to a temporary name and renamed, so
-    concurrent writers are safe.
+    copies: later evictions never change them. Persisted: ``persisted``, a :class:`capeval.core.disk_cache.DiskCache`
+    of ``<key>.safetensors`` files (the tensor as stored, read back bitwise equal) of at most ``persist_bytes`` bytes
+    (default :data:`DEFAULT_PERSIST_BYTES`, 1 GiB), least recently used removed first (a file's use is its write or
+    its read into memory; a value served from memory does not touch it), safe for processes sharing the folder.
     """
 
     def __init__(self, namespace: CacheNamespace, persist_dir: Optional[os.PathLike] = None, *,
-                 max_bytes: int = DEFAULT_CACHE_BYTES, max_items: Optional[int] = None):
+                 max_bytes: int = DEFAULT_CACHE_BYTES, max_items: Optional[int] = None,
+                 persist_bytes: int = DEFAULT_PERSIST_BYTES):
         if not isinstance(namespace, CacheNamespace):
             raise TypeError(f"an EmbeddingCache needs a CacheNamespace from capeval.core.cache_keys.cache_namespace, "
                             f"not {namespace!r}")
         if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
             raise InputError(f"cache_bytes must be an int ≥ 0 (bytes of each in-memory cache), not {max_bytes!r}")
+        if isinstance(persist_bytes, bool) or not isinstance(persist_bytes, int) or persist_bytes < 0:
+            raise InputError(f"persist_bytes must be an int ≥ 0 (bytes of each persisted cache), not {persist_bytes!r}")
         self.namespace = namespace
         self.max_bytes, self.max_items = max_bytes, max_items
         self.nbytes = 0
@@ -197,7 +202,8 @@ class EmbeddingCache:
         self._memory: "OrderedDict[Hashable, Tuple[_Block, int]]" = OrderedDict()
         self._blocks: Dict[Tuple[Tuple[int, ...], torch.dtype], List[_Block]] = {}
         self._lock = threading.Lock()
-        self._dir = Path(persist_dir) / str(namespace) if persist_dir else None
+        self.persisted = DiskCache(Path(persist_dir) / str(namespace), max_bytes=persist_bytes, suffix=".safetensors",
+                                   description=namespace.description) if persist_dir else None
 
     def get(self, key: str) -> Optional[torch.Tensor]:
         with self._lock:
@@ -205,31 +211,28 @@ class EmbeddingCache:
             if slot is not None:
                 self._memory.move_to_end(key)
                 return slot[0].rows[slot[1]].clone()
-        if self._dir is not None:
-            path = self._dir / f"{key}.safetensors"
-            if path.exists():
-                try:
-                    value = load_safetensors(path)["embedding"]
-                except (ModelNotAvailableError, KeyError) as exc:  # a damaged entry: recomputed and rewritten
-                    warnings.warn(f"ignoring a damaged embedding cache entry: {exc}")
-                    return None
-                self._remember(key, value)
-                return value
-        return None
+        data = self.persisted.read(key) if self.persisted is not None else None
+        if data is None:
+            return None
+        from safetensors import SafetensorError
+        from safetensors.torch import load
+
+        try:
+            value = load(data)["embedding"]
+        except (SafetensorError, KeyError) as exc:  # a damaged entry: recomputed and rewritten
+            warnings.warn(f"ignoring a damaged embedding cache entry: {self.persisted.path(key)} ({exc!r})")
+            return None
+        self._remember(key, value)
+        return value
 
     def put(self, key: str, value: torch.Tensor) -> torch.Tensor:
         """Store ``value`` under ``key`` and return it on the CPU."""
         value = value.detach().cpu()
         self._remember(key, value)
-        if self._dir is not None:
-            from safetensors.torch import save_file
+        if self.persisted is not None:
+            from safetensors.torch import save
 
-            self._dir.mkdir(parents=True, exist_ok=True)
-            described = self._dir / "namespace.json"
-            if not described.exists():
-                write_atomically(described, lambda tmp: tmp.write_text(self.namespace.description, encoding="utf-8"))
-            write_atomically(self._dir / f"{key}.safetensors",
-                             lambda tmp: save_file({"embedding": value.contiguous()}, str(tmp)))
+            self.persisted.write_many([(key, save({"embedding": value.contiguous()}))])
         return value
 
     def _entry_bytes(self, key: Hashable) -> int:
@@ -286,13 +289,6 @@ class EmbeddingCache:
 
     def __len__(self) -> int:
         return len(self._memory)
-
-
-def write_atomically(path: Path, write: Callable[[Path], Any]) -> None:
-    """``write(tmp)`` to a name unique per writer (processes and threads), then renamed to ``path``."""
-    tmp = path.with_suffix(f".{uuid.uuid4().hex}.tmp")
-    write(tmp)
-    os.replace(tmp, path)
 
 
 def encode_cached(

@@ -19,16 +19,22 @@ from __future__ import annotations
 import os
 import threading
 import time
+import uuid
 import warnings
 from pathlib import Path
-from typing import Iterable, Optional, Tuple
-
-from capeval.core.caches import write_atomically
+from typing import Any, Callable, Iterable, Optional, Tuple
 
 FILE_BLOCK = 4096
 LOW_WATER = 0.75  # a write that would pass the bound leaves at most this fraction of it
 DESCRIPTION_FILE = "namespace.json"
 _TOTAL_FILE, _LOCK_FILE, _TEMPORARY = ".bytes", ".lock", ".tmp"
+
+
+def write_atomically(path: Path, write: Callable[[Path], Any]) -> None:
+    """``write(tmp)`` to a name unique per writer (processes and threads), then renamed to ``path``."""
+    tmp = path.with_suffix(f".{uuid.uuid4().hex}{_TEMPORARY}")
+    write(tmp)
+    os.replace(tmp, path)
 
 
 def footprint(nbytes: int) -> int:

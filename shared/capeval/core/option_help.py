@@ -12,7 +12,8 @@ OPTION_HELP = {
                  "(e.g. OpenAI's mixed fp16 CLIP), those of the published numbers; leave dtype unset with it",
     "batch_size": "inputs per forward pass (values do not depend on it)",
     "cache_dir": "where weights are looked up and downloaded (default: the Hugging Face cache)",
-    "persist_dir": "folder where computed features are kept between runs (default: none)",
+    "persist_dir": "folder where computed features are kept between runs (default: none; each cache's files in at most "
+                   "1 GiB for embeddings, 256 MiB for parses, least recently used removed first)",
     "cache_bytes": "bound of each in-memory feature cache, in bytes",
     "preprocess_workers": "CLIP's official image preprocessing in that many worker processes (same pixels)",
     "clip_backbone": "a loaded ClipBackbone of the scorer's CLIP weights to share with other scorers",

@@ -69,7 +69,7 @@ class HiceScorer(Scorer):
     names both.
     """
 
-    name = "hice_s"
+    name, images, references = "hice_s", "required", "optional"
     mean_over_defined = ("local_itc", "local_ttc")  # undefined for a caption without phrases
     key_metadata = {"hice_s": ScoreKey("HICE-S"), "refhice_s": ScoreKey("RefHICE-S"),  # the paper's notation
                     "global_itc": ScoreKey("gITC"), "local_itc": ScoreKey("lITC"), "global_ttc": ScoreKey("gTTC"),
@@ -128,6 +128,9 @@ class HiceScorer(Scorer):
         found = self.regions.masks_of(images)
         masks = [m if m else [np.ones((im.height, im.width), bool)] for m, im in zip(found, images)]
         return {"masks": masks, "empty": sum(1 for m in found if not m)}
+
+    def provenance_parts(self) -> Tuple[object, ...]:
+        return (self, self.backbone)
 
     def provenance_extras(self) -> dict:
         """What the phrase extractor records about itself (the spaCy parser: which spaCy model ran)."""

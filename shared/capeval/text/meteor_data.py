@@ -40,7 +40,7 @@ try:
 except ImportError:  # Windows: no shared locks, so no copy is ever removed
     fcntl = None
 
-from capeval.core.caches import write_atomically
+from capeval.core.disk_cache import write_atomically
 from capeval.core.errors import ModelNotAvailableError
 from capeval.core.hashing import file_sha256
 from capeval.core.hub import default_cache_dir
