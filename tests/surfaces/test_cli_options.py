@@ -142,7 +142,7 @@ def test_the_judges_replay_reaches_a_real_judge_from_the_command_line(tiny_hub, 
     (``--option replay=``): the replayed run loads no judge and gives the same scores."""
     from PIL import Image
 
-    import capeval.judges.scorer
+    import capeval.judges.generation
 
     Image.new("RGB", (16, 12), "red").save(tmp_path / "a.png")
     (tmp_path / "in.jsonl").write_text("".join(json.dumps({"caption": f"a red square {i}", "image": "a.png"}) + "\n"
@@ -152,7 +152,10 @@ def test_the_judges_replay_reaches_a_real_judge_from_the_command_line(tiny_hub, 
     cache = tmp_path / "judge.jsonl"
     assert main([*base, "--option", f"fleur.judge_cache={cache}", "--output", str(tmp_path / "first.jsonl")]) == 0
     first = json.loads(capsys.readouterr().out)
-    monkeypatch.setattr(capeval.judges.scorer, "JudgeModel", None)  # a judge load would fail: none may happen
+    def no_judge_load(*args, **kwargs):
+        raise AssertionError("the replayed run loaded a judge")
+
+    monkeypatch.setattr(capeval.judges.generation.JudgeModel, "__init__", no_judge_load)  # none may happen
     assert main([*base, "--option", f"replay={cache}", "--output", str(tmp_path / "again.jsonl")]) == 0
     again = json.loads(capsys.readouterr().out)
     assert again["provenance"]["replayed"] == {"replayed": True, "cache": str(cache),
