@@ -35,7 +35,7 @@ import weakref
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from capeval.core.caches import DEFAULT_CACHE_BYTES, ENTRY_OVERHEAD, LruCache, text_key
+from capeval.core.caches import DEFAULT_CACHE_BYTES, ENTRY_OVERHEAD, LruCache, split_cached, text_key
 from capeval.core.constants import FACTUAL_FILES
 from capeval.core.disk_cache import DiskCache
 from capeval.core.errors import InputError
@@ -142,17 +142,8 @@ class SceneGraphParser:
         distinct = list(dict.fromkeys(zip(stripped, limits)))
         full = dict(zip((t for t, _ in distinct), map(len, self._token_ids([t for t, _ in distinct]))))
         keys = {(t, limit): self._key(t, full[t], limit) for t, limit in distinct}
-        found: Dict[str, str] = {}  # this call's strings: the cache may evict some before the call ends
-        pending: Dict[str, Tuple[str, int]] = {}  # key -> the input generated for it
-        for entry in distinct:
-            key = keys[entry]
-            if key in found or key in pending:
-                continue
-            value = self._cached(key)
-            if value is None:
-                pending[key] = entry
-            else:
-                found[key] = value
+        # found: this call's strings (the cache may evict some before the call ends); pending: key -> its input
+        found, pending = split_cached(((keys[entry], entry) for entry in distinct), self._cached)
         todo = list(pending.values())
         length = {entry: min(full[entry[0]], entry[1]) for entry in todo}
         todo.sort(key=lambda entry: (length[entry], entry))

@@ -291,6 +291,22 @@ class EmbeddingCache:
         return len(self._memory)
 
 
+def split_cached(entries: Iterable[Tuple[Hashable, object]], get: Callable[[Hashable], Any]) -> Tuple[Dict, Dict]:
+    """``(found, missing)`` for ``(key, item)`` entries, each key looked up once with ``get`` (``None``: not cached):
+    ``found`` maps a key to its cached value, ``missing`` to the first item given for it, in first-appearance order."""
+    found: Dict = {}
+    missing: Dict = {}
+    for key, item in entries:
+        if key in found or key in missing:
+            continue
+        value = get(key)
+        if value is None:
+            missing[key] = item
+        else:
+            found[key] = value
+    return found, missing
+
+
 def encode_cached(
     items: Sequence,
     keys: Sequence[str],
@@ -315,16 +331,7 @@ def encode_cached(
     """
     if group_key is not None and sort_key is None:
         raise ValueError("group_key maps sort_key's values: pass sort_key too")
-    found: Dict[str, torch.Tensor] = {}
-    todo: Dict[str, object] = {}
-    for item, key in zip(items, keys):
-        if key in found or key in todo:
-            continue
-        cached = cache.get(key)
-        if cached is None:
-            todo[key] = item
-        else:
-            found[key] = cached
+    found, todo = split_cached(zip(keys, items), cache.get)
     pending = list(todo.items())
     if sort_key is not None:
         sort_value = {key: sort_key(item) for key, item in pending}
