@@ -21,8 +21,8 @@ from PIL import Image
 from capeval.core.errors import InputError
 from capeval.core.inputs import as_list
 from capeval.core.module_card import ModuleCard, has_module_card, module_card
-from capeval.core.scoring import (REQUIRED, EmptyCaption, empty_caption_policy, get_scorer_spec, load_scorer,
-                                  validate_allowing_empty)
+from capeval.core.empty_captions import EmptyCaption, empty_caption_policy, validate_allowing_empty
+from capeval.core.scoring import REQUIRED, get_scorer_spec, load_scorer
 
 # a lossless format for each 8-bit mode that one stores exactly (mode, pixels and palette); PA, RGBX and HSV go as
 # RGBA / RGB (RGBX exactly; PA and HSV as converted before the metric's resizing rather than after)

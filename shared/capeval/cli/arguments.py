@@ -200,7 +200,7 @@ def add_empty_caption(parser: argparse.ArgumentParser, *, suite: bool = False) -
 
 def empty_caption(text: str):
     """argparse type of ``--empty-caption``: ``score``, ``error``, ``skip`` or a finite score."""
-    from capeval.core.scoring import EMPTY_CAPTION_POLICIES, empty_caption_policy
+    from capeval.core.empty_captions import EMPTY_CAPTION_POLICIES, empty_caption_policy
 
     try:
         return empty_caption_policy(text if text in EMPTY_CAPTION_POLICIES else float(text))

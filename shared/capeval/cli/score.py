@@ -152,7 +152,8 @@ def _stamp_rows(partial: Path, stamp: Dict) -> None:
 
 
 def run(args) -> int:
-    from capeval.core.scoring import empty_caption_policy, get_scorer_spec, load_scorer
+    from capeval.core.empty_captions import empty_caption_policy
+    from capeval.core.scoring import get_scorer_spec, load_scorer
 
     if args.from_features:
         return _score_features(args)

@@ -30,7 +30,8 @@ from typing import Dict, List, Mapping, Optional, Tuple
 from capeval.core.errors import InputError
 from capeval.core.inputs import validate_inputs
 from capeval.core.record_columns import DEFAULT_FIELDS, RecordColumns
-from capeval.core.scoring import empty_caption_policy, get_scorer_spec, load_scorer
+from capeval.core.empty_captions import empty_caption_policy
+from capeval.core.scoring import get_scorer_spec, load_scorer
 
 ON_ERROR = ("raise", "column")
 ERROR_COLUMN = "error"

@@ -44,8 +44,8 @@ import numpy as np
 from capeval.core.errors import InputError
 from capeval.core.evaluation_sets import EvalImage, GroundTruth, SystemCaptions
 from capeval.core.record_columns import RecordColumns
-from capeval.core.scoring import (EmptyCaption, Scorer, empty_caption_policy, get_scorer_spec, load_scorer, scorers,
-                                  with_empty_captions)
+from capeval.core.empty_captions import EmptyCaption, empty_caption_policy, with_empty_captions
+from capeval.core.scoring import Scorer, get_scorer_spec, load_scorer, scorers
 from capeval.distributed import gather_shares, on_main_process, process_state, share
 
 FINGERPRINT_SIZE = 256
