@@ -11,12 +11,12 @@ The scorer is loaded when the app is built (not on the first request) and scores
 page opens with. The page shows the provenance of the loaded weights (a banner when they are tiny random test
 weights), an image upload (hidden for a metric whose images are unused), a caption, references (one per line;
 hidden for a reference-free metric), clickable examples, the scores rounded for reading, an optional
-metric-specific explanation (a table or an image), and the metric card. The scoring endpoint ``/score`` returns
-the unrounded values: ``gradio_client.Client(url).predict(handle_file(path), caption, references,
+metric-specific explanation (a table, an image or HTML), and the metric card. The scoring endpoint ``/score``
+returns the unrounded values: ``gradio_client.Client(url).predict(handle_file(path), caption, references,
 api_name="/score")`` gives ``(scores, panel)``, ``panel`` being ``{"headers": [...], "data": [[component,
-value], ...]}`` for a table. ``scores["scored"]`` echoes what was scored (the caption, the references and
-:func:`image_digest` of the image), and the page shows it above the scores, so that a result can never pass for
-the score of other inputs. Score is disabled while an example loads and while a request is scored (the scores
+value], ...]}`` for a table and the HTML text for HTML. ``scores["scored"]`` echoes what was scored (the caption,
+the references and :func:`image_digest` of the image), and the page shows it above the scores, so that a result can
+never pass for the score of other inputs. Score is disabled while an example loads and while a request is scored (the scores
 show the progress meanwhile).
 """
 
@@ -37,7 +37,7 @@ from capeval.core.errors import InputError
 from capeval.core.inputs import check_captions, load_image
 from capeval.core.scoring import load_scorer, scorers
 
-PANEL_KINDS = ("table", "image")
+PANEL_KINDS = ("table", "image", "html")
 DIGITS = 4  # decimals shown on the page (the API returns full precision)
 CSS = """
 .capeval-table td, .capeval-table th {word-break: normal; overflow-wrap: normal;}
@@ -71,8 +71,9 @@ def image_digest(image) -> str:
 @dataclass(frozen=True)
 class Explanation:
     """A metric-specific panel: ``render(scorer, result, inputs)`` returns a ``{component: value}`` dict
-    (``kind="table"``) or an image (``kind="image"``); ``result`` is the scorer's output for the request, scored
-    once with ``score_options`` (e.g. ``{"return_report": True}``) so that the panel needs no second scoring."""
+    (``kind="table"``), an image (``kind="image"``) or an HTML text, every input in it escaped (``kind="html"``);
+    ``result`` is the scorer's output for the request, scored once with ``score_options`` (e.g.
+    ``{"return_report": True}``) so that the panel needs no second scoring."""
 
     kind: str
     label: str
@@ -323,6 +324,9 @@ def build_demo(metric: str, *, title: Optional[str] = None, description: Optiona
                     raw_panel = gr.JSON(first_panel, visible=False)
                     gr.Markdown(f"### {explanation.label}")
                     panel = gr.Markdown(first_markdown, elem_classes=["capeval-table"])
+                elif explanation.kind == "html":
+                    gr.Markdown(f"### {explanation.label}")
+                    raw_panel = panel = gr.HTML(first_panel)
                 else:
                     raw_panel = panel = gr.Image(first_panel, type="pil", label=explanation.label)
         text = card_markdown(card)
@@ -343,8 +347,8 @@ def build_demo(metric: str, *, title: Optional[str] = None, description: Optiona
             None, None, button, js=_browser_step(ENABLE_JS), **private)
         # Score: disabled and the old result cleared at once, then the inputs are read and scored
         cleared = [raw_scores, raw_panel, scores_table] + ([panel] if panel is not raw_panel else [])
-        blank = ["'*Scoring…*'" if part is scores_table else "''" if isinstance(part, gr.Markdown) else "null"
-                 for part in cleared]
+        blank = ["'*Scoring…*'" if part is scores_table else "''" if isinstance(part, (gr.Markdown, gr.HTML))
+                 else "null" for part in cleared]
         scoring = button.click(None, None, [button, *cleared], js=_browser_step(DISABLE_JS, *blank), **private).then(
             score, inputs=[image, caption, references], outputs=[raw_scores, raw_panel], api_name="score",
             show_progress_on=[scores_table] + ([panel] if panel.visible is not False else []))
@@ -395,3 +399,15 @@ def hice_overlay() -> Explanation:
     """HICE-S: the image with numbered regions (green mentioned, red unmentioned) and the caption's phrases, wrong
     ones marked, drawn from the report of the one scoring call."""
     return Explanation("image", "Regions and phrases", _hice_overlay, {"return_report": True})
+
+
+def _capture_scene_graphs(scorer, result: Dict[str, Any], inputs: DemoInputs) -> str:
+    from capeval.report.scene_graphs import scene_graphs_html
+
+    return scene_graphs_html(result["capture_details"][0])
+
+
+def capture_scene_graphs() -> Explanation:
+    """CAPTURE: the caption's and the references' scene graphs side by side (objects, attributes, relations), each
+    element marked matched, missed or invented, from the ``capture_details`` of the one scoring call."""
+    return Explanation("html", "Scene graphs: caption vs references", _capture_scene_graphs)
