@@ -229,7 +229,7 @@ def test_factual_truncation_is_in_the_result_and_in_the_one_warning_of_each_call
     long_caption = "a man riding a horse on a sandy beach near the sea " * 8
     captions = [long_caption, "a cat", long_caption]
     refs = [[long_caption, "a dog"], ["grass"], ["a dog", f"  {long_caption}"]]
-    tokenizer = scorer.phrases.tokenizer
+    tokenizer = scorer.phrases.parser.tokenizer
     parsed = [*captions, *(r for sample in refs for r in sample)]
     expected = sum(len(tokenizer(FACTUAL_PROMPT + t.strip())["input_ids"]) > 64 for t in parsed)
     assert expected == 4
@@ -277,7 +277,7 @@ def test_cache_dir_reaches_the_factual_parser(tiny_hub, tmp_path, monkeypatch):
     monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", str(empty))
     scorer = load_scorer("hice_s", region_settings=SETTINGS, device="cpu", cache_dir=str(cache))
     assert type(scorer.phrases).__name__ == "FactualParser"
-    assert scorer.phrases.model.name_or_path.startswith(str(cache))
+    assert scorer.phrases.parser.model.name_or_path.startswith(str(cache))
     assert scorer.score(["a dog on the grass"], _random_images(1))["parser_truncated_texts"] == 0
     spacy_scorer = load_scorer("hice_s", phrase_parser="spacy", region_settings=SETTINGS, device="cpu",
                                cache_dir=str(cache))  # accepted and ignored by the spaCy parser

@@ -129,7 +129,7 @@ class GenerateSpy:
 def test_factual_generation_arguments_caching_and_truncation(tiny_hub):
     parser = load_phrase_extractor("factual", device="cpu", batch_size=2)
     assert isinstance(parser, PhraseExtractor)
-    spy = GenerateSpy(parser.model)
+    spy = GenerateSpy(parser.parser.model)
     long_caption = "a man riding a horse " * 20
     captions = ["two dogs on grass", long_caption, "  two dogs on grass ", "a cat"]
     with pytest.warns(TruncationWarning, match="1 of 4 captions exceed the parser's 64 input tokens") as caught:
@@ -140,13 +140,13 @@ def test_factual_generation_arguments_caching_and_truncation(tiny_hub):
     assert [len(call["input_ids"]) for call in spy.calls] == [1, 1, 1]
     for call in spy.calls:
         assert call["num_beams"] == 5 and call["max_length"] == 128 and call["early_stopping"] is True
-        assert call["decoder_start_token_id"] == parser.tokenizer.pad_token_id == 0
+        assert call["decoder_start_token_id"] == parser.parser.tokenizer.pad_token_id == 0
         assert call["num_return_sequences"] == 1 and call["attention_mask"].shape == call["input_ids"].shape
     rows = [(row, mask) for call in spy.calls for row, mask in zip(call["input_ids"], call["attention_mask"])]
     prompted = {}
     for caption in dict.fromkeys(c.strip() for c in captions):
-        ids = parser.tokenizer(FACTUAL_PROMPT + caption)["input_ids"]
-        prompted[caption] = ids[:63] + [parser.tokenizer.eos_token_id] if len(ids) > 64 else ids
+        ids = parser.parser.tokenizer(FACTUAL_PROMPT + caption)["input_ids"]
+        prompted[caption] = ids[:63] + [parser.parser.tokenizer.eos_token_id] if len(ids) > 64 else ids
     sent = [row[mask.bool()].tolist() for row, mask in rows]
     assert sorted(sent) == sorted(prompted.values())
     assert max(len(ids) for ids in sent) == 64
@@ -173,7 +173,7 @@ def test_factual_dtype_option(tiny_hub):
     import torch
 
     parser = load_phrase_extractor("factual", device="cpu", dtype="bfloat16", attribute_phrases=False)
-    assert {p.dtype for p in parser.model.parameters()} == {torch.bfloat16}
+    assert {p.dtype for p in parser.parser.model.parameters()} == {torch.bfloat16}
     raw = parser.generate(["two dogs on grass"])
     assert parser.extract(["two dogs on grass"]) == [phrases_from_graph(parse_scene_graph(raw[0]),
                                                                         attribute_phrases=False)]
@@ -184,19 +184,19 @@ def test_factual_graph_cache_is_bounded_and_evicted_captions_are_parsed_again(ti
     captions = ["two dogs on grass", "a cat", "a man riding a horse", "a red car"]
     parser = load_phrase_extractor("factual", device="cpu", batch_size=1, max_output_length=24,
                                    max_cached_captions=2)
-    spy = GenerateSpy(parser.model)
+    spy = GenerateSpy(parser.parser.model)
     first = parser.graphs(captions)  # more distinct captions than the bound in one call
-    assert len(spy.calls) == 4 and len(parser.graph_cache) == 2
+    assert len(spy.calls) == 4 and len(parser.parser.memory) == 2
     raw = parser.generate(captions)
     assert first == [parse_scene_graph(r) for r in raw]
-    assert (parser.graph_namespace, text_key("a cat")) not in parser.graph_cache  # generated first, evicted
+    assert (parser.parser.namespace, text_key("a cat")) not in parser.parser.memory  # generated first, evicted
 
     spy.calls.clear()
     assert parser.extract(["a cat"]) == [phrases_from_graph(first[1])]
     sent = [call["input_ids"].tolist() for call in spy.calls]
-    assert sent == [[parser.tokenizer(FACTUAL_PROMPT + "a cat")["input_ids"]]]  # the evicted one, exactly once
+    assert sent == [[parser.parser.tokenizer(FACTUAL_PROMPT + "a cat")["input_ids"]]]  # the evicted one, exactly once
     assert parser.graphs(["a cat"]) == [first[1]] and len(spy.calls) == 1  # now cached
-    assert len(parser.graph_cache) == 2
+    assert len(parser.parser.memory) == 2
 
 
 def test_factual_graph_cache_is_bounded_by_bytes(tiny_hub):
@@ -205,11 +205,11 @@ def test_factual_graph_cache_is_bounded_by_bytes(tiny_hub):
     captions = [f"{n} dogs on grass near a lake " * 8 for n in range(6)]
     unbounded = load_phrase_extractor("factual", device="cpu", max_output_length=24)
     expected = unbounded.graphs(captions)
-    one_entry = max(unbounded.graph_cache.nbytes // len(captions), 1) if unbounded.graph_cache.nbytes else 0
-    assert unbounded.graph_cache.nbytes > 0 and one_entry < 2_000  # the caption text is not held
+    one_entry = max(unbounded.parser.memory.nbytes // len(captions), 1) if unbounded.parser.memory.nbytes else 0
+    assert unbounded.parser.memory.nbytes > 0 and one_entry < 2_000  # the caption text is not held
     parser = load_phrase_extractor("factual", device="cpu", max_output_length=24, cache_bytes=3 * one_entry)
     assert parser.graphs(captions) == expected
-    assert 0 < parser.graph_cache.nbytes <= 3 * one_entry and parser.graph_cache.evictions > 0
+    assert 0 < parser.parser.memory.nbytes <= 3 * one_entry and parser.parser.memory.evictions > 0
     assert parser.graphs(captions[:1]) == expected[:1]
 
 
@@ -234,7 +234,7 @@ def test_factual_truncation_is_counted_per_call_and_per_occurrence_whatever_the_
     import warnings
 
     parser = load_phrase_extractor("factual", device="cpu", max_output_length=16)
-    tokenizer = parser.tokenizer
+    tokenizer = parser.parser.tokenizer
     at_limit = _words_to_input_length(tokenizer, 64)
     over_limit = at_limit + " dog"
     long_caption = "a man riding a horse " * 20
@@ -251,7 +251,7 @@ def test_factual_truncation_is_counted_per_call_and_per_occurrence_whatever_the_
     first, caught = truncation_warnings(lambda: parser.extract(captions))
     assert parser.truncated_inputs == expected and parser.count_truncated(captions) == expected
     assert len(caught) == 1 and str(caught[0].message).startswith(f"{expected} of {len(captions)} captions")
-    assert all(parser.graph_cache.get((parser.graph_namespace, text_key(c.strip()))) is not None for c in captions)
+    assert all(parser.parser.memory.get((parser.parser.namespace, text_key(c.strip()))) is not None for c in captions)
     again, caught = truncation_warnings(lambda: parser.extract(captions))  # everything cached now
     assert again == first and parser.truncated_inputs == expected and len(caught) == 1
     _, caught = truncation_warnings(lambda: parser.extract(captions * 2, warn=False))

@@ -64,7 +64,7 @@ _SECOND_RUN = textwrap.dedent("""
     rng = np.random.default_rng(5)
     images = [Image.fromarray(rng.integers(0, 255, (40, 48 + 4 * i, 3), dtype=np.uint8)) for i in range(2)]
     scorer = load_scorer("hice_s", region_settings=settings, device="cpu", persist_dir=sys.argv[1])
-    model = scorer.phrases.model
+    model = scorer.phrases.parser.model
     with mock.patch.object(model, "generate", wraps=model.generate) as generate:
         result = scorer.score(captions, images, references)
         texts = [t for t in captions] + [r for sample in references for r in sample]
@@ -77,7 +77,7 @@ _SECOND_RUN = textwrap.dedent("""
 def test_a_second_process_reuses_the_persisted_parses_without_generating(tiny_hub, tmp_path):
     scorer = load_scorer("hice_s", region_settings=SETTINGS, device="cpu", persist_dir=str(tmp_path))
     first = scorer.score(CAPTIONS, _images(), REFERENCES)
-    folder = tmp_path / str(scorer.phrases.graph_namespace)
+    folder = tmp_path / str(scorer.phrases.parser.namespace)
     assert len(list(folder.glob("*.json"))) == 1 + 4  # namespace.json and the 4 distinct stripped texts
 
     env = {**os.environ, "HF_HUB_CACHE": str(tiny_hub), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}

@@ -120,7 +120,7 @@ class FactualParser:
     most ``max_output_length`` (128) tokens) generates each distinct stripped caption once, its raw output read by
     :func:`parse_scene_graph` and turned into phrases by :func:`phrases_from_graph`. Other metrics holding the same
     parser (same weights and settings) reuse its generations. Raw outputs are cached by text: the
-    ``max_cached_captions`` most recently used within ``cache_bytes`` stay in memory (``graph_cache``), an evicted
+    ``max_cached_captions`` most recently used within ``cache_bytes`` stay in memory (``parser.memory``), an evicted
     caption is generated again when asked for; with ``persist_dir`` they are also kept on disk between runs.
     Inputs over ``max_input_length`` tokens (prompt and end token included) are truncated as officially; they are
     counted per call and per occurrence, whatever the cache holds (``truncation``; ``count_truncated(captions)``;
@@ -139,28 +139,8 @@ class FactualParser:
             cache_dir=cache_dir, persist_dir=persist_dir, max_cached_texts=max_cached_captions,
             cache_bytes=cache_bytes)
         self.attribute_phrases = attribute_phrases
+        self.truncation = self.parser.truncation
         self.truncated_inputs = 0
-
-    @property
-    def model(self):
-        return self.parser.model
-
-    @property
-    def tokenizer(self):
-        return self.parser.tokenizer
-
-    @property
-    def truncation(self):
-        return self.parser.truncation
-
-    @property
-    def graph_cache(self):
-        """The parser's in-memory cache: raw outputs by ``(graph_namespace, sha256 of the stripped caption)``."""
-        return self.parser.memory
-
-    @property
-    def graph_namespace(self):
-        return self.parser.namespace
 
     def count_truncated(self, captions: Sequence[str]) -> int:
         """How many of ``captions`` (per occurrence; stripped as for parsing) exceed the parser's input length."""
