@@ -21,7 +21,8 @@ import warnings
 from pathlib import Path
 
 from capeval.cocoevalcap import COCOEvalCap
-from capeval.text.coco import close_meteor_jar, score_coco_group
+from capeval.text.coco import score_coco_group
+from capeval.text.coco_jars import close_meteor_jar
 
 KEYS = {"Bleu_1": "bleu_1", "Bleu_2": "bleu_2", "Bleu_3": "bleu_3", "Bleu_4": "bleu_4", "METEOR": "meteor",
         "ROUGE_L": "rouge_l", "CIDEr": "cider"}

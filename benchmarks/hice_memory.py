@@ -100,7 +100,7 @@ def run(args, hub: str) -> None:
                                           "stability_score_thresh": 0.0, "box_nms_thresh": args.box_nms_thresh,
                                           "max_regions": args.max_regions},
                          **options)
-    masks, graphs = scorer.regions.cache, getattr(scorer.phrases, "graph_cache", None)
+    masks, graphs = scorer.regions.cache, getattr(getattr(scorer.phrases, "parser", None), "memory", None)  # spaCy: no cache
     segmented = {"images": 0, "regions": 0, "bytes": 0}  # everything SAM produced: what an unbounded cache holds
     segment = scorer.regions._segment
 

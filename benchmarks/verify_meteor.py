@@ -1,5 +1,5 @@
 """Whole-corpus check of capeval's METEOR 1.5 (``capeval.text.meteor``) against pycocoevalcap's
-``meteor-1.5.jar - - -stdio -l en -norm`` (through ``capeval.text.coco.MeteorJar``): every candidate/reference set
+``meteor-1.5.jar - - -stdio -l en -norm`` (through ``capeval.text.coco_jars.MeteorJar``): every candidate/reference set
 of ``../shared/data`` with references (Flickr8k-Expert, Flickr8k-CF, Composite, THumB, Pascal-50S with its 48
 references; Polaris has none), PTB-tokenized as production does (``ptb_tokenize_blocks``).
 
@@ -9,7 +9,7 @@ segment scores (each distinct segment), whether the corpus score (the jar's ``EV
 ``combine(counts @ statistics)``, the first differences, and both implementations' load time and throughput.
 
     python benchmarks/verify_meteor.py [--data-dir ../shared/data] [--sets thumb composite] [--resamples 100]
-    python benchmarks/verify_meteor.py --pow-table    # Java's Math.pow corrections of capeval.text.meteor (javac)
+    python benchmarks/verify_meteor.py --pow-table    # Java's Math.pow corrections of capeval.text.java_runtime (javac)
 """
 
 import argparse
@@ -26,8 +26,10 @@ import numpy as np
 
 from capeval.benchmarks import loaders
 from capeval.benchmarks.pairwise import pascal50s
-from capeval.text.coco import MeteorJar, meteor_score_line, ptb_tokenize_blocks
-from capeval.text.meteor import BETA, Meteor, combine, correctly_rounded_pow, segment_score
+from capeval.text.coco_jars import MeteorJar, meteor_score_line, ptb_tokenize_blocks
+from capeval.text.java_runtime import correctly_rounded_pow
+from capeval.text.meteor import Meteor
+from capeval.text.meteor_score import BETA, combine, segment_score
 
 REPO = Path(__file__).resolve().parents[1]
 SETS = ("flickr8k_expert", "flickr8k_cf", "composite", "thumb", "pascal50s")

@@ -1,5 +1,5 @@
 """Whole-corpus check of the pure-Python PTB tokenizer (``capeval.text.ptb``) against pycocoevalcap's Java one
-(``stanford-corenlp-3.4.1.jar`` through ``capeval.text.coco.ptb_tokenize_blocks``): every caption, reference and
+(``stanford-corenlp-3.4.1.jar`` through ``capeval.text.coco_jars.ptb_tokenize_blocks``): every caption, reference and
 generated description in ``../shared/data``, tokenized in blocks of ``--block`` lines the way production does (one
 file and lexer per block; a line's tokens may depend on the next line), compared line by line. Prints the counts of
 equal and different texts per source, the first differences, and both tokenizers' throughput.
@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Dict, Iterable, List, Sequence
 
-from capeval.text.coco import ptb_tokenize_blocks
+from capeval.text.coco_jars import ptb_tokenize_blocks
 from capeval.text.ptb import tokenize_block
 
 

@@ -16,8 +16,8 @@ returns the unrounded values: ``gradio_client.Client(url).predict(handle_file(pa
 api_name="/score")`` gives ``(scores, panel)``, ``panel`` being ``{"headers": [...], "data": [[component,
 value], ...]}`` for a table and the HTML text for HTML. ``scores["scored"]`` echoes what was scored (the caption,
 the references and :func:`image_digest` of the image), and the page shows it above the scores, so that a result can
-never pass for the score of other inputs. Score is disabled while an example loads and while a request is scored (the scores
-show the progress meanwhile).
+never pass for the score of other inputs. Score is disabled while an example loads and while a request is scored
+(the scores show the progress meanwhile).
 """
 
 from __future__ import annotations

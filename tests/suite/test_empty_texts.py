@@ -19,7 +19,7 @@ from capeval.core.coco_files import read_ground_truth, read_results
 from capeval.report import markdown_table
 from capeval.suite import score_suite
 from capeval.suite.run import evaluate_captions
-from capeval.text.coco import require_java
+from capeval.text.coco_jars import require_java
 
 IMAGES = 40
 WORDS = "a man dog cat two red small runs sits on in near the with grass street table park ball bike".split()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from capeval.text.coco import spice_available
+from capeval.text.coco_jars import spice_available
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "coco_small"

@@ -12,7 +12,7 @@ import pytest
 
 from capeval import InputError, ModelNotAvailableError
 from capeval.cocoevalcap import COCOEvalCap
-from capeval.text.coco import spice_available
+from capeval.text.coco_jars import spice_available
 
 IMAGES = 120
 

@@ -279,7 +279,7 @@ def _pycocoevalcap(captions, references):
     from pycocoevalcap.rouge.rouge import Rouge
     from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
 
-    from capeval.text.coco import require_java
+    from capeval.text.coco_jars import require_java
 
     require_java("the pycocoevalcap oracle")
     tokenizer = PTBTokenizer()

@@ -10,7 +10,8 @@ import pytest
 from capeval import InputError
 from capeval.cli import main
 from capeval.core.scoring import load_scorer
-from capeval.text.coco import require_java, score_coco_group
+from capeval.text.coco import score_coco_group
+from capeval.text.coco_jars import require_java
 
 KEYS = ("bleu_1", "bleu_2", "bleu_3", "bleu_4", "meteor", "rouge_l", "cider")
 WORDS = ("a man dog cat woman child two three red blue small large runs sits stands on in near the with of grass "

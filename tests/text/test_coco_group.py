@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from capeval import InputError, ModelNotAvailableError
-from capeval.text import coco
+from capeval.text import coco, coco_jars
 
 IMAGES = 150
 SYSTEMS = 3
@@ -93,10 +93,10 @@ def test_a_system_alone_and_among_others_gets_the_same_values(flickr, group):
     """Alone, on the jar a java group call kept (its paraphrase table loaded once per process)."""
     references, systems = flickr
     coco.score_coco_group([systems[0][:2]], references[:2], metrics=["meteor"], backend="java")
-    kept = coco._KEPT_METEOR[0]
+    kept = coco_jars._KEPT_METEOR[0]
     alone = coco.score_coco_group([systems[1]], references, metrics=["bleu", "meteor", "rouge_l", "cider"],
                                   backend="java")[0]
-    assert coco._KEPT_METEOR == [kept] and kept.alive()
+    assert coco_jars._KEPT_METEOR == [kept] and kept.alive()
     assert list(alone) == ["bleu_1", "bleu_2", "bleu_3", "bleu_4", "meteor", "rouge_l", "cider"]
     for key, value in alone.items():
         assert value.corpus == group[1][key].corpus and value.per_sample == group[1][key].per_sample, key
@@ -163,7 +163,7 @@ def test_meteor_statistics_reproduce_the_jar_when_captions_equal_a_reference(fli
     assert value.corpus == meteor.compute_score(gts, res)[0]
     assert value.statistics.value() == value.corpus
     printed = np.array([[float(v) for v in meteor._stat(res[i][0], gts[i]).split()] for i in range(n)])
-    assert coco.combine_meteor(printed.sum(axis=0, keepdims=True))[0] != value.corpus  # the lines summed as printed
+    assert coco_jars.combine_meteor(printed.sum(axis=0, keepdims=True))[0] != value.corpus  # the lines summed as printed
     draws = np.random.default_rng(3).integers(0, n, size=(3, n))
     counts = np.stack([np.bincount(d, minlength=n) for d in draws]).astype(np.float64)
     for r, resampled in enumerate(value.statistics.resampled(counts)):
@@ -179,17 +179,17 @@ def test_blocks_are_tokenized_as_separate_pycocoevalcap_calls():
     blocks = [["A dog on Main St.", "Two kids in the U.S.", "A man named A."],
               ["A woman , her dog A.", "café crème in a naïve \"style"],
               ["It is Jan.", "the end\nof the line"]]
-    got = coco.ptb_tokenize_blocks(blocks)
+    got = coco_jars.ptb_tokenize_blocks(blocks)
     for block, tokens in zip(blocks, got):
         with contextlib.redirect_stdout(io.StringIO()):
             expected = PTBTokenizer().tokenize({i: [{"caption": t}] for i, t in enumerate(block)})
         assert tokens == [expected[i][0] for i in range(len(block))]
-    joined = coco.ptb_tokenize_blocks([[t for block in blocks for t in block]])[0]
+    joined = coco_jars.ptb_tokenize_blocks([[t for block in blocks for t in block]])[0]
     assert joined != [t for tokens in got for t in tokens]  # why one lexer per block is needed
 
 
 def test_group_names_leave_spice_out_with_one_notice_when_its_jars_are_missing(monkeypatch, capsys):
-    if coco.spice_available():
+    if coco_jars.spice_available():
         pytest.skip("SPICE's jars are installed here")
     monkeypatch.setattr(coco, "_SPICE_NOTICED", [])
     with warnings.catch_warnings():

@@ -1,4 +1,4 @@
-"""capeval's METEOR 1.5 (``capeval.text.meteor``) against pycocoevalcap's ``meteor-1.5.jar`` (``capeval.text.coco.
+"""capeval's METEOR 1.5 (``capeval.text.meteor``) against pycocoevalcap's ``meteor-1.5.jar`` (``capeval.text.coco_jars.
 MeteorJar``, one JVM for the file) on the same inputs, PTB-tokenized as production does: segment statistics (the 23
 numbers of a ``SCORE`` line), segment scores and corpus scores equal (==) to what the jar prints, on adversarial
 segments (repeated and function words, one-word captions, captions equal to a reference, stem-, synonym- and
@@ -8,6 +8,7 @@ from summed statistics; Java's Math.pow corrections; the jar's own stemmer and n
 
 import subprocess
 import zipfile
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -15,9 +16,11 @@ import pytest
 from capeval import InputError
 from capeval.benchmarks import loaders
 from capeval.benchmarks.pairwise import pascal50s
-from capeval.text import meteor as meteor_module
-from capeval.text.coco import MeteorJar, meteor_score_line, ptb_tokenize_blocks, require_java
-from capeval.text.meteor import AGGREGATE_CHUNKS, CHUNKS, Meteor, combine, segment_score
+from capeval.text import meteor_score
+from capeval.text.coco_jars import MeteorJar, meteor_score_line, ptb_tokenize_blocks, require_java
+from capeval.text.java_runtime import correctly_rounded_pow, pow_corrections
+from capeval.text.meteor import Meteor
+from capeval.text.meteor_score import AGGREGATE_CHUNKS, BETA, CHUNKS, COLUMNS, combine, segment_score
 from capeval.text.meteor_data import JAR_NAME, meteor_folder
 from capeval.text.meteor_text import english_stem, normalize, parse_nonbreaking_prefixes
 
@@ -195,18 +198,17 @@ def test_single_chunk_segments_add_no_chunk_to_the_corpus(jar, meteor):
 def test_java_pow_corrections_give_the_jars_scores(jar, monkeypatch):
     """Statistics whose fragmentation is each corrected value p/q (q + 1 words a side, q matched, p chunks): the jar's
     scores equal ``segment_score``'s, and the correctly rounded power alone would miss some of them."""
-    fractions = [f.split("/") for f in (meteor_module._POW_ULP_UP + " " + meteor_module._POW_ULP_DOWN).split()]
+    fractions = [Fraction(v).limit_denominator(1000) for table in pow_corrections(BETA) for v in table]
     rows = []
-    for p, q in ((int(p), int(q)) for p, q in fractions):
-        row = np.zeros(meteor_module.COLUMNS)
+    for p, q in ((f.numerator, f.denominator) for f in fractions):
+        row = np.zeros(COLUMNS)
         row[[0, 1]], row[[4, 5]], row[[21, 22]] = q + 1, q, q
         row[CHUNKS] = row[AGGREGATE_CHUNKS] = p
         rows.append(row)
     rows = np.array(rows)
     jar_scores, _ = _jar_eval(jar, [" ".join(repr(float(v)) for v in row[:23]) for row in rows])
     assert np.array_equal(segment_score(rows), jar_scores)
-    plain = meteor_module.correctly_rounded_pow
-    monkeypatch.setattr(meteor_module, "jar_pow", lambda x: plain(x, meteor_module.BETA))
+    monkeypatch.setattr(meteor_score, "java_pow", correctly_rounded_pow)
     assert not np.array_equal(segment_score(rows), jar_scores)
 
 

@@ -1,5 +1,5 @@
 """The PTB tokenizer's longest-match semantics (``capeval.text.ptb`` on ``capeval.text.longest_match``) against
-pycocoevalcap's jar (``stanford-corenlp-3.4.1.jar`` through ``capeval.text.coco.ptb_tokenize_blocks``): at each
+pycocoevalcap's jar (``stanford-corenlp-3.4.1.jar`` through ``capeval.text.coco_jars.ptb_tokenize_blocks``): at each
 position the jar's lexer takes the longest match among all token classes (the earlier class on a tie), where
 Python's ``re`` stops at the first alternative of a class that matches.
 
@@ -20,7 +20,7 @@ from typing import Dict, List
 
 import pytest
 
-from capeval.text import coco, ptb
+from capeval.text import coco_jars, ptb
 from capeval.text.longest_match import LongestMatch, _Parser
 
 FRAGMENTS: Dict[str, List[str]] = {
@@ -147,7 +147,7 @@ def corpus_and_jar():
     blocks = [[text] for text in KNOWN] + [captions[start:start + 50] for captions in corpus.values()
                                             for start in range(0, len(captions), 50)]
     blocks += [[_run(unit, 2000)] for unit in PATHOLOGICAL.values()]
-    return corpus, blocks, coco.ptb_tokenize_blocks(blocks)
+    return corpus, blocks, coco_jars.ptb_tokenize_blocks(blocks)
 
 
 def test_the_generated_corpus_holds_first_versus_longest_differences(corpus_and_jar):

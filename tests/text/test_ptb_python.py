@@ -1,5 +1,5 @@
 """The pure-Python PTB tokenizer (``capeval.text.ptb.tokenize_block``) against pycocoevalcap's Java one
-(``stanford-corenlp-3.4.1.jar`` through ``capeval.text.coco.ptb_tokenize_blocks``), text by text, on the same blocks
+(``stanford-corenlp-3.4.1.jar`` through ``capeval.text.coco_jars.ptb_tokenize_blocks``), text by text, on the same blocks
 (one file and lexer each, as in production): every caption, reference and generated description in ``../shared/data``,
 a generated adversarial corpus of every character class the lexer treats specially (each text alone, each class as
 one block in both orders, and blocks whose lines act on each other), and seeded random soups of those classes. Each
@@ -17,7 +17,7 @@ from typing import Dict, List, Sequence
 import pytest
 
 from capeval import InputError
-from capeval.text import coco, ptb
+from capeval.text import coco_jars, ptb
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -220,7 +220,7 @@ def generated():
     """Every adversarial and soup block, tokenized by the jar in one JVM: name -> (blocks, the jar's lines)."""
     groups = {**_classes_as_blocks(), "across line ends": ACROSS_LINES, **_soups()}
     everything = [block for blocks in groups.values() for block in blocks]
-    expected = iter(coco.ptb_tokenize_blocks(everything))
+    expected = iter(coco_jars.ptb_tokenize_blocks(everything))
     return {name: (blocks, [next(expected) for _ in blocks]) for name, blocks in groups.items()}
 
 
@@ -246,7 +246,7 @@ def test_every_character_is_tokenized_as_the_jar_does():
     lines = [f"{c} a{c}b-c {c}.5 {c}{c}" for c in map(chr, range(0x10000))
              if not "\ud800" <= c <= "\udfff" and c not in ptb.LINE_BREAKS and c != "\n"]
     blocks = [lines[start:start + 5000] for start in range(0, len(lines), 5000)]
-    differences = _differences(blocks, coco.ptb_tokenize_blocks(blocks))
+    differences = _differences(blocks, coco_jars.ptb_tokenize_blocks(blocks))
     print(_report("every character", blocks, differences))
     assert not differences, _report("every character", blocks, differences)
 
@@ -273,7 +273,7 @@ def test_every_shared_text_is_tokenized_as_the_jar_does(shared_data):
     sources = verify.shared_texts(shared_data)
     blocks = [block for texts in sources.values() for block in verify.blocks_of(texts, verify.BLOCK)]
     with ThreadPoolExecutor(1) as pool:
-        jar = pool.submit(coco.ptb_tokenize_blocks, blocks)
+        jar = pool.submit(coco_jars.ptb_tokenize_blocks, blocks)
         got = [ptb.tokenize_block(block) for block in blocks]
         differences = _differences(blocks, jar.result(), got)
     print(_report(f"../shared/data ({len(sources)} sources)", blocks, differences))
@@ -331,4 +331,4 @@ _NEWER_THAN_JAVA = 0 < _java_major() < 19 and tuple(map(int, unicodedata.unidata
     "characters the jar's tables do not know"))
 @pytest.mark.parametrize("text", ["see http://x\u2c2fy now", "see http://x\U00010570y now"])
 def test_characters_newer_than_the_jvm_are_lower_cased_as_the_jar_does(text):
-    assert ptb.tokenize_block([text]) == coco.ptb_tokenize_blocks([[text]])[0]
+    assert ptb.tokenize_block([text]) == coco_jars.ptb_tokenize_blocks([[text]])[0]

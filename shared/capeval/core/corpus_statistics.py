@@ -58,7 +58,8 @@ def defined_mean_statistics(scores: Sequence[float]) -> CorpusStatistics:
 class KeyScores:
     """One score key of one system over a corpus: the corpus value as the metric reports it, the per-sample values
     and the statistics a resample recomputes the corpus value from; ``details``: per-sample records a metric
-    reports beside its values (SPICE's tuple categories), else ``None``."""
+    reports beside its values (one dict per sample: SPICE's tuple categories, CAPTURE's matched, missed and invented
+    elements, :attr:`capeval.core.scoring.Scorer.detail_keys`), else ``None``."""
 
     corpus: float
     per_sample: List[float]

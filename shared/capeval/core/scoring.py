@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import inspect
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 import typing
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -349,6 +349,9 @@ class Scorer(ABC):
     - :meth:`provenance_parts` [itself]: whose ``dtype``, ``device`` and :meth:`provenance_extras` [``{}``] its
       provenance names: itself, then the models it wraps;
     - ``scores_empty_text`` [``False``], ``mean_over_defined`` [``()``], :meth:`score_keys` [``(name,)``];
+    - ``detail_keys`` [``{}``]: score key → the key of its result holding one record per sample beside the values
+      (a dict: CAPTURE's matched, missed and invented elements); the default :meth:`score_systems` splits them by
+      system into :attr:`KeyScores.details`, which the suite carries to its report;
     - :meth:`components` [``()``]: a composed scorer's components, then :meth:`compose` and
       :meth:`composed_provenance`.
 
@@ -371,6 +374,8 @@ class Scorer(ABC):
     # score keys whose corpus value is the mean over the samples where they are defined (their NaN samples left
     # out, as HICE-S's local terms on captions without phrases); any other key's mean is NaN when a sample's is
     mean_over_defined: Tuple[str, ...] = ()
+    # score key -> the result key of its per-sample records (one dict per sample: what the value is made of)
+    detail_keys: Mapping[str, str] = {}
     provenance: Optional[dict] = None  # set by load_scorer: the weights loaded, the options that change values
 
     @classmethod
@@ -464,8 +469,8 @@ class Scorer(ABC):
         other scorers of this scorer's registered group, scored in the same call (a scorer in no group has none).
 
         The default, for a per-sample scorer: every system's captions in one :meth:`score_inputs` call (each distinct
-        image and text encoded once), split by system, each key summarised by :meth:`key_scores`. A corpus-level
-        scorer overrides it and declares ``states_corpus_statistics``."""
+        image and text encoded once), split by system, each key summarised by :meth:`key_scores`, with its
+        ``detail_keys`` records. A corpus-level scorer overrides it and declares ``states_corpus_statistics``."""
         if peers:
             raise TypeError(f"{self.name} is in no group: it scores with no peers")
         if self.corpus_level:
@@ -477,8 +482,16 @@ class Scorer(ABC):
                             None if references is None else list(references) * len(systems))
         result = self.score_inputs(given)
         keys = self.score_keys(given)
-        return [{key: self.key_scores(key, result[f"{key}_per_sample"][s * n:(s + 1) * n]) for key in keys}
+        return [{key: self._system_scores(key, result, slice(s * n, (s + 1) * n)) for key in keys}
                 for s in range(len(systems))]
+
+    def _system_scores(self, key: str, result: Mapping, rows: slice) -> KeyScores:
+        """One system's ``rows`` of a key of :meth:`score_inputs`'s ``result``: its values summarised, with the
+        records ``detail_keys`` names for it."""
+        scores = self.key_scores(key, result[f"{key}_per_sample"][rows])
+        if key not in self.detail_keys:
+            return scores
+        return replace(scores, details=list(result[self.detail_keys[key]][rows]))
 
     @classmethod
     def key_scores(cls, key: str, per_sample: Sequence[float]) -> KeyScores:

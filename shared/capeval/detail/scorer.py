@@ -82,6 +82,7 @@ def _load_encoder(encoder: str, *, device, dtype, batch_size, cache_dir, persist
 class CaptureScorer(_FactualScorer):
     name = "capture"
     key_metadata = {"capture": ScoreKey("CAPTURE", scale=100.0)}
+    detail_keys = {"capture": "capture_details"}
 
     def __init__(self, *, synonym_matching: bool = True, soft_matching: bool = True, stop_words: bool = True,
                  alpha: Weight = capture_fn.ALPHA, beta: Weight = capture_fn.BETA, gamma: Weight = capture_fn.GAMMA,
@@ -151,6 +152,7 @@ def _kind_detail(kind: capture_fn.KindResult) -> dict:
 class SpiceFactualScorer(_FactualScorer):
     name = "spice_factual"
     key_metadata = {"spice_factual": ScoreKey("SPICE (FACTUAL parser)", scale=100.0)}
+    detail_keys = {"spice_factual": "spice_factual_details"}
 
     def __init__(self, *, synonym_match: bool = True, merge_tuples_synonyms: bool = False,
                  parser: str = DEFAULT_WEIGHTS, synonyms: str = SPICE_SYNONYM_WEIGHTS, device: Device = "auto",

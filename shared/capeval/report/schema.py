@@ -118,4 +118,7 @@ def _inconsistencies(data: Mapping) -> List[str]:
         same(_where(["images", index, "scores"]), image["scores"], systems, "systems")
         for name, scores in image["scores"].items():
             same(_where(["images", index, "scores", name]), scores, keys, "keys")
+        within(_where(["images", index, "details"]), image["details"], systems, "systems")
+        for name, records in image["details"].items():
+            within(_where(["images", index, "details", name]), records, keys, "keys")
     return problems

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Dict, Hashable, List, Mapping, Optional, Sequence
 
 from tqdm.auto import tqdm
@@ -59,7 +59,8 @@ class SuiteScores:
     counts: Dict[str, int] = field(default_factory=dict)
     # {system: {key: images whose score is undefined (NaN)}}, where there are any
     undefined_images: Dict[str, Dict[str, int]] = field(default_factory=dict)
-    # {system: {key: per-image detail records}} for the keys whose scorer reports them (SPICE's categories)
+    # {system: {key: per-image detail records}} for the keys whose scorer reports them (SPICE's categories,
+    # CAPTURE's matched, missed and invented elements: Scorer.detail_keys), in image order
     details: Dict[str, Dict[str, List[Dict]]] = field(default_factory=dict)
     # the empty (or whitespace-only) captions of each system (image ids) and the number of empty references
     empty: EmptyTexts = field(default_factory=EmptyTexts)
@@ -199,11 +200,13 @@ class _Pass:
 
     def chunked(self, names: List[str], sources: Optional[List], chunk_images: int) -> None:
         """Per-sample scorers, chunk by chunk of distinct images (:func:`chunks_of_images`): each chunk's images
-        decoded once, then each scorer on the captions of every system at once."""
+        decoded once, then each scorer on the captions of every system at once; each key's values and detail records
+        (:attr:`KeyScores.details`) put back in image order."""
         if not names:
             return
         n, systems = len(self.image_ids), list(self.captions)
         columns: Dict[str, Dict[str, List[float]]] = {s: {} for s in systems}
+        records: Dict[str, Dict[str, List[Dict]]] = {s: {} for s in systems}
         bars = {name: self._progress(n * len(systems), f"scoring {name}", "caption") for name in names}
         decoding = self._progress(n if sources is not None else 0, "decoding images", "image")
         try:
@@ -215,7 +218,7 @@ class _Pass:
                     decoding.update(len(rows))
                 refs = None if self.references is None else [self.references[i] for i in rows]
                 for name in names:
-                    self._score_chunk(name, rows, decoded, refs, columns)
+                    self._score_chunk(name, rows, decoded, refs, columns, records)
                     bars[name].update(len(rows) * len(systems))
         finally:
             for bar in [decoding, *bars.values()]:
@@ -223,9 +226,10 @@ class _Pass:
         for name in names:
             for system in systems:
                 for key in self.keys_of[name]:
-                    self._record(system, key, self.loaded[name].key_scores(key, columns[system][key]))
+                    scores = self.loaded[name].key_scores(key, columns[system][key])
+                    self._record(system, key, replace(scores, details=records[system].get(key)))
 
-    def _score_chunk(self, name: str, rows: List[int], decoded, refs, columns) -> None:
+    def _score_chunk(self, name: str, rows: List[int], decoded, refs, columns, records) -> None:
         scorer, spec = self.loaded[name], scorers()[name]
         values = scorer.score_systems([[self.captions[system][i] for i in rows] for system in self.captions],
                                       decoded if spec.images != "unused" else None,
@@ -234,9 +238,9 @@ class _Pass:
             self._describe(name, list(values[0]))
         for system, by_key in zip(self.captions, values):
             for key, scores in by_key.items():
-                column = columns[system].setdefault(key, [None] * len(self.image_ids))
-                for i, value in zip(rows, scores.per_sample):
-                    column[i] = value
+                _place(columns[system], key, rows, scores.per_sample, len(self.image_ids))
+                if scores.details is not None:
+                    _place(records[system], key, rows, scores.details, len(self.image_ids))
 
     def composed(self, name: str, options: Mapping) -> None:
         """A composed scorer (EnsembEval) from the suite's own scores of its components (nothing scored again)."""
@@ -268,6 +272,13 @@ class _Pass:
         return {"images": len(self.image_ids), "systems": len(self.captions), "image_decodes": self.decodes,
                 "scorer_loads": len(self.loaded), "clip_backbone_loads": len(self.backbones.clip_backbones),
                 **{key: now[key] - self._cache_sizes.get(key, 0) for key in now}}
+
+
+def _place(columns: Dict[str, List], key: str, rows: List[int], values: Sequence, n: int) -> None:
+    """A chunk's ``values`` of ``key`` (one per row) into its column of ``n`` images, at ``rows``."""
+    column = columns.setdefault(key, [None] * n)
+    for i, value in zip(rows, values):
+        column[i] = value
 
 
 def chunks_of_images(sources: Optional[List], n: int, chunk_images: int) -> List[List[int]]:

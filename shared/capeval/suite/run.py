@@ -30,6 +30,7 @@ from capeval.suite.saved_statistics import read_statistics, saved_statistics
 from capeval.suite.texts import check_empty_caption_policy
 
 PathLike = Union[str, os.PathLike]
+WITHOUT_DETAILS = "capeval-report/2"  # the version before the images' detail records, which compare_report reads
 
 
 def evaluate_captions(results: Sequence[PathLike] = (), *, annotations: Optional[PathLike] = None,
@@ -130,15 +131,20 @@ def compare_report(report: Mapping, *, resamples: Optional[int] = None, seed: Op
     again, by :func:`capeval.statistics.systems.compare_systems` as :func:`evaluate_captions` calls it. ``resamples``,
     ``seed``, ``p_values`` and ``baseline`` default to the report's: then every number equals the report's, bit for
     bit. A report without statistics (``capeval-report/1``, written before they were kept) is an
-    :class:`InputError`."""
+    :class:`InputError`; a ``capeval-report/2`` one (written before the per-image detail records) is read as a
+    :data:`SCHEMA_VERSION` one whose images have none, and the result is one."""
     from capeval.statistics.systems import compare_systems
 
     found = report.get("schema")
     if "statistics" not in report:
         raise InputError(f"{source}: a {found or 'schema-less'} document keeps no per-image statistics to compare "
                          f"from (a {SCHEMA_VERSION} report.json of capeval evaluate does): run capeval evaluate again")
-    if found != SCHEMA_VERSION:
-        raise InputError(f"{source}: schema {found!r}, expected {SCHEMA_VERSION!r}: a report of another version")
+    if found == WITHOUT_DETAILS:
+        report = {**report, "schema": SCHEMA_VERSION,
+                  "images": [{**image, "details": {}} for image in report["images"]]}
+    elif found != SCHEMA_VERSION:
+        raise InputError(f"{source}: schema {found!r}, expected {SCHEMA_VERSION!r} (or {WITHOUT_DETAILS!r}): a report "
+                         "of another version")
     significance = report["significance"]
     chosen = {"resamples": significance["resamples"] if resamples is None else resamples,
               "seed": significance["seed"] if seed is None else seed,
@@ -165,10 +171,11 @@ def _scores_with(comparison: Mapping, system: str, values: Mapping[str, float]) 
 
 
 def save_scores(plan: "EvaluationPlan", scores, output: Optional[PathLike]) -> str:
-    """Write every per-image score (``scores.json``: image ids, per system and key) into the first folder that takes
-    it: ``output``, else a new folder in the system's temporary folder, else a new folder in capeval's cache
-    (``$CAPEVAL_CACHE`` or ``~/.cache/capeval``, under ``scores/``); the path written. The file is whole or absent
-    and a new folder that did not take it is removed; an :class:`OSError` naming each folder tried when none does."""
+    """Write every per-image score (``scores.json``: image ids, per system and key, and the detail records) into the
+    first folder that takes it: ``output``, else a new folder in the system's temporary folder, else a new folder in
+    capeval's cache (``$CAPEVAL_CACHE`` or ``~/.cache/capeval``, under ``scores/``); the path written. The file is
+    whole or absent and a new folder that did not take it is removed; an :class:`OSError` naming each folder tried
+    when none does."""
     import json
     import shutil
     import tempfile
@@ -177,7 +184,7 @@ def save_scores(plan: "EvaluationPlan", scores, output: Optional[PathLike]) -> s
 
     text = json.dumps({"image_ids": list(scores.image_ids), "coverage": plan.coverage, "keys": scores.keys,
                        "corpus": scores.corpus, "per_image": scores.per_image,
-                       "undefined_images": scores.undefined_images}, default=str)
+                       "undefined_images": scores.undefined_images, "details": scores.details}, default=str)
     refusals = []
     if output is not None:
         try:
@@ -326,5 +333,7 @@ def _image_rows(plan: EvaluationPlan, scores) -> List[Dict]:
         rows.append({"image_id": image_id, "file": image.file, "references": list(image.references),
                      "captions": {system.name: system.captions[image_id] for system in plan.systems},
                      "scores": {name: {key: values[index] for key, values in per_key.items()}
-                                for name, per_key in scores.per_image.items()}})
+                                for name, per_key in scores.per_image.items()},
+                     "details": {name: {key: records[index] for key, records in per_key.items()}
+                                 for name, per_key in scores.details.items()}})
     return rows

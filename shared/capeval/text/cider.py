@@ -14,9 +14,12 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 
+from capeval.core.keys import ScoreKey
 from capeval.text.ngrams import CandidateNgrams, EncodedTexts, NgramCounts, ReferenceNgrams
 
 CIDER_N, CIDER_SIGMA = 4, 6.0
+# CIDEr-D's key, as both CIDEr-D scorers return it (the scored corpus's IDF, a fixed IDF)
+CIDER_KEY = ScoreKey("CIDEr", 100.0, coco_method="CIDEr")
 
 
 def _ordered_sums(group: np.ndarray, rank: np.ndarray, values: np.ndarray, groups: int) -> np.ndarray:

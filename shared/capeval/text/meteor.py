@@ -1,30 +1,12 @@
 """METEOR 1.5 in Python/numpy: pycocoevalcap's ``meteor-1.5.jar - - -stdio -l en -norm``, equal to the jar.
 
 ``Meteor().statistics(candidate, references)`` gives one segment's statistics: the 23 numbers the jar prints for a
-``SCORE`` request (test/ref length, test/ref function words, per module exact/stem/synonym/paraphrase the
-(test content, ref content, test function, ref function) matches, chunks, matched test/ref words) and a 24th column,
-the chunks the segment adds to a corpus aggregate (see :data:`AGGREGATE_CHUNKS`). :func:`segment_score` is the
-jar's score of a segment (the value ``EVAL`` prints for it); :func:`combine` gives the jar's corpus score of any
-multiset of segments from their summed statistics, so ``combine(stats.sum(0))`` is pycocoevalcap's METEOR and
-``combine(counts @ stats)`` a bootstrap resample's.
-
-**The jar's corpus aggregate.** ``EVAL`` sums the segments' statistics, except that a segment matched whole in a
-single chunk (all test and reference words matched, one chunk) adds no chunk; then it scores the sum. Summing the
-printed statistics and scoring the sum is therefore not the jar's corpus score when some caption equals its
-reference; summing the 24th column instead of the 20th is.
-
-**Parameters** ('en', task 'rank'): alpha 0.85, beta 0.2, gamma 0.6, delta 0.75; module weights exact 1.0, stem
-0.6, synonym 0.8, paraphrase 0.6 (the aligner's search uses 1, 0.5, 0.5, 0.5). Precision and recall weigh content
-words by delta and function words by 1 - delta; the score is ``Fmean * (1 - gamma * frag ** beta)`` with
-``frag = chunks / mean matched words`` (0 for a segment matched whole in one chunk), 0 where undefined.
-
-**Java's Math.pow.** The jar runs on HotSpot, whose ``Math.pow`` (an x86-64 intrinsic) is not correctly rounded:
-on 99 of the 152,096 fragmentation values ``c / (m / 2)`` with ``m <= 1000`` it is one unit in the last place off
-the correctly rounded ``frag ** 0.2``. capeval computes the correctly rounded power and applies those 99
-corrections (measured with Java 17 on x86-64: ``benchmarks/verify_meteor.py --pow-table``), so every segment score
-with at most 1000 matched words (both sides together) equals the jar's. A corpus aggregate's ``frag`` is a ratio of large sums; there the
-correctly rounded power differs from the intrinsic on about 0.1% of values (2 of 2,000 random ones), and the corpus
-score then differs in its last bit (one bootstrap multiset of 700 measured; every corpus score of ../shared equal).
+``SCORE`` request and a 24th column, the chunks the segment adds to a corpus aggregate (:mod:`capeval.text.meteor_score`
+describes them). Of the references, the statistics are those of the best-scoring one, as the jar picks it.
+:func:`~capeval.text.meteor_score.segment_score` is the jar's score of a segment (the value ``EVAL`` prints for it);
+:func:`~capeval.text.meteor_score.combine` gives the jar's corpus score of any multiset of segments from their summed
+statistics, so ``combine(stats.sum(0))`` is pycocoevalcap's METEOR and ``combine(counts @ stats)`` a bootstrap
+resample's.
 
 Text handling (:mod:`capeval.text.meteor_text`), alignment (:mod:`capeval.text.meteor_align`) and data
 (:mod:`capeval.text.meteor_data`, where the data's licences are stated) are capeval's own implementations, written
@@ -40,8 +22,6 @@ import multiprocessing
 import os
 import threading
 from concurrent.futures import Future, ProcessPoolExecutor
-from decimal import Context, Decimal
-from fractions import Fraction
 from itertools import chain, repeat
 from operator import mul
 from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
@@ -50,107 +30,15 @@ import numpy as np
 
 from capeval.core.caches import LruCache
 from capeval.core.errors import InputError
-from capeval.text.meteor_align import DELTA, MODULES, Match, Sentence, align_statistics, candidate_matches, gram_key
+from capeval.text.java_runtime import java_hash, java_pow, utf16_length
+from capeval.text.meteor_align import Match, Sentence, align_statistics, candidate_matches, gram_key
 from capeval.text.meteor_data import (JAR_NAME, MAX_PHRASE_WORDS, PARAPHRASE_NAME, JarData, ParaphraseIndex,
                                       meteor_folder, paraphrase_index, read_jar_data)
-from capeval.text.meteor_text import english_stem, java_hash, meteor_words, request_segments
+from capeval.text.meteor_score import (BETA, CHUNKS, COLUMNS, MODULE_WEIGHTS, fragmentation, matched_whole_in_one_chunk,
+                                       penalized_f_mean, precision_recall)
+from capeval.text.meteor_text import english_stem, meteor_words, request_segments
 
-ALPHA, BETA, GAMMA = 0.85, 0.2, 0.6  # and DELTA, 0.75 (meteor_align: the sentences weigh their words by it)
-MODULE_WEIGHTS = (1.0, 0.6, 0.8, 0.6)
-JAR_COLUMNS = 23  # the statistics the jar prints
-CHUNKS, AGGREGATE_CHUNKS = 20, 23  # the segment's chunks; the chunks it adds to a corpus aggregate
-COLUMNS = 24
-
-# --- scores --------------------------------------------------------------------------------------------------
-
-# Java's Math.pow(frag, 0.2) is one ulp above / below the correctly rounded value at these frag = p/q
-_POW_ULP_UP = ("28/405 54/731 43/408 95/453 158/719 168/739 160/629 178/599 296/969 304/991 202/591 354/857 374/859 "
-               "120/269 211/441 298/599 88/167 207/349 468/785 151/251 582/955 268/439 182/295 370/599 314/507 "
-               "408/631 350/519 548/777 189/260 722/963 508/663 742/953 716/889 227/281 327/401 253/300 296/349 "
-               "311/362 500/579 274/311 734/827 346/369 770/821 110/117 417/431 438/451 536/541")
-_POW_ULP_DOWN = ("4/957 9/290 17/271 21/326 31/393 23/273 27/275 72/649 86/589 86/513 118/581 57/269 196/809 129/478 "
-                 "145/487 157/472 44/131 258/737 71/201 74/193 334/857 119/285 146/345 352/821 230/523 177/397 "
-                 "328/727 404/879 191/406 100/203 209/387 233/431 190/343 358/617 203/307 504/727 283/400 632/881 "
-                 "131/175 724/939 113/145 395/493 432/539 468/577 878/975 888/979 878/959 592/633 746/781 341/354 "
-                 "838/855 738/743")
-
-
-def _fraction_values(table: str) -> np.ndarray:
-    return np.array([float(Fraction(f)) for f in table.split()], dtype=np.float64)
-
-
-_POW_UP, _POW_DOWN = _fraction_values(_POW_ULP_UP), _fraction_values(_POW_ULP_DOWN)
-_EXTENDED = np.finfo(np.longdouble).nmant >= 63  # x87 extended or quad precision: a fast correctly rounded pow
-_DECIMAL = Context(prec=40)
-
-
-def _decimal_pow(x: float, exponent: float) -> float:
-    return float(_DECIMAL.exp(_DECIMAL.multiply(_DECIMAL.ln(Decimal(x)), Decimal(exponent))))
-
-
-def correctly_rounded_pow(x: np.ndarray, exponent: float) -> np.ndarray:
-    """``x ** exponent`` rounded to the nearest double, for ``x >= 0`` (NaN stays NaN): computed in extended
-    precision, and with 40 decimal digits where that result is too near a rounding boundary to decide."""
-    x = np.asarray(x, dtype=np.float64)
-    out = np.power(x, exponent)
-    inner = np.nonzero(np.isfinite(x) & (x > 0))[0]
-    if not len(inner):
-        return out
-    unsure = inner
-    if _EXTENDED:
-        wide = np.power(x[inner].astype(np.longdouble), np.longdouble(exponent))
-        near = wide.astype(np.float64)
-        other = np.nextafter(near, np.where(wide > near, np.inf, -np.inf))
-        boundary = (near.astype(np.longdouble) + other.astype(np.longdouble)) / 2
-        # glibc's powl errs by less than 2 ** -62 (measured): a margin of 4
-        doubtful = np.abs(wide - boundary) <= np.abs(wide) * np.longdouble(2.0 ** -60)
-        out[inner] = near
-        unsure = inner[doubtful]
-    for i in unsure:
-        out[i] = _decimal_pow(float(x[i]), exponent)
-    return out
-
-
-def jar_pow(x: np.ndarray) -> np.ndarray:
-    """The jar's ``Math.pow(x, 0.2)``: correctly rounded, with the measured corrections of Java's intrinsic."""
-    out = correctly_rounded_pow(x, BETA)
-    up, down = np.isin(x, _POW_UP), np.isin(x, _POW_DOWN)
-    out[up] = np.nextafter(out[up], np.inf)
-    out[down] = np.nextafter(out[down], -np.inf)
-    return out
-
-
-def _score(stats: np.ndarray, chunks_column: int) -> np.ndarray:
-    """The jar's ``computeMetrics`` over rows of statistics, in its operation order (so bit-equal)."""
-    s = np.atleast_2d(np.asarray(stats, dtype=np.float64))
-    test_len, ref_len, test_fn, ref_fn = s[:, 0], s[:, 1], s[:, 2], s[:, 3]
-    chunks, test_words, ref_words = s[:, chunks_column], s[:, 21], s[:, 22]
-    with np.errstate(all="ignore"):
-        test_total = np.zeros(len(s))
-        ref_total = np.zeros(len(s))
-        for m in range(MODULES):
-            test_total = test_total + s[:, 4 + 4 * m] + s[:, 6 + 4 * m]
-            ref_total = ref_total + s[:, 5 + 4 * m] + s[:, 7 + 4 * m]
-        test_weighted_len = DELTA * (test_len - test_fn) + (1.0 - DELTA) * test_fn
-        ref_weighted_len = DELTA * (ref_len - ref_fn) + (1.0 - DELTA) * ref_fn
-        test_weighted = np.zeros(len(s))
-        ref_weighted = np.zeros(len(s))
-        for m, weight in enumerate(MODULE_WEIGHTS):
-            test_weighted = test_weighted + s[:, 4 + 4 * m] * weight * DELTA
-        for m, weight in enumerate(MODULE_WEIGHTS):
-            ref_weighted = ref_weighted + s[:, 5 + 4 * m] * weight * DELTA
-        for m, weight in enumerate(MODULE_WEIGHTS):
-            test_weighted = test_weighted + s[:, 6 + 4 * m] * weight * (1.0 - DELTA)
-        for m, weight in enumerate(MODULE_WEIGHTS):
-            ref_weighted = ref_weighted + s[:, 7 + 4 * m] * weight * (1.0 - DELTA)
-        precision = test_weighted / test_weighted_len
-        recall = ref_weighted / ref_weighted_len
-        f_mean = 1.0 / (((1.0 - ALPHA) / precision) + (ALPHA / recall))
-        whole = (test_total == test_len) & (ref_total == ref_len) & (chunks == 1)
-        frag = np.where(whole, 0.0, chunks / ((test_words + ref_words) / 2))
-        score = f_mean * (1.0 - GAMMA * jar_pow(frag))
-    return np.where(np.isnan(score), 0.0, np.maximum(score, 0.0))
-
+# --- the score of an alignment ----------------------------------------------------------------------------
 
 def _score_bound(test: Sentence, ref: Sentence, matches: List[List[Match]]) -> float:
     """An upper bound on the score of any alignment of ``test`` with ``ref`` built from these candidates: every
@@ -176,24 +64,8 @@ def _score_bound(test: Sentence, ref: Sentence, matches: List[List[Match]]) -> f
         return 0.0
     precision = sum(map(mul, best1, test.word_weights)) / test.weighted_length
     recall = sum(map(mul, best2, ref.word_weights)) / ref.weighted_length
-    f_mean = 1.0 / (((1.0 - ALPHA) / precision) + (ALPHA / recall))
-    if covered1 == len(best1) and covered2 == len(best2):
-        return f_mean
-    return max(f_mean * (1.0 - GAMMA * (2.0 / (covered1 + covered2)) ** BETA), 0.0)
-
-
-def segment_score(stats: np.ndarray) -> np.ndarray:
-    """The jar's score of each segment (rows of :meth:`Meteor.statistics`; a single row gives a 1-element array)."""
-    return _score(stats, CHUNKS)
-
-
-def combine(sums: np.ndarray) -> np.ndarray:
-    """The jar's corpus score of each row of summed segment statistics (all 24 columns summed over a multiset of
-    segments): what ``EVAL`` prints last for those segments."""
-    sums = np.atleast_2d(np.asarray(sums, dtype=np.float64))
-    if sums.shape[1] != COLUMNS:
-        raise InputError(f"sums: rows of {sums.shape[1]} statistics; METEOR's have {COLUMNS}")
-    return _score(sums, AGGREGATE_CHUNKS)
+    whole = covered1 == len(best1) and covered2 == len(best2)
+    return max(penalized_f_mean(precision, recall, 0.0 if whole else (2.0 / (covered1 + covered2)) ** BETA), 0.0)
 
 
 # --- the scorer ----------------------------------------------------------------------------------------------
@@ -275,37 +147,20 @@ class Meteor:
             score = self._scalar_score(stats)
             if score > best_score or (score == best_score and k < best_index):
                 best, best_score, best_index = stats, score, k
-        whole = sum(best[4:20:2]) == best[0] and sum(best[5:20:2]) == best[1] and best[CHUNKS] == 1
-        return [*best, 0 if whole else best[CHUNKS]]
+        return [*best, 0 if matched_whole_in_one_chunk(best, best[CHUNKS]) else best[CHUNKS]]
 
     def _scalar_score(self, s: Tuple[int, ...]) -> float:
-        """:func:`segment_score` of one alignment in plain floats (the same IEEE operations, without numpy's
-        per-call cost)."""
-        test_weighted_len = DELTA * (s[0] - s[2]) + (1.0 - DELTA) * s[2]
-        ref_weighted_len = DELTA * (s[1] - s[3]) + (1.0 - DELTA) * s[3]
-        test_weighted = ref_weighted = 0.0
-        for m, weight in enumerate(MODULE_WEIGHTS):
-            test_weighted += s[4 + 4 * m] * weight * DELTA
-        for m, weight in enumerate(MODULE_WEIGHTS):
-            ref_weighted += s[5 + 4 * m] * weight * DELTA
-        for m, weight in enumerate(MODULE_WEIGHTS):
-            test_weighted += s[6 + 4 * m] * weight * (1.0 - DELTA)
-        for m, weight in enumerate(MODULE_WEIGHTS):
-            ref_weighted += s[7 + 4 * m] * weight * (1.0 - DELTA)
-        if not test_weighted or not ref_weighted:  # 0/0 or 1/inf: the jar's score is 0
+        """The jar's score of one alignment's statistics in plain floats (the operations of
+        :func:`~capeval.text.meteor_score.segment_score`, without numpy's per-call cost; its powers cached)."""
+        if not any(s[4:20]):  # no word matched: 0/0 or 1/inf, the jar's score is 0
             return 0.0
-        precision = test_weighted / test_weighted_len
-        recall = ref_weighted / ref_weighted_len
-        f_mean = 1.0 / (((1.0 - ALPHA) / precision) + (ALPHA / recall))
-        if sum(s[4:20:2]) == s[0] and sum(s[5:20:2]) == s[1] and s[CHUNKS] == 1:
-            frag = 0.0
-        else:
-            frag = s[CHUNKS] / ((s[21] + s[22]) / 2)
+        precision, recall = precision_recall(s)
+        frag = 0.0 if matched_whole_in_one_chunk(s, s[CHUNKS]) else fragmentation(s, s[CHUNKS])
         power = self._powers.get(frag)
         if power is None:
-            power = float(jar_pow(np.array([frag]))[0])
+            power = float(java_pow(np.array([frag]), BETA)[0])
             self._powers.put(frag, power)
-        return max(f_mean * (1.0 - GAMMA * power), 0.0)
+        return max(penalized_f_mean(precision, recall, power), 0.0)
 
     def _prepare(self, texts) -> Dict[str, Sentence]:
         """The Sentence of every text, from the cache or made (their phrases looked up in one pass)."""
@@ -390,7 +245,7 @@ def _synset_numbers(jar: JarData, word: str) -> FrozenSet[int]:
 def _base_form(jar: JarData, word: str) -> str:
     """WordNet's detachment rules (noun, verb, adjective suffixes in order): the first base form with synsets;
     the word itself when it is short or ends in 'ss'; '' when none."""
-    if word.endswith("ss") or len(word.encode("utf-16-le", "surrogatepass")) <= 4:
+    if word.endswith("ss") or utf16_length(word) <= 2:
         return word
     for suffix, ending in _DETACHMENTS:
         if word.endswith(suffix):

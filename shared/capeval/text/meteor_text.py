@@ -1,6 +1,5 @@
 """METEOR 1.5's text handling for ``-l en -norm``, re-implemented: how the jar reads a pycocoevalcap ``SCORE``
-request, its punctuation normaliser, Java's string hash (the jar compares words by it) and the Snowball English
-stemmer the jar ships (the Porter2 algorithm as published before Snowball 3.0, which changed it).
+request, its punctuation normaliser and the Snowball English stemmer the jar ships (the Porter2 algorithm as published before Snowball 3.0, which changed it).
 
 Written for capeval from the behaviour of ``meteor-1.5.jar`` (observed by differential tests) and the published
 descriptions (the Moses tokenizer conventions METEOR's normaliser follows; the Snowball English algorithm at
@@ -10,12 +9,12 @@ from the installed jar by :mod:`capeval.text.meteor_data`."""
 from __future__ import annotations
 
 import re
-import sys
 from typing import Dict, FrozenSet, List, Sequence, Tuple
+
+from capeval.text.java_runtime import REGEX_SPACE, java_lines, java_split, java_tokens, java_trim, utf16_units
 
 # --- the request ---------------------------------------------------------------------------------------------
 
-_JAVA_TRIMMED = "".join(chr(c) for c in range(33))  # Java's String.trim drops every char <= U+0020
 SEPARATOR = "|||"
 
 
@@ -25,10 +24,8 @@ def request_segments(candidate: str, references: Sequence[str]) -> Tuple[str, Li
     one becomes two references) and each part trimmed."""
     candidate = candidate.replace(SEPARATOR, "").replace("  ", " ")
     line = " ||| ".join(("SCORE", " ||| ".join(references), candidate))
-    parts = line.split(SEPARATOR)
-    while parts and not parts[-1]:  # Java's split drops trailing empty strings
-        parts.pop()
-    return parts[-1].strip(_JAVA_TRIMMED), [p.strip(_JAVA_TRIMMED) for p in parts[1:-1]]
+    parts = java_split(line, SEPARATOR)
+    return java_trim(parts[-1]), [java_trim(p) for p in parts[1:-1]]
 
 
 # --- the normaliser (-norm: punctuation kept, then lower-cased) ----------------------------------------------
@@ -36,10 +33,8 @@ def request_segments(candidate: str, references: Sequence[str]) -> Tuple[str, Li
 _ALPHA = ("A-Za-z\u0160\u017d\u0161\u017e\u0178\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u017e\u0400-\u04ff\u0500-\u0527"
           "\ua640-\ua66e\ua67e-\ua697\u1d00-\u1d7f")
 _ALNUM = "0-9" + _ALPHA
-_JAVA_SPACE = " \t\n\x0b\f\r"  # Java's \s without UNICODE_CHARACTER_CLASS
-_TOKEN_DELIMITERS = re.compile("[ \t\n\r\f]+")  # java.util.StringTokenizer's default delimiters
 
-_ISOLATE = re.compile(f"([^{_ALNUM}{_JAVA_SPACE}.'`,\\-\u2018\u2019])")
+_ISOLATE = re.compile(f"([^{_ALNUM}{REGEX_SPACE}.'`,\\-\u2018\u2019])")
 _DOT_RUN = re.compile(r"\.(\.+)")
 _DOT_RUN_NEXT = re.compile(r"DOTMULTI\.([^.])")
 _COMMAS = (re.compile(r"([^0-9]),([^0-9])"), re.compile(r"([0-9]),([^0-9])"), re.compile(r"([^0-9]),([0-9])"))
@@ -60,18 +55,13 @@ NONBREAKING_ANY, NONBREAKING_BEFORE_NUMBER = 1, 2
 def parse_nonbreaking_prefixes(text: str) -> Dict[str, int]:
     """METEOR's ``nonbreaking/<language>.prefixes``: prefix -> kind (always, or only before a number)."""
     prefixes: Dict[str, int] = {}
-    for line in re.split("\r\n|\r|\n", text):  # java.io.BufferedReader's line ends
-        words = _TOKEN_DELIMITERS.split(line.strip(" \t\n\r\f"))
-        if not words[0] or words[0].startswith("#"):
+    for line in java_lines(text):
+        words = java_tokens(line)
+        if not words or words[0].startswith("#"):
             continue
         numeric = len(words) > 1 and words[1] == "#NUMERIC_ONLY#"
         prefixes[words[0]] = NONBREAKING_BEFORE_NUMBER if numeric else NONBREAKING_ANY
     return prefixes
-
-
-def java_tokens(text: str) -> List[str]:
-    """The words of ``text`` as java.util.StringTokenizer splits it."""
-    return [w for w in _TOKEN_DELIMITERS.split(text) if w]
 
 
 def normalize(line: str, prefixes: Dict[str, int]) -> str:
@@ -96,7 +86,7 @@ def normalize(line: str, prefixes: Dict[str, int]) -> str:
     while "DOTDOTMULTI" in text:
         text = text.replace("DOTDOTMULTI", "DOTMULTI.")
     text = text.replace("DOTMULTI", ".")
-    return _SPACES.sub(" ", text).strip(_JAVA_TRIMMED)
+    return java_trim(_SPACES.sub(" ", text))
 
 
 def _split_final_dot(word: str, following: str, prefixes: Dict[str, int]) -> str:
@@ -123,19 +113,6 @@ def meteor_words(line: str, prefixes: Dict[str, int]) -> List[str]:
     if _PLAIN.fullmatch(line):
         return line.split()
     return java_tokens(normalize(line, prefixes).lower())
-
-
-# --- Java's String.hashCode ----------------------------------------------------------------------------------
-
-_UTF16_NATIVE = "utf-16-le" if sys.byteorder == "little" else "utf-16-be"
-
-def java_hash(word: str) -> int:
-    """``word.hashCode()`` in Java (over UTF-16 code units, 32-bit wrap-around), unsigned: the jar's aligner
-    compares words and stems by it, so two words with the same hash match exactly."""
-    h = 0
-    for unit in memoryview(word.encode(_UTF16_NATIVE, "surrogatepass")).cast("H"):
-        h = (31 * h + unit) & 0xFFFFFFFF
-    return h
 
 
 # --- Snowball English (Porter2, pre-3.0) ---------------------------------------------------------------------
@@ -206,11 +183,10 @@ def _has_vowel(part: str) -> bool:
 
 def english_stem(word: str) -> str:
     """The stem METEOR's English stem module compares (Snowball English as shipped in ``meteor-1.5.jar``)."""
-    if any(ord(ch) > 0xFFFF for ch in word):  # the jar's stemmer counts UTF-16 code units: split astral chars
-        wide = "".join(chr(0xD800 + (ord(c) - 0x10000 >> 10)) + chr(0xDC00 + (ord(c) - 0x10000 & 0x3FF))
-                       if ord(c) > 0xFFFF else c for c in word)
-        return _stem(wide).encode("utf-16-le", "surrogatepass").decode("utf-16-le")
-    return _stem(word)
+    units = utf16_units(word)  # the jar's stemmer counts UTF-16 code units
+    if len(units) == len(word):  # no character outside the Basic Multilingual Plane
+        return _stem(word)
+    return _stem(units).encode("utf-16-le", "surrogatepass").decode("utf-16-le")
 
 
 def _stem(word: str) -> str:

@@ -3,7 +3,7 @@
 pycocoevalcap writes its captions one per line (a caption's own ``"\\n"`` replaced by a space) into one file, runs
 ``stanford-corenlp-3.4.1.jar``'s ``PTBTokenizer -preserveLines -lowerCase`` on it and drops the tokens in its
 punctuation list (:data:`PTB_PUNCTUATION`). :func:`tokenize_block` returns what that gives for one such file: one
-lower-cased line of space-joined tokens per text, equal to ``capeval.text.coco.ptb_tokenize_blocks([texts])[0]``.
+lower-cased line of space-joined tokens per text, equal to ``capeval.text.coco_jars.ptb_tokenize_blocks([texts])[0]``.
 
 How it works. A maximal-munch scanner: at a token start every token class that can match is tried and the longest
 match wins (the earlier class on a tie). Within a class, too, the longest match counts, not the first alternative
@@ -29,7 +29,7 @@ their output is the same, others split), the fast paths and the regular expressi
 digits and symbols, fixed by the Unicode version compiled into the 2014 jar) were measured by running every Basic
 Multilingual Plane character through it; they are facts about its behaviour.
 
-Lower-casing is Java's (:mod:`capeval.text.java_case`: a Greek capital sigma inside a token is final or not as Java
+Lower-casing is Java's (:mod:`capeval.text.java_runtime`: a Greek capital sigma inside a token is final or not as Java
 decides it). Remaining difference from the jar (the ``xfail`` test holds examples): characters newer than the Java
 runtime's Unicode version (Java 17: Unicode 13; Python 3.11: Unicode 14) have a lower case and a category in Python
 and none in Java, e.g. ``Ⱟ`` (U+2C2F) inside a URL is lower-cased by Python only; URLs, e-mail addresses and the
@@ -45,7 +45,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 from capeval.core.caches import LruCache
 from capeval.core.errors import InputError
-from capeval.text.java_case import SIGMA, java_lower
+from capeval.text.java_runtime import SIGMA, java_lower, utf8_written, utf16_units
 from capeval.text.longest_match import LongestMatch
 
 # pycocoevalcap's PUNCTUATIONS: the tokens it drops (compared after lower-casing, so -lrb- and the like stay)
@@ -571,7 +571,7 @@ def _scan(text: str, pos: int, one_line: bool) -> Tuple[List[str], int]:
 
 def raw_tokens(text: str) -> List[str]:
     """The jar's tokens of a file holding ``text``, before lower-casing and punctuation removal, ``"\\n"`` for each
-    line end (``text`` as the jar reads it: see :func:`utf16_units`)."""
+    line end (``text`` as the jar reads it: see :func:`~capeval.text.java_runtime.utf16_units`)."""
     return _scan(text, 0, one_line=False)[0]
 
 
@@ -586,7 +586,7 @@ _SPACES = " \t\xa0\u3000" + "".join(map(chr, range(0x2000, 0x200B)))
 def tokenize_block(texts: Sequence[str]) -> List[str]:
     """Each text of ``texts`` tokenized as pycocoevalcap's ``PTBTokenizer.tokenize`` does the captions of one call
     (one file, one lexer: a text's tokens may depend on the texts after it): lower-cased, punctuation tokens
-    dropped, tokens joined by single spaces. Equal to ``capeval.text.coco.ptb_tokenize_blocks([texts])[0]``.
+    dropped, tokens joined by single spaces. Equal to ``capeval.text.coco_jars.ptb_tokenize_blocks([texts])[0]``.
     Raises :class:`~capeval.core.errors.InputError` for a text that is not a string, holds a line break other than
     ``"\\n"`` (:data:`LINE_BREAKS`) or cannot be written as UTF-8."""
     if isinstance(texts, str):
@@ -649,28 +649,12 @@ def _checked(i: int, text: str) -> str:
     return text.replace("\n", " ")
 
 
-_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def utf16_units(text: str) -> str:
-    """``text`` as the jar reads it: each character outside the Basic Multilingual Plane as its two UTF-16 halves."""
-    if text.isascii() or _ASTRAL.search(text) is None:
-        return text
-
-    def halves(m: "re.Match[str]") -> str:
-        code = ord(m.group()) - 0x10000
-        return chr(0xD800 + (code >> 10)) + chr(0xDC00 + (code & 0x3FF))
-    return _ASTRAL.sub(halves, text)
-
-
 def _as_written(line: str) -> str:
     """One line of tokens as the jar writes it: UTF-16 halves joined again (a half alone is written "?"), each token
     lower-cased as Java does."""
     if line.isascii():
         return line.lower()
-    if _SURROGATE.search(line):
-        line = _SURROGATE.sub("?", line.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass"))
+    line = utf8_written(line)
     if SIGMA in line:
         return " ".join(map(java_lower, line.split(" ")))
     return line.lower()  # equal to lower-casing each token: its neighbours are spaces

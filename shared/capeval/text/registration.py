@@ -22,7 +22,7 @@ register_scorer("cider_fixed_idf", factory="capeval.text.fixed_idf_cider:FixedId
                 references="required",
                 help="CIDEr-D with document frequencies fixed from a reference corpus (key: cider)",
                 card="capeval.text:module_cards.toml")
-register_scorer("noun_verb_overlap", factory="capeval.text.coco:noun_verb_overlap", images="unused",
+register_scorer("noun_verb_overlap", factory="capeval.text.noun_verb_overlap:noun_verb_overlap", images="unused",
                 references="required", help="exact/fuzzy noun and verb overlap with the joined references (spaCy)",
                 card="capeval.text:module_cards.toml")
 
