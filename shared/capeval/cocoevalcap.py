@@ -77,10 +77,12 @@ class COCOEvalCap:
                              show_progress=False if self.quiet else None, empty_caption=self.empty_caption)
         system = self._results.name
         for key in scores.keys:
-            method = coco_method(get_scorer_spec(scores.metrics[key]["scorer"]).scorer_class(), key)
+            spec = get_scorer_spec(scores.metrics[key]["scorer"])
+            method = coco_method(spec.scorer_class(), key)
             self.setEval(scores.corpus[system][key], method)
-            self.setImgToEvalImgs(scores.details.get(system, {}).get(key) or scores.per_image[system][key],
-                                  scores.image_ids, method)
+            # pycocoevalcap's own scorers' per-image records are their imgToEval entries (SPICE's categories)
+            records = scores.details.get(system, {}).get(key) if spec.group == "coco" else None
+            self.setImgToEvalImgs(records or scores.per_image[system][key], scores.image_ids, method)
             self._print("%s: %0.3f" % (method, scores.corpus[system][key]))
         self.setEvalImgs()
 

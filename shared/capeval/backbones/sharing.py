@@ -13,7 +13,7 @@ from typing import Any, Dict, Mapping, Optional
 
 from capeval.core.constants import CLIP_FILES
 from capeval.core.hub import resolve
-from capeval.core.scoring import Scorer, load_scorer, scorers
+from capeval.core.scoring import Scorer, ScorerSpec, scorers
 
 # the options a shared CLIP backbone is built with (a scorer's own value, else the defaults')
 CLIP_SETTINGS = ("device", "dtype", "batch_size", "cache_dir", "persist_dir", "cache_bytes", "preprocess_workers")
@@ -21,16 +21,19 @@ CLIP_SETTINGS = ("device", "dtype", "batch_size", "cache_dir", "persist_dir", "c
 
 class SharedBackbones:
     """Loads registered scorers with ``defaults`` (runtime and cache options, given to each scorer that accepts them;
-    a scorer's own options win) and one shared CLIP backbone per distinct weights and settings."""
+    a scorer's own options win) and one shared CLIP backbone per distinct weights and settings; ``specs``: the
+    registry as the caller read it (a suite's plan; default: read now)."""
 
-    def __init__(self, defaults: Optional[Mapping[str, Any]] = None):
+    def __init__(self, defaults: Optional[Mapping[str, Any]] = None,
+                 specs: Optional[Mapping[str, ScorerSpec]] = None):
         self.defaults = dict(defaults or {})
+        self.specs = scorers() if specs is None else specs
         self.clip_backbones: Dict[tuple, Any] = {}  # (CLIP weights directory, settings) -> ClipBackbone
 
     def options_for(self, name: str, options: Mapping[str, Any]) -> Dict[str, Any]:
         """The options scorer ``name`` is loaded with: the defaults it accepts, ``options``, and the backbones it
         borrows (none for a scorer given a ``precision``: its precision is its family's to map to a backbone)."""
-        spec = scorers()[name]
+        spec = self.specs[name]
         built = {**{k: v for k, v in self.defaults.items() if k in spec.options}, **options}
         if "clip_backbone" in spec.shares and "clip_backbone" not in options and built.get("precision") is None:
             built["clip_backbone"] = self.clip_backbone(spec.shared_weights(built), built)
@@ -38,7 +41,7 @@ class SharedBackbones:
 
     def load(self, name: str, options: Optional[Mapping[str, Any]] = None) -> Scorer:
         """``load_scorer(name, ...)`` with :meth:`options_for` (provenance and hashcode as when loaded alone)."""
-        return load_scorer(name, **self.options_for(name, dict(options or {})))
+        return self.specs[name].load(**self.options_for(name, dict(options or {})))
 
     def clip_backbone(self, weights: str, options: Mapping[str, Any]):
         """One :class:`ClipBackbone` per distinct CLIP weights (the directory they resolve to) and settings

@@ -1,4 +1,6 @@
-"""``capeval score``: score records {image, caption, references?} from a file, a datasets folder or a hub dataset."""
+"""``capeval score``: score records {image, caption, references?} from a file, a datasets folder or a hub dataset;
+``--output``: one row per record with its ``scores`` and, for a metric that reports them
+(:attr:`capeval.core.scoring.Scorer.detail_keys`), its ``details`` (per key, the sample's record)."""
 
 from __future__ import annotations
 
@@ -32,8 +34,11 @@ def configure(score) -> None:
     score.add_argument("--config", help="config (subset) name of a hub dataset")
     score.add_argument("--from-features", help='vcrscore: JSONL of {"features": [f1, f2, f3]} rows')
     score.add_argument("--model", help="vcrscore --from-features: converted or retrained regressor (dir or hub id)")
-    score.add_argument("--output", type=output_file, help="JSONL file for per-sample scores (with its provenance "
-                                                          "sidecar <output>.provenance.json)")
+    score.add_argument("--output", type=output_file, help="JSONL file for per-sample scores, with each sample's "
+                                                          "detail record where the metric reports one (capture: its "
+                                                          "matched, missed and invented objects, attributes and "
+                                                          "relations) and its provenance sidecar "
+                                                          "<output>.provenance.json")
     score.add_argument("--shard", help="i/n: score only records with index %% n == i (then `capeval merge`)")
     score.add_argument("--chunk-size", type=positive_int,
                        help="stream the input in chunks of this many records (bounded memory)")
@@ -138,6 +143,12 @@ def scored_digests(inputs) -> List[str]:
             for caption, image, refs in zip(inputs.predictions, images, references)]
 
 
+def row_details(scorer, result: Dict, n: int) -> Dict[str, List[Optional[Dict]]]:
+    """Per score key the scorer reports records for (its ``detail_keys``), one record per sample of ``result``
+    (``None`` where there is none: a skipped empty caption)."""
+    return {key: result.get(records, [None] * n) for key, records in scorer.detail_keys.items()}
+
+
 def _stamp_rows(partial: Path, stamp: Dict) -> None:
     """Add ``"shard_of": stamp`` to every row of the finished ``partial`` output (rewritten under a second temporary
     name, then renamed over it)."""
@@ -197,9 +208,12 @@ def run(args) -> int:
                     summary.add_counter(key, value)
             if out:
                 digests = scored_digests(inputs)
+                details = row_details(scorer, result, len(batch))
                 for i, record in enumerate(batch):
                     row = {**record, "scores": {k: v[i] for k, v in per_sample.items()}, "hashcode": result["hashcode"],
                            "scored_digest": digests[i]}
+                    if details:
+                        row["details"] = {key: records[i] for key, records in details.items()}
                     if num_shards > 1:
                         row["shard"] = f"{shard}/{num_shards}"
                     if isinstance(row.get("image"), dict):  # embedded image bytes: keep the path only

@@ -37,12 +37,13 @@ for _name, _repo, _commit, _file, _sha256, _tower in (
                                             url=f"{_LONG_CLIP_HUB}/{_repo}/resolve/{_commit}/{_file}"))
 
 
-register_converter("long-clip", converter="capeval.clip_s.converters:convert_long_clip",
-                   help="Long-CLIP longclip-B.pt / longclip-L.pt (248-token CLIP state dict)")
-register_converter("pac-s", converter="capeval.clip_s.converters:convert_pacs_vit_b_32",
-                   help="PAC-S clip_ViT-B-32.pth (OpenAI-format CLIP ViT-B/32 state dict)")
-register_converter("pac-s-vit-l-14", converter="capeval.clip_s.converters:convert_pacs_vit_l_14",
-                   help="PAC-S openClip_ViT-L-14.pth (OpenCLIP ViT-L/14 state dict)")
+_CONVERTERS = {  # upstream format → (its function in capeval.clip_s.converters, what it reads)
+    "long-clip": ("convert_long_clip", "Long-CLIP longclip-B.pt / longclip-L.pt (248-token CLIP state dict)"),
+    "pac-s": ("convert_pacs_vit_b_32", "PAC-S clip_ViT-B-32.pth (OpenAI-format CLIP ViT-B/32 state dict)"),
+    "pac-s-vit-l-14": ("convert_pacs_vit_l_14", "PAC-S openClip_ViT-L-14.pth (OpenCLIP ViT-L/14 state dict)"),
+}
+for _format, (_function, _help) in _CONVERTERS.items():
+    register_converter(_format, converter=f"capeval.clip_s.converters:{_function}", help=_help)
 register_scorer("clip_s", factory="capeval.clip_s.scorer:clip_s", images="required", references="optional",
                 help="CLIP-S (w=2.5) and, with references, RefCLIP-S (Hessel et al. 2021)",
                 card="capeval.clip_s:module_cards.toml")

@@ -156,6 +156,18 @@ class ScorerSpec:
         if declared.get("precision") == Precision:
             check_precision(options.get("precision"), options.get("dtype"), metric=self.name)
 
+    def load(self, **options) -> "Scorer":
+        """Build the scorer with ``options`` (checked first: :meth:`check_options`), its provenance recorded
+        (:func:`load_scorer`, for a spec already read from the registry)."""
+        self.check_options(options)
+        factory = self.load_factory()
+        with recording_resolutions() as loaded:
+            scorer = factory(**options)
+        if isinstance(scorer, Scorer):
+            scorer.provenance = build_provenance(self.name, effective_options(factory, options), loaded,
+                                                 scorer.provenance_parts(), shared=self.shares)
+        return scorer
+
 
 # the options through which scorers can borrow a backbone (capeval.backbones.sharing lends them)
 SHAREABLE = ("clip_backbone",)
@@ -273,10 +285,12 @@ def scorer_of(name: str) -> str:
     return "bleu" if metric in {f"bleu_{n}" for n in range(1, 5)} else metric
 
 
-def options_by_scorer(options: Mapping[str, Mapping], where: str = "options") -> Dict[str, Dict]:
+def options_by_scorer(options: Mapping[str, Mapping], where: str = "options",
+                      available: Optional[Mapping[str, ScorerSpec]] = None) -> Dict[str, Dict]:
     """Per-metric options keyed by any spelling (``{"CLIPScore": {...}}``) → keyed by scorer (``{"clip_s": {...}}``):
     an unknown metric, options that are not a mapping, or two spellings of one scorer (``"clip_s"`` and
-    ``"CLIPScore"``: one would silently win) are an :class:`InputError` (``where``: what the mapping is called)."""
+    ``"CLIPScore"``: one would silently win) are an :class:`InputError` (``where``: what the mapping is called;
+    ``available``: the registry as a door read it)."""
     if not isinstance(options, Mapping):
         raise InputError(f"{where} must be a mapping of metric names to their options, not {shown(options)}")
     spelled: Dict[str, str] = {}
@@ -284,7 +298,7 @@ def options_by_scorer(options: Mapping[str, Mapping], where: str = "options") ->
     for metric, values in options.items():
         if not isinstance(metric, str):
             raise InputError(f"{where}: metric names are strings, not {metric!r}")
-        name = get_scorer_spec(metric).name
+        name = get_scorer_spec(metric, available).name
         if name in spelled:
             raise InputError(f"{where}: {name} is given twice, as {spelled[name]!r} and {metric!r} (one would "
                              "silently win): give its options once")
@@ -295,8 +309,10 @@ def options_by_scorer(options: Mapping[str, Mapping], where: str = "options") ->
     return by_scorer
 
 
-def get_scorer_spec(name: str) -> ScorerSpec:
-    available = scorers()
+def get_scorer_spec(name: str, available: Optional[Mapping[str, ScorerSpec]] = None) -> ScorerSpec:
+    """The registered scorer of metric ``name`` (any spelling); ``available``: the registry as a door read it
+    (default: read now)."""
+    available = scorers() if available is None else available
     if scorer_of(name) not in available:
         raise InputError(f"unknown metric {name!r}; known: {sorted(available)} (cider is CIDEr-D)")
     return available[scorer_of(name)]
@@ -307,15 +323,7 @@ def load_scorer(name: str, **options) -> "Scorer":
     are an :class:`InputError`. The scorer
     records its provenance (the weights it loaded, the options that change its values): every result it returns
     carries ``provenance`` and ``hashcode``."""
-    spec = get_scorer_spec(name)
-    spec.check_options(options)
-    factory = spec.load_factory()
-    with recording_resolutions() as loaded:
-        scorer = factory(**options)
-    if isinstance(scorer, Scorer):
-        scorer.provenance = build_provenance(spec.name, effective_options(factory, options), loaded,
-                                             scorer.provenance_parts(), shared=spec.shares)
-    return scorer
+    return get_scorer_spec(name).load(**options)
 
 
 class Scorer(ABC):

@@ -66,12 +66,13 @@ register(WeightSpec(
                 "(capeval.backbones.scene_graph_parser); HICE-S's phrase parser",
 ))
 
-register_converter("alpha-clip", converter="capeval.hice_s.converters:convert_alpha_clip",
-                   help="Alpha-CLIP visual checkpoint (.pth) + the OpenAI CLIP text tower of its size")
-register_converter("sam", converter="capeval.hice_s.converters:convert_sam",
-                   help="Segment Anything sam_vit_{b,l,h}_*.pth or MobileSAM mobile_sam.pt (official state dicts)")
-register_converter("mobile-sam", converter="capeval.hice_s.converters:convert_mobile_sam",
-                   help="MobileSAM mobile_sam.pt (official state dict, TinyViT image encoder)")
+# each upstream format → its converter in capeval.hice_s.converters
+for _format, _help in (
+        ("alpha-clip", "Alpha-CLIP visual checkpoint (.pth) + the OpenAI CLIP text tower of its size"),
+        ("sam", "Segment Anything sam_vit_{b,l,h}_*.pth or MobileSAM mobile_sam.pt (official state dicts)"),
+        ("mobile-sam", "MobileSAM mobile_sam.pt (official state dict, TinyViT image encoder)")):
+    register_converter(_format, converter=f"capeval.hice_s.converters:convert_{_format.replace('-', '_')}",
+                       help=_help)
 register_scorer("hice_s", factory="capeval.hice_s.scorer:HiceScorer", images="required", references="optional",
                 help="HICE-S and, with references, RefHICE-S (Zeng et al. 2024): Alpha-CLIP global + "
                      "region/phrase local scores",

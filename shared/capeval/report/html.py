@@ -2,7 +2,8 @@
 script; no external URL): a banner naming the metrics scored with tiny random test weights (when any), a header
 naming the files the report was computed from (path and sha256) and the command line, the table,
 every pairwise comparison on the table's scale, the scores with their CIs, significance clusters, the images where
-two systems disagree most (how many images were compared, how many the page embeds), coverage, and the
+two systems disagree most (how many images were compared, how many the page embeds; each card with what each
+caption matched, missed and invented where a metric reports it: :mod:`capeval.report.details`), coverage, and the
 provenance/hashcodes in a collapsible section.
 
 Every text from the document (names, captions, references, provenance) is HTML-escaped. The disagreement browser
@@ -19,6 +20,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from capeval.report.cells import (BETTER, TINY_MARK, WORSE, Cell, Table, column_title, digits, finite, format_score,
                                   scale)
+from capeval.report.details import image_details_html
 from capeval.report.disagreements import differences, ranked, system_pairs
 from capeval.report.plot import score_plots, system_colors
 from capeval.report.thumbnails import image_thumbnail
@@ -231,12 +233,13 @@ def image_card(report: Mapping, image: Mapping, order: int, pair_index: int, pai
     captions = "".join(f'<dt style="color:{colors[s]}">{esc(s)}</dt><dd>{esc(image["captions"][s])}</dd>'
                        for s in pair)
     references = "".join(f"<li>{esc(r)}</li>" for r in image.get("references", []))
+    details = image_details_html(image, pair, keys, {k: column_title(report, k, tiny) for k in keys}, colors)
     return (f'<li class="card" data-pair="{pair_index}" data-order="{order}" '
             f'data-deltas="{esc(json.dumps(deltas))}"><div class="thumb">{picture}</div><div class="detail">'
             f'<p class="meta"><span class="rank"></span> image {esc(image["image_id"])}{file}</p>'
             f'<p class="delta">{delta_text}</p><dl class="captions">{captions}</dl>'
             f'<p class="note">References ({len(image.get("references", []))})</p><ol class="references">'
-            f"{references}</ol>{_mini_table(report, image, pair, keys, deltas, selected, tiny)}</div></li>")
+            f"{references}</ol>{_mini_table(report, image, pair, keys, deltas, selected, tiny)}{details}</div></li>")
 
 
 def default_metric(keys: Sequence[str]) -> int:

@@ -1,6 +1,6 @@
-"""The report's tables as files: ``scores.csv`` (one row per image × system, every metric), ``summary.csv`` (one
-row per system × metric: value, CI, cluster rank, the comparison with the baseline, the coverage text) and
-``table.tex`` (booktabs).
+"""The report's tables as files: ``scores.csv`` (one row per image × system, every metric and the counts of its
+detail records: ``capture_objects_missed``, ...), ``summary.csv`` (one row per system × metric: value, CI, cluster
+rank, the comparison with the baseline, the coverage text) and ``table.tex`` (booktabs).
 
 CSV values are as computed (unscaled, full precision; empty where the document has none). A text cell that a
 spreadsheet program would take for a formula (first character ``=``, ``+``, ``-``, ``@``, a tab or a carriage
@@ -19,6 +19,7 @@ from typing import Iterable, Mapping, Optional, Sequence
 
 from capeval.report.cells import (BETTER, TINY_MARK, WORSE, Cell, Table, comparison, field, resolve_baseline,
                                   score_entry, tiny_weight_keys)
+from capeval.report.details import count_columns, count_row
 
 LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
@@ -59,8 +60,11 @@ def _write_csv(path: Path, header: Sequence[str], rows: Iterable[Sequence]) -> N
 
 
 def write_scores_csv(report: Mapping, path: Path) -> None:
+    """One row per image × system: its caption, every key's score, the counts of its detail records (no element
+    lists: :func:`capeval.report.details.count_columns`), the keys scored with tiny random weights."""
     keys = list(field(report, "keys", ""))
     tiny = " ".join(tiny_weight_keys(report))
+    counts = count_columns(report)
 
     def rows():
         for number, image in enumerate(field(report, "images", "")):
@@ -69,9 +73,10 @@ def write_scores_csv(report: Mapping, path: Path) -> None:
             for system in report["systems"]:
                 row = field(scores, system, f"{where}scores.")
                 yield [image["image_id"], image.get("file"), system, field(captions, system, f"{where}captions."),
-                       *(row.get(key) for key in keys), tiny]
+                       *(row.get(key) for key in keys), *count_row(image, system, counts), tiny]
 
-    _write_csv(path, [*SCORES_COLUMNS, *keys, "tiny_random_weights"], rows())
+    _write_csv(path, [*SCORES_COLUMNS, *keys, *(f"{key}_{count}" for key, count in counts), "tiny_random_weights"],
+               rows())
 
 
 def _versus_baseline(report: Mapping, system: str, baseline: Optional[str], key: str) -> list:
