@@ -163,6 +163,24 @@ def test_every_scorer_returns_per_sample_lists_and_their_means(name, built):
     if spec.references == "optional":  # reference-free scores do not change when references are given
         free = scorer.score(CAPTIONS, **_inputs(spec, references=False))
         assert free[name] == pytest.approx(result[name], abs=1e-6)
+    for key, records in scorer.detail_keys.items():  # one record per sample, beside the key's values
+        assert key in announced and len(result[records]) == 2, (name, key)
+        assert all(isinstance(record, Mapping) for record in result[records]), (name, key)
+
+
+@pytest.mark.parametrize("name", [name for name in NAMES if scorers()[name].scorer_class().detail_keys])
+def test_score_systems_gives_each_system_its_own_detail_records(name, built):
+    """The default score_systems (one call for every system) splits a declared detail key's records by system:
+    each system's records are those of the scorer on its captions alone."""
+    spec, scorer = scorers()[name], built(name)
+    inputs = scorer.validate(CAPTIONS, **_inputs(spec))
+    other = ["a blue square on a red table", "a red square"]
+    by_system = scorer.score_systems([CAPTIONS, other], inputs.images, inputs.references)
+    for captions, scores in zip([CAPTIONS, other], by_system):
+        alone = scorer.score(captions, **_inputs(spec))
+        for key, records in scorer.detail_keys.items():
+            assert scores[key].details == alone[records] and scores[key].per_sample == alone[f"{key}_per_sample"]
+    assert by_system[0][name].details != by_system[1][name].details  # the two systems' records differ
 
 
 EMPTY_AT = [Image.new("RGB", (40, 30), "red"), Image.new("RGB", (36, 36), "green"), Image.new("RGB", (30, 40), "blue")]
@@ -239,7 +257,7 @@ def test_skipped_samples_are_still_validated_and_all_empty_scores_nothing(built)
 
 # The contract states itself (capeval.core.scoring.Scorer's docstring): what a scorer must define, what it may
 # declare and the defaults; every capability is declared, none discovered.
-CAPABILITIES = ("corpus_level", "corpus_level_of", "states_corpus_statistics", "text_rule", "clip_weights_of", "provenance_parts", "scores_empty_text", "mean_over_defined", "score_keys",
+CAPABILITIES = ("corpus_level", "corpus_level_of", "states_corpus_statistics", "text_rule", "clip_weights_of", "provenance_parts", "scores_empty_text", "mean_over_defined", "detail_keys", "score_keys",
                 "score_systems", "components", "compose", "composed_provenance", "check_text")
 # the attributes scorers keep their models under: a model is described because its scorer names it (provenance_parts)
 MODEL_ATTRIBUTES = ("backbone", "clip", "extractor")
@@ -261,6 +279,8 @@ def test_every_scorer_class_declares_what_it_must_and_types_what_it_may():
         assert isinstance(cls.corpus_level_of({}), bool) and isinstance(spec.is_corpus_level({}), bool), name
         assert cls.text_rule is None or callable(cls.text_rule), name
         assert isinstance(cls.mean_over_defined, tuple) and set(cls.mean_over_defined) <= set(cls.key_metadata), name
+        assert isinstance(cls.detail_keys, Mapping) and set(cls.detail_keys) <= set(cls.key_metadata), name
+        assert all(isinstance(records, str) and records for records in cls.detail_keys.values()), name
         assert cls.states_corpus_statistics is (cls.score_systems is not Scorer.score_systems), (
             f"{name}: states_corpus_statistics declares that its scorer states its own score_systems")
         if spec.group is not None:

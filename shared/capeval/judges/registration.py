@@ -23,13 +23,6 @@ register(WeightSpec(
 # what runs a judge (the scorers' judge_backend option): transformers' generate with the digit tokens' probabilities
 register_judge_backend("transformers", factory="capeval.judges.generation:JudgeModel")
 
-register_scorer("fleur", factory="capeval.judges.scorer:FleurScorer", images="required", references="unused",
-                help="FLEUR: LLaVA-1.5-13B rates the caption from 0.0 to 1.0, smoothed over its digit probabilities",
-                card="capeval.judges:module_cards.toml")
-register_scorer("ref_fleur", factory="capeval.judges.scorer:RefFleurScorer", images="required",
-                references="required", help="RefFLEUR: FLEUR with the reference captions in the prompt",
-                card="capeval.judges:module_cards.toml")
-
 # EXPERT (Kim et al., ACL Findings 2025): the authors' LoRA over liuhaotian/llava-v1.5-13b, merged into the llava-hf
 # base above on first use (capeval.judges.expert_weights)
 register(WeightSpec(
@@ -43,7 +36,14 @@ register(WeightSpec(
 register_converter("expert-llava-hf", converter="capeval.judges.expert_weights:convert_expert_adapter",
                    help="EXPERT's LoRA adapter folder (peft adapter + non_lora_trainables.bin) merged into "
                         "llava-hf/llava-1.5-13b-hf -> a transformers LlavaForConditionalGeneration folder")
-register_scorer("expert", factory="capeval.judges.expert:ExpertScorer", images="required", references="unused",
-                help="EXPERT: LLaVA-1.5-13B with EXPERT's LoRA rates the caption from 0.0 to 1.0, smoothed over its "
-                     "digit probabilities; optional structured explanation",
-                card="capeval.judges:module_cards.toml")
+
+# the judge scorers: name, factory (in capeval.judges), references, help
+for _name, _factory, _references, _help in (
+        ("fleur", "scorer:FleurScorer", "unused",
+         "FLEUR: LLaVA-1.5-13B rates the caption from 0.0 to 1.0, smoothed over its digit probabilities"),
+        ("ref_fleur", "scorer:RefFleurScorer", "required", "RefFLEUR: FLEUR with the reference captions in the prompt"),
+        ("expert", "expert:ExpertScorer", "unused",
+         "EXPERT: LLaVA-1.5-13B with EXPERT's LoRA rates the caption from 0.0 to 1.0, smoothed over its digit "
+         "probabilities; optional structured explanation")):
+    register_scorer(_name, factory=f"capeval.judges.{_factory}", images="required", references=_references,
+                    help=_help, card="capeval.judges:module_cards.toml")
