@@ -50,6 +50,7 @@ FAST_TESTS = (
     "tests/statistics/test_clusters.py",
     "tests/statistics/test_systems_no_test.py",
     "tests/suite/test_run_evaluate_captions.py",
+    "tests/surfaces/test_capture_demo.py::test_the_view_marks_both_sides_and_escapes_every_text",
     "tests/surfaces/test_module_cards.py",
     "tests/text/test_meteor_index_sharing.py",
     "tests/text/test_mpnet.py",

@@ -1,5 +1,6 @@
 """Evaluation sets of ``capeval evaluate``: the annotated images (:class:`GroundTruth` of :class:`EvalImage`), the
-captions of each system over them (:class:`SystemCaptions`), and what the systems cover (:func:`coverage`).
+captions of each system over them (:class:`SystemCaptions`), and the rules they follow together (:func:`coverage`,
+:func:`evaluation_set`: the one place they are written, for every door).
 
 They are read from COCO caption annotations, Karpathy split files and COCO results files
 (:mod:`capeval.core.coco_files`) or from records with inline references (:mod:`capeval.core.inline_evaluation`).
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Dict, Hashable, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from capeval.core.errors import InputError
+from capeval.core.inputs import check_caption
 
 MAX_NAMED_IDS = 5  # ids an error names before "…"
 
@@ -131,7 +133,7 @@ def coverage(ground_truth: GroundTruth, systems: Sequence[SystemCaptions], *, re
     """How much of ``ground_truth`` the systems cover: ``{"scored": N, "total": M, "split": ..., "text": "scored N of
     M images of split test"}`` (``"... annotated images"`` without a split). Every system must caption the same
     images (refused otherwise, naming the system and the first differing ids), all of them annotated, and system
-    names must be unique; ``require_all=True`` refuses N < M."""
+    names must be unique, and they must caption some image; ``require_all=True`` refuses N < M."""
     if not systems:
         raise InputError("no system results given")
     names = [system.name for system in systems]
@@ -152,6 +154,8 @@ def coverage(ground_truth: GroundTruth, systems: Sequence[SystemCaptions], *, re
             raise InputError(f"{system.name} ({system.source}) {' and '.join(parts)}: systems are compared on the "
                              "same images")
     scored, total = len(first.captions), len(ground_truth.images)
+    if not scored:
+        raise InputError(f"{first.name} ({first.source}) captions none of the annotated images: nothing to score")
     of = f"images of split {ground_truth.split}" if ground_truth.split else "annotated images"
     text = f"scored {scored} of {total} {of}"
     if require_all and scored < total:
@@ -159,3 +163,40 @@ def coverage(ground_truth: GroundTruth, systems: Sequence[SystemCaptions], *, re
         raise InputError(f"{text}: {len(missing)} image(s) have no result ({_named(missing)}); --require-all "
                          "asks for every one")
     return {"scored": scored, "total": total, "split": ground_truth.split, "text": text}
+
+
+@dataclass(frozen=True)
+class EvaluationSet:
+    """An evaluation set checked (:func:`evaluation_set`): the ``ground_truth``, the ``systems``, the scored
+    ``image_ids`` (ground-truth order), each system's ``captions`` in that order, the ``references`` (``None`` when no
+    scored image has any) and the ``coverage``."""
+
+    ground_truth: GroundTruth
+    systems: Tuple[SystemCaptions, ...]
+    image_ids: Tuple[Hashable, ...]
+    captions: Dict[str, List[str]]
+    references: Optional[List[List[str]]]
+    coverage: Dict
+
+
+def evaluation_set(ground_truth: GroundTruth, systems: Sequence[SystemCaptions], *,
+                   require_all: bool = False) -> EvaluationSet:
+    """``systems`` over ``ground_truth`` checked by the rules of :func:`coverage` (``require_all`` as there), every
+    caption and reference checked as text (empty ones are the scorers' to score or refuse), and the scored images'
+    references all given or all absent; each refusal an :class:`InputError` naming the file and record."""
+    covered = coverage(ground_truth, systems, require_all=require_all)
+    image_ids = tuple(i for i in ground_truth.images if i in systems[0].captions)
+    captions = {system.name: [check_caption(system.captions[i], system.caption_where(i), empty=True)
+                              for i in image_ids] for system in systems}
+    references = []
+    for image_id in image_ids:
+        image = ground_truth.images[image_id]
+        references.append([check_caption(reference, image.reference_entry(j, ground_truth.source), empty=True)
+                           for j, reference in enumerate(image.references)])
+    without = [i for i, refs in zip(image_ids, references) if not refs]
+    if without and len(without) < len(image_ids):
+        raise InputError(f"{ground_truth.images[without[0]].entry(ground_truth.source)} has no reference caption "
+                         f"while other images have ({len(without)} such image(s): {_named(without)}): give every "
+                         "scored image its references, or none")
+    return EvaluationSet(ground_truth, tuple(systems), image_ids, captions,
+                         None if without else references, covered)

@@ -1,7 +1,7 @@
-"""A metric suite over several systems in one pass (:func:`score_suite`), following one resolved plan
-(:func:`resolve_plan`; :func:`expand_metrics`: the names it accepts)."""
+"""A metric suite over several systems in one pass (:func:`score_suite`), following one plan resolved at the door
+(:func:`resolve_plan`; :func:`select_metrics`: the names it accepts)."""
 
 from capeval.suite.engine import SuiteScores, score_suite
-from capeval.suite.plan import Plan, expand_metrics, resolve_plan
+from capeval.suite.plan import Plan, resolve_plan, select_metrics
 
-__all__ = ["Plan", "SuiteScores", "expand_metrics", "resolve_plan", "score_suite"]
+__all__ = ["Plan", "SuiteScores", "resolve_plan", "score_suite", "select_metrics"]

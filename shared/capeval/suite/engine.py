@@ -32,12 +32,13 @@ from tqdm.auto import tqdm
 from capeval.backbones.sharing import SharedBackbones
 from capeval.core.corpus_statistics import CorpusStatistics, KeyScores
 from capeval.core.errors import InputError
-from capeval.core.inputs import ValidInputs, check_caption
+from capeval.core.evaluation_sets import EvaluationSet, evaluation_set
+from capeval.core.inputs import ValidInputs
 from capeval.core.keys import score_key
 from capeval.core.provenance import hashcode
-from capeval.core.scoring import Scorer, scorers
+from capeval.core.scoring import Scorer
 from capeval.suite.images import decode_images, image_sources, source_identity
-from capeval.suite.plan import as_plan
+from capeval.suite.plan import Plan
 from capeval.suite.texts import (EmptyTexts, check_empty_caption_policy, check_empty_texts, check_texts,
                                  warn_empty_texts)
 
@@ -66,36 +67,46 @@ class SuiteScores:
     empty: EmptyTexts = field(default_factory=EmptyTexts)
 
 
-def score_suite(ground_truth, systems: Sequence, metrics, *,
+def score_suite(ground_truth, systems: Sequence, plan: Plan, *,
                 images: Optional[Mapping[Hashable, Any]] = None, images_root=None,
-                options: Optional[Mapping[str, Mapping]] = None, device: str = "auto", dtype=None,
-                batch_size: Optional[int] = None, cache_dir=None, show_progress: Optional[bool] = None,
-                chunk_images: int = DEFAULT_CHUNK_IMAGES, empty_caption: str = "score") -> SuiteScores:
+                show_progress: Optional[bool] = None, chunk_images: int = DEFAULT_CHUNK_IMAGES,
+                empty_caption: str = "score") -> SuiteScores:
     """Score ``systems`` (:class:`capeval.core.evaluation_sets.SystemCaptions`, all on the same images) against
-    ``ground_truth`` (:class:`capeval.core.evaluation_sets.GroundTruth`) in one pass, following ``metrics``: a resolved
-    :class:`Plan`, or metric names that :func:`capeval.suite.plan.resolve_plan` resolves with ``options`` (per
-    scorer, its options) and the runtime ``device``, ``dtype``, ``batch_size``, ``cache_dir`` (given to every scorer
-    that accepts them; ``None``: its default). Images come from ``images`` (image id → anything ``load_image``
-    takes) when given, else the image the ground truth embeds, else its file under ``images_root``.
-    ``show_progress``: progress bars on stderr per stage (``None``: when stderr is a terminal).
-    ``empty_caption``: ``"score"`` (empty and whitespace-only captions and references scored as each metric's
-    official implementation scores them, refused when a metric of the suite does not score them; counted, and
-    named in one stderr line) or ``"error"`` (refused): :func:`capeval.suite.texts.check_empty_texts`."""
+    ``ground_truth`` (:class:`capeval.core.evaluation_sets.GroundTruth`) in one pass, following ``plan``, the
+    :class:`Plan` a door resolved (:func:`capeval.suite.plan.resolve_plan`): the evaluation set checked by its rules
+    (:func:`capeval.core.evaluation_sets.evaluation_set`), then :func:`score_evaluation`."""
+    if not isinstance(plan, Plan):
+        raise TypeError(f"score_suite follows a resolved Plan (capeval.suite.plan.resolve_plan at the door), not "
+                        f"{type(plan).__name__}")
+    return score_evaluation(evaluation_set(ground_truth, systems), plan, images=images, images_root=images_root,
+                            show_progress=show_progress, chunk_images=chunk_images, empty_caption=empty_caption)
+
+
+def score_evaluation(evaluation: EvaluationSet, plan: Plan, *, images: Optional[Mapping[Hashable, Any]] = None,
+                     images_root=None, show_progress: Optional[bool] = None,
+                     chunk_images: int = DEFAULT_CHUNK_IMAGES, empty_caption: str = "score") -> SuiteScores:
+    """Score a checked evaluation set (:class:`capeval.core.evaluation_sets.EvaluationSet`) in one pass following
+    ``plan``. Images come from ``images`` (image id → anything ``load_image`` takes) when given, else the image the
+    ground truth embeds, else its file under ``images_root``. ``show_progress``: progress bars on stderr per stage
+    (``None``: when stderr is a terminal). ``empty_caption``: ``"score"`` (empty and whitespace-only captions and
+    references scored as each metric's official implementation scores them, refused when a metric of the suite does
+    not score them; counted, and named in one stderr line) or ``"error"`` (refused):
+    :func:`capeval.suite.texts.check_empty_texts`."""
     if isinstance(chunk_images, bool) or not isinstance(chunk_images, int) or chunk_images < 1:
         raise InputError(f"chunk_images must be a positive int, not {chunk_images!r}")
     empty_caption = check_empty_caption_policy(empty_caption)
-    plan = as_plan(metrics, options, device=device, dtype=dtype, batch_size=batch_size, cache_dir=cache_dir)
-    image_ids, captions, references = _evaluation_set(ground_truth, systems)
+    ground_truth, systems, image_ids = evaluation.ground_truth, evaluation.systems, list(evaluation.image_ids)
+    captions, references = evaluation.captions, evaluation.references
     plan.check_references(references is not None)
     check_texts(plan.text_checks(), ground_truth, systems, image_ids)
-    empty = check_empty_texts({name: scorers()[name].scorer_class() for name in plan.loaded}, ground_truth, systems,
+    empty = check_empty_texts({name: plan.scorer_class(name) for name in plan.loaded}, ground_truth, systems,
                               image_ids, empty_caption)
     sources = (image_sources(ground_truth, image_ids, images=images, images_root=images_root)
-               if plan.needs_images else None)
+               if plan.image_scorers else None)
     warn_empty_texts(empty)
-    backbones = SharedBackbones({k: v for k, v in plan.runtime.items() if v is not None})
+    backbones = SharedBackbones({k: v for k, v in plan.runtime.items() if v is not None}, plan.specs)
     loaded = {name: backbones.load(name, plan.option(name)) for name in plan.loaded}
-    run = _Pass(image_ids, captions, references, loaded, backbones, show_progress)
+    run = _Pass(image_ids, captions, references, loaded, backbones, show_progress, plan)
     for unit in plan.whole_input:
         run.whole_input(list(unit))
     run.chunked(list(plan.chunked), sources, chunk_images)
@@ -117,46 +128,13 @@ def score_suite(ground_truth, systems: Sequence, metrics, *,
         empty=empty)
 
 
-def _evaluation_set(ground_truth, systems: Sequence):
-    """The scored image ids (ground-truth order), each system's captions in that order, and the references
-    (``None`` when no image has any); every caption and reference checked as text (empty ones:
-    :func:`check_empty_texts`), systems on other images refused."""
-    if not systems:
-        raise InputError("no systems to score")
-    names = [system.name for system in systems]
-    if len(set(names)) != len(names):
-        raise InputError(f"system names must be unique, got {names}")
-    covered = set(systems[0].captions)
-    for system in systems[1:]:
-        if set(system.captions) != covered:
-            differ = sorted(covered.symmetric_difference(system.captions), key=repr)[:5]
-            raise InputError(f"systems {systems[0].name!r} and {system.name!r} caption different images "
-                             f"(e.g. {differ}): a suite compares systems on the same images")
-    unknown = [i for i in systems[0].captions if i not in ground_truth.images]
-    if unknown:
-        raise InputError(f"system {systems[0].name!r} captions images not in the ground truth: {unknown[:5]}")
-    image_ids = [i for i in ground_truth.images if i in covered]
-    if not image_ids:
-        raise InputError("the systems caption none of the ground truth's images")
-    captions = {system.name: [check_caption(system.captions[i], system.caption_where(i), empty=True)
-                              for i in image_ids] for system in systems}
-    references = [[check_caption(r, f"reference {j} of image {i!r}", empty=True)
-                   for j, r in enumerate(ground_truth.images[i].references)] for i in image_ids]
-    without = [i for i, refs in zip(image_ids, references) if not refs]
-    if len(without) == len(image_ids):
-        return image_ids, captions, None
-    if without:
-        raise InputError(f"images {without[:5]} have no reference caption while others have: give every scored "
-                         "image its references, or none")
-    return image_ids, captions, references
-
-
 class _Pass:
     """The scores of one suite pass, filled stage by stage."""
 
     def __init__(self, image_ids, captions: Dict[str, List[str]], references, loaded: Dict[str, Scorer],
-                 backbones: SharedBackbones, show_progress: Optional[bool]):
+                 backbones: SharedBackbones, show_progress: Optional[bool], plan: Plan):
         self.image_ids, self.captions, self.references = image_ids, captions, references
+        self.plan = plan
         self.loaded, self.backbones = loaded, backbones
         self.disable = None if show_progress is None else not show_progress  # tqdm: None = only on a terminal
         self.scores: Dict[str, Dict[str, KeyScores]] = {s: {} for s in captions}
@@ -230,7 +208,7 @@ class _Pass:
                     self._record(system, key, replace(scores, details=records[system].get(key)))
 
     def _score_chunk(self, name: str, rows: List[int], decoded, refs, columns, records) -> None:
-        scorer, spec = self.loaded[name], scorers()[name]
+        scorer, spec = self.loaded[name], self.plan.specs[name]
         values = scorer.score_systems([[self.captions[system][i] for i in rows] for system in self.captions],
                                       decoded if spec.images != "unused" else None,
                                       refs if spec.references != "unused" else None)
@@ -244,7 +222,7 @@ class _Pass:
 
     def composed(self, name: str, options: Mapping) -> None:
         """A composed scorer (EnsembEval) from the suite's own scores of its components (nothing scored again)."""
-        spec = scorers()[name]
+        spec = self.plan.specs[name]
         scorer_class = spec.scorer_class()
         for system in self.captions:
             values = scorer_class.compose(options, {key: self.scores[system][key].per_sample

@@ -17,15 +17,14 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from capeval.core.coco_files import read_ground_truth, read_results
 from capeval.core.errors import InputError, ScoredThenFailedError
-from capeval.core.evaluation_sets import GroundTruth, SystemCaptions, coverage
+from capeval.core.evaluation_sets import EvaluationSet, GroundTruth, SystemCaptions, evaluation_set
 from capeval.core.hashing import file_sha256
 from capeval.core.inline_evaluation import common_ground_truth, read_inline
-from capeval.core.scoring import get_scorer_spec
 from capeval.core.version import __version__
 from capeval.report.cells import tiny_weight_keys
 from capeval.report.schema import SCHEMA_VERSION
-from capeval.suite.engine import score_suite
-from capeval.suite.plan import Plan, as_plan, resolve_plan
+from capeval.suite.engine import score_evaluation
+from capeval.suite.plan import Plan, resolve_plan
 from capeval.suite.saved_statistics import read_statistics, saved_statistics
 from capeval.suite.texts import check_empty_caption_policy
 
@@ -44,8 +43,9 @@ def evaluate_captions(results: Sequence[PathLike] = (), *, annotations: Optional
                       image_format: Optional[str] = None, config: Optional[str] = None,
                       empty_caption: str = "score", command: Optional[str] = None) -> Dict:
     """Score ``metrics`` (``"coco"`` = BLEU-1..4, METEOR, ROUGE-L, CIDEr-D, SPICE where its jars exist; any
-    registered scorer by name; or the suite's :class:`capeval.suite.plan.Plan`, resolved at the door with its
-    options and runtime) for every system and compare them; the report document.
+    registered scorer by name), resolved here once with ``options`` and the runtime
+    (:func:`capeval.suite.plan.resolve_plan`), for every system and compare them; the report document
+    (:func:`prepare_evaluation`, then :func:`run_evaluation`).
 
     The evaluation set is either ``annotations`` (COCO caption annotations, or a Karpathy split file with ``split``)
     with one COCO results file per system in ``results``, or ``records``: one record source per system, as
@@ -72,36 +72,37 @@ def evaluate_captions(results: Sequence[PathLike] = (), *, annotations: Optional
     files are written there as a set (:func:`capeval.report.write.write_report`); a failure after scoring raises
     :class:`ScoredThenFailedError` naming the ``scores.json`` that holds every per-image score (:func:`save_scores`).
     """
-    from capeval.statistics.systems import check_options, compare_systems
+    suite = resolve_plan(metrics, options, device=device, dtype=dtype, batch_size=batch_size, cache_dir=cache_dir)
+    prepared = prepare_evaluation(suite, results, annotations=annotations, split=split, records=records,
+                                  images=images, names=names, baseline=baseline, require_all=require_all,
+                                  resamples=resamples, seed=seed, p_values=p_values, output=output, fields=fields,
+                                  image_format=image_format, config=config, empty_caption=empty_caption)
+    return run_evaluation(prepared, show_progress=show_progress, command=command)
 
-    check_options(resamples, p_values=p_values)
-    check_empty_caption_policy(empty_caption)
-    suite = as_plan(metrics, options, device=device, dtype=dtype, batch_size=batch_size, cache_dir=cache_dir)
-    plan = prepare_evaluation(results, annotations=annotations, split=split, records=records, images=images,
-                              metrics=suite, names=names, baseline=baseline, require_all=require_all,
-                              fields=fields, image_format=image_format, config=config)
-    if output is not None:
-        from capeval.report.write import check_writable
 
-        check_writable(output)
+def run_evaluation(prepared: "EvaluationPlan", *, show_progress: Optional[bool] = None,
+                   command: Optional[str] = None) -> Dict:
+    """Score a prepared evaluation (:func:`prepare_evaluation`: every input checked), compare the systems and return
+    the report document, written to the prepared ``output`` when there is one (:func:`evaluate_captions`)."""
+    from capeval.statistics.systems import compare_systems
 
-    scores = score_suite(plan.ground_truth, plan.systems, plan.suite, images_root=images, show_progress=show_progress,
-                         empty_caption=empty_caption)
+    scores = score_evaluation(prepared.evaluation, prepared.suite, images_root=prepared.images,
+                              show_progress=show_progress, empty_caption=prepared.empty_caption)
     try:
         undefined = undefined_means(scores.undefined_images, scores.metrics, len(scores.image_ids))
-        comparison = compare_systems(scores.statistics, baseline=baseline, resamples=resamples, seed=seed,
-                                     p_values=p_values, undefined=undefined,
+        comparison = compare_systems(scores.statistics, baseline=prepared.baseline, resamples=prepared.resamples,
+                                     seed=prepared.seed, p_values=prepared.p_values, undefined=undefined,
                                      higher_is_better={key: scores.metrics[key]["higher_is_better"]
                                                        for key in scores.keys})
-        report = build_report(plan, scores, comparison, command=command)
-        if output is not None:
+        report = build_report(prepared, scores, comparison, command=command)
+        if prepared.output is not None:
             from capeval.report.write import write_report
 
-            write_report(report, output, images_root=images)  # marks against the report's baseline
+            write_report(report, prepared.output, images_root=prepared.images)  # marks against the report's baseline
     except Exception as exc:
         failure = " ".join(f"{type(exc).__name__}: {exc}".split())  # the message stays one line
         try:
-            saved = save_scores(plan, scores, output)
+            saved = save_scores(prepared, scores, prepared.output)
         except OSError as unsaved:
             raise ScoredThenFailedError(f"the systems were scored, then the report failed ({failure}); the per-image "
                                         f"scores could not be saved either ({unsaved})") from exc
@@ -182,7 +183,7 @@ def save_scores(plan: "EvaluationPlan", scores, output: Optional[PathLike]) -> s
 
     from capeval.core.hub import default_cache_dir
 
-    text = json.dumps({"image_ids": list(scores.image_ids), "coverage": plan.coverage, "keys": scores.keys,
+    text = json.dumps({"image_ids": list(scores.image_ids), "coverage": plan.evaluation.coverage, "keys": scores.keys,
                        "corpus": scores.corpus, "per_image": scores.per_image,
                        "undefined_images": scores.undefined_images, "details": scores.details}, default=str)
     refusals = []
@@ -222,44 +223,62 @@ def _write_whole(path: str, text: str) -> str:
 
 @dataclass(frozen=True)
 class EvaluationPlan:
-    """Checked inputs of an evaluation: the ground truth, the systems, the suite's plan, the coverage."""
+    """An evaluation checked, nothing loaded: the suite's plan, the evaluation set (ground truth, systems, coverage),
+    the baseline, the files read (:func:`input_files`), and how the run compares and writes (the arguments of
+    :func:`evaluate_captions`)."""
 
-    ground_truth: GroundTruth
-    systems: List[SystemCaptions]
     suite: Plan
-    coverage: Dict
+    evaluation: EvaluationSet
     baseline: Optional[str]
-    inputs: Dict  # the files read: input_files()
+    inputs: Dict
+    images: Optional[PathLike] = None
+    resamples: int = 10000
+    seed: int = 12345
+    p_values: str = "noreen"
+    output: Optional[PathLike] = None
+    empty_caption: str = "score"
 
 
-def prepare_evaluation(results: Sequence[PathLike] = (), *, annotations: Optional[PathLike] = None,
+def prepare_evaluation(suite: Plan, results: Sequence[PathLike] = (), *, annotations: Optional[PathLike] = None,
                        split: Optional[str] = None, records: Sequence[Any] = (), images: Optional[PathLike] = None,
-                       metrics: Union[Sequence[str], Plan] = ("coco",), names: Optional[Sequence[str]] = None,
-                       baseline: Optional[str] = None, require_all: bool = False,
-                       fields: Optional[Mapping[str, str]] = None,
-                       image_format: Optional[str] = None, config: Optional[str] = None) -> EvaluationPlan:
-    """Read and check the inputs of :func:`evaluate_captions` without loading a model (its arguments; ``metrics``:
-    the suite's resolved plan, or metric names resolved with their default options)."""
-    suite = metrics if isinstance(metrics, Plan) else resolve_plan(list(metrics))
+                       names: Optional[Sequence[str]] = None, baseline: Optional[str] = None,
+                       require_all: bool = False, resamples: int = 10000, seed: int = 12345,
+                       p_values: str = "noreen", output: Optional[PathLike] = None,
+                       fields: Optional[Mapping[str, str]] = None, image_format: Optional[str] = None,
+                       config: Optional[str] = None, empty_caption: str = "score") -> EvaluationPlan:
+    """Read and check everything :func:`evaluate_captions` is given, following ``suite`` (the :class:`Plan` its door
+    resolved), without loading a model: the comparison's options, the empty-caption policy, an ``output`` folder that
+    cannot take a file, the evaluation set (:func:`capeval.core.evaluation_sets.evaluation_set`), the images' root and
+    the baseline."""
+    from capeval.report.write import check_writable
+    from capeval.statistics.systems import check_options
+
+    if not isinstance(suite, Plan):
+        raise TypeError(f"prepare_evaluation follows a resolved Plan (capeval.suite.plan.resolve_plan at the door), "
+                        f"not {type(suite).__name__}")
+    empty_caption = check_empty_caption_policy(empty_caption)
+    scoring_images = suite.image_scorers
+    check_options(resamples, p_values=p_values)
+    if output is not None:
+        check_writable(output)
     ground_truth, systems = _read_systems(results, annotations, split, records, names, images, fields, image_format,
                                           config)
-    covered = coverage(ground_truth, systems, require_all=require_all)
+    evaluation = evaluation_set(ground_truth, systems, require_all=require_all)
     if images is not None:
-        ground_truth.check_inside(systems[0].captions, images)
+        ground_truth.check_inside(evaluation.image_ids, images)
     system_names = [system.name for system in systems]
     if baseline is not None and baseline not in system_names:
         raise InputError(f"--baseline {baseline!r} is not one of the systems {system_names} (the names are the "
                          "results files' stems, or --names)")
-    scoring_images = [name for name in suite.loaded if get_scorer_spec(name).images != "unused"]
     if scoring_images and annotations is not None and images is None:
         raise InputError(f"{', '.join(scoring_images)} score(s) images: give the image root (--images DIR), the "
                          f"folder the image files of {ground_truth.source} are relative to")
-    return EvaluationPlan(ground_truth, systems, suite, covered, baseline,
-                          input_files(annotations, results, records, ground_truth, systems))
+    return EvaluationPlan(suite, evaluation, baseline, input_files(annotations, results, records, evaluation),
+                          images, resamples, seed, p_values, output, empty_caption)
 
 
 def input_files(annotations: Optional[Any], results: Sequence[Any], records: Sequence[Any],
-                ground_truth: GroundTruth, systems: Sequence[SystemCaptions]) -> Dict:
+                evaluation: EvaluationSet) -> Dict:
     """What the evaluation read, for the report's ``inputs``: the annotations (``{"path", "sha256"}``, None with
     records) and per system its results file (``{"system", "path", "sha256"}``) or records source (``{"system",
     "source", "sha256"}``). Paths as given; ``sha256`` of the file's bytes, None for a source that is not one file
@@ -268,7 +287,8 @@ def input_files(annotations: Optional[Any], results: Sequence[Any], records: Seq
         is_path = isinstance(source, (str, os.PathLike)) and os.path.isfile(source)
         return file_sha256(source) if is_path else None
 
-    return {"annotations": None if annotations is None else {"path": ground_truth.source,
+    systems = evaluation.systems
+    return {"annotations": None if annotations is None else {"path": evaluation.ground_truth.source,
                                                              "sha256": digest(annotations)},
             "results": [{"system": system.name, "path": system.source, "sha256": digest(source)}
                         for system, source in zip(systems, results)],
@@ -311,11 +331,11 @@ def build_report(plan: EvaluationPlan, scores, comparison: Mapping, *, command: 
                                                     {key: scores.corpus[system.name][key] for key in scores.keys}),
                              "empty_captions": {"count": len(scores.empty.captions.get(system.name, [])),
                                                 "image_ids": list(scores.empty.captions.get(system.name, []))}}
-               for system in plan.systems}
+               for system in plan.evaluation.systems}
     report = {"schema": SCHEMA_VERSION, "capeval_version": __version__,
               "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
               "inputs": {**plan.inputs, "command": command},
-              "coverage": {**plan.coverage, "empty_references": scores.empty.references},
+              "coverage": {**plan.evaluation.coverage, "empty_references": scores.empty.references},
               "baseline": plan.baseline, "metrics": scores.metrics, "keys": scores.keys,
               "systems": systems}
     report["tiny_random_weights"] = tiny_weight_keys(report)
@@ -329,9 +349,9 @@ def build_report(plan: EvaluationPlan, scores, comparison: Mapping, *, command: 
 def _image_rows(plan: EvaluationPlan, scores) -> List[Dict]:
     rows = []
     for index, image_id in enumerate(scores.image_ids):
-        image = plan.ground_truth.images[image_id]
+        image = plan.evaluation.ground_truth.images[image_id]
         rows.append({"image_id": image_id, "file": image.file, "references": list(image.references),
-                     "captions": {system.name: system.captions[image_id] for system in plan.systems},
+                     "captions": {system.name: system.captions[image_id] for system in plan.evaluation.systems},
                      "scores": {name: {key: values[index] for key, values in per_key.items()}
                                 for name, per_key in scores.per_image.items()},
                      "details": {name: {key: records[index] for key, records in per_key.items()}
