@@ -171,7 +171,8 @@ def test_every_scorer_returns_per_sample_lists_and_their_means(name, built):
 @pytest.mark.parametrize("name", [name for name in NAMES if scorers()[name].scorer_class().detail_keys])
 def test_score_systems_gives_each_system_its_own_detail_records(name, built):
     """The default score_systems (one call for every system) splits a declared detail key's records by system:
-    each system's records are those of the scorer on its captions alone."""
+    each system's records are those of the scorer on its captions alone (records that differ by system, on hand-written
+    parses: tests/suite/test_details_flow.py)."""
     spec, scorer = scorers()[name], built(name)
     inputs = scorer.validate(CAPTIONS, **_inputs(spec))
     other = ["a blue square on a red table", "a red square"]
@@ -180,7 +181,6 @@ def test_score_systems_gives_each_system_its_own_detail_records(name, built):
         alone = scorer.score(captions, **_inputs(spec))
         for key, records in scorer.detail_keys.items():
             assert scores[key].details == alone[records] and scores[key].per_sample == alone[f"{key}_per_sample"]
-    assert by_system[0][name].details != by_system[1][name].details  # the two systems' records differ
 
 
 EMPTY_AT = [Image.new("RGB", (40, 30), "red"), Image.new("RGB", (36, 36), "green"), Image.new("RGB", (30, 40), "blue")]
@@ -257,7 +257,8 @@ def test_skipped_samples_are_still_validated_and_all_empty_scores_nothing(built)
 
 # The contract states itself (capeval.core.scoring.Scorer's docstring): what a scorer must define, what it may
 # declare and the defaults; every capability is declared, none discovered.
-CAPABILITIES = ("corpus_level", "corpus_level_of", "states_corpus_statistics", "text_rule", "clip_weights_of", "provenance_parts", "scores_empty_text", "mean_over_defined", "detail_keys", "score_keys",
+CAPABILITIES = ("corpus_level", "corpus_level_of", "states_corpus_statistics", "text_rule", "clip_weights_of",
+                "provenance_parts", "scores_empty_text", "mean_over_defined", "detail_keys", "score_keys",
                 "score_systems", "components", "compose", "composed_provenance", "check_text")
 # the attributes scorers keep their models under: a model is described because its scorer names it (provenance_parts)
 MODEL_ATTRIBUTES = ("backbone", "clip", "extractor")

@@ -15,7 +15,7 @@ from capeval.core.evaluation_sets import EvalImage, GroundTruth, SystemCaptions
 from capeval.core.keys import ScoreKey
 from capeval.core.scoring import Scorer, register_scorer, summarize
 from capeval.report import markdown_table
-from capeval.suite import score_suite
+from capeval.suite import resolve_plan, score_suite
 from capeval.suite.run import evaluate_captions
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "coco_small"
@@ -100,8 +100,8 @@ def test_torchmetrics_clip_s_is_printed_as_computed_its_scores_being_x100_alread
     files = sorted((EXAMPLE / "images" / "val2014").iterdir())[:3]
     truth = GroundTruth({n: EvalImage(n, file.name, ()) for n, file in enumerate(files)}, source="test")
     system = SystemCaptions("s", {n: f"a picture number {n}" for n in range(len(files))}, source="test")
-    scales = {definition: score_suite(truth, [system], ["clip_s"], images_root=files[0].parent, device="cpu",
-                                      options={"clip_s": {"definition": definition}},
-                                      show_progress=False).metrics["clip_s"]["scale"]
+    scales = {definition: score_suite(truth, [system], resolve_plan(["clip_s"], {"clip_s": {"definition": definition}},
+                                                                    device="cpu"),
+                                      images_root=files[0].parent, show_progress=False).metrics["clip_s"]["scale"]
               for definition in ("torchmetrics", "paper")}
     assert scales == {"torchmetrics": 1.0, "paper": 100.0}

@@ -230,6 +230,15 @@ def broken(report, change):
      r"report\['statistics'\]: systems \['baseline', 'model_a'\], expected the document's systems"),
     (lambda d: d["statistics"]["baseline"].pop("rouge_l"),
      r"report\['statistics'\]\['baseline'\]: keys .*, expected the document's keys"),
+    (lambda d: d["images"][1].pop("details"), r"report\['images'\]\[1\]: 'details' is a required property"),
+    (lambda d: d["images"][0]["details"].update(model_c={}),
+     r"report\['images'\]\[0\]\['details'\]: \['model_c'\] are not among the document's systems"),
+    (lambda d: d["images"][0]["details"].update(model_a={"capture": {}}),
+     r"report\['images'\]\[0\]\['details'\]\['model_a'\]: \['capture'\] are not among the document's keys"),
+    (lambda d: d["images"][0]["details"].update(model_a={"cider": [1, 2]}),
+     r"report\['images'\]\[0\]\['details'\]\['model_a'\]\['cider'\]: \[1, 2\] is not of type 'object'"),
+    (lambda d: d["images"][0]["details"].update(model_a={"cider": {"objects": {}}}),
+     r"report\['images'\]\[0\]\['details'\]\['model_a'\]\['cider'\]: 'attributes' is a required property"),
 ])
 def test_a_document_off_the_schema_fails_naming_the_field(coco_files, change, message):
     document = broken(coco_files, change)

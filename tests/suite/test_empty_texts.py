@@ -17,7 +17,7 @@ from capeval.cli import main
 from capeval.cocoevalcap import COCOEvalCap
 from capeval.core.coco_files import read_ground_truth, read_results
 from capeval.report import markdown_table
-from capeval.suite import score_suite
+from capeval.suite import resolve_plan, score_suite
 from capeval.suite.run import evaluate_captions
 from capeval.text.coco_jars import require_java
 
@@ -98,7 +98,7 @@ def theirs(files):
 @pytest.mark.parametrize("backend", ["python", "java"])
 def test_the_dropin_scores_empty_texts_as_pycocoevalcap(files, theirs, backend, capsys):
     for name in ("model_a", "model_b"):
-        ours = COCOEvalCap(str(files / "captions.json"), str(files / f"{name}.json"), backend=backend, quiet=True,
+        ours = COCOEvalCap(str(files / "captions.json"), str(files / f"{name}.json"), coco_backend=backend, quiet=True,
                            metrics=["bleu", "meteor", "rouge_l", "cider"])
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -134,7 +134,7 @@ def test_evaluate_captions_scores_counts_and_reports_empty_texts(files, theirs, 
         assert _values(report, name) == {keys[method]: value for method, value in theirs[name].eval.items()}
     rows = {row["image_id"]: row for row in report["images"]}
     assert rows[105]["scores"]["model_a"]["cider"] == theirs["model_a"].imgToEval[105]["CIDEr"] == 0.0
-    assert report["schema"] == "capeval-report/2"
+    assert report["schema"] == "capeval-report/3"
     assert report["systems"]["model_a"]["empty_captions"] == {"count": 3, "image_ids": [105, 117, 139]}
     assert report["systems"]["model_b"]["empty_captions"] == {"count": 0, "image_ids": []}
     assert report["coverage"]["empty_references"] == 4
@@ -164,7 +164,7 @@ def test_a_suite_metric_that_does_not_score_empty_texts_refuses_them_naming_itse
     system = read_results(files / "model_a.json", truth)
     with pytest.raises(InputError, match=r"model_a\.json: record 5: model_a: the caption of image 105 is an empty "
                                          r"caption: clip_s does not score empty texts; leave it out of the metrics"):
-        score_suite(truth, [system], ["bleu", "clip_s"])  # refused before any image is read or model loaded
+        score_suite(truth, [system], resolve_plan(["bleu", "clip_s"]))  # refused before any image is read or model loaded
 
 
 def test_capeval_evaluate_scores_empty_texts_and_refuses_them_under_error(files, theirs, tmp_path, capsys):

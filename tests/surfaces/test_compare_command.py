@@ -28,8 +28,8 @@ from capeval.core.corpus_statistics import CorpusStatistics, mean_statistics
 from capeval.report.schema import SCHEMA_VERSION
 from capeval.report.write import json_ready
 from capeval.statistics.systems import compare_systems
-from capeval.suite.engine import score_suite
-from capeval.suite.plan import expand_metrics
+from capeval.suite.engine import score_evaluation
+from capeval.suite.plan import resolve_plan
 from capeval.suite.run import prepare_evaluation
 from capeval.suite.saved_statistics import read_statistics, saved_statistics
 from capeval.text.bleu import combine_bleu
@@ -133,13 +133,11 @@ def test_the_report_s_resamples_and_seed_give_every_number_of_the_original_run_b
 
 def scored_again(run):
     """Every system scored again here, as ``capeval evaluate`` scores them: the scorers' own statistics."""
-    plan = prepare_evaluation(run.get("results", ()), annotations=run.get("annotations"),
-                              records=run.get("records", ()), images=run.get("images"),
-                              metrics=expand_metrics(run["metrics"]), baseline="baseline")
+    plan = prepare_evaluation(resolve_plan(run["metrics"]), run.get("results", ()), annotations=run.get("annotations"),
+                              records=run.get("records", ()), images=run.get("images"), baseline="baseline")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return score_suite(plan.ground_truth, plan.systems, plan.suite, images_root=run.get("images"),
-                           show_progress=False)
+        return score_evaluation(plan.evaluation, plan.suite, images_root=run.get("images"), show_progress=False)
 
 
 @pytest.mark.parametrize("run_name, options", [
@@ -247,8 +245,8 @@ def test_a_report_without_statistics_is_refused_in_one_line(coco_run, tmp_path):
     one_line_refusal(path, f"{path}: a capeval-report/1 document keeps no per-image statistics to compare from")
     path = write_changed(coco_run, tmp_path, lambda d: d.pop("statistics"))
     one_line_refusal(path, f"{path}: a {SCHEMA_VERSION} document keeps no per-image statistics to compare from")
-    path = write_changed(coco_run, tmp_path, lambda d: d.update(schema="capeval-report/3"))
-    one_line_refusal(path, f"{path}: schema 'capeval-report/3', expected '{SCHEMA_VERSION}'")
+    path = write_changed(coco_run, tmp_path, lambda d: d.update(schema="capeval-report/9"))
+    one_line_refusal(path, f"{path}: schema 'capeval-report/9', expected '{SCHEMA_VERSION}'")
 
 
 def test_a_malformed_report_is_refused_in_one_line_naming_the_field(coco_run, tmp_path):

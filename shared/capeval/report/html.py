@@ -57,6 +57,8 @@ max-width:100%;font-size:.9em}select{max-width:100%;font:inherit;padding:2px}
 dl{margin:.4em 0}dt{font-weight:600}dd{margin:0 0 .3em 0}dd,li,.meta,pre{overflow-wrap:anywhere}
 ol{margin:.2em 0;padding-left:1.4em}.sel{background:#fff3c4}
 details summary{cursor:pointer;font-weight:600}
+.image-details{margin:.5em 0}.image-details th,.image-details td{text-align:left}
+.capeval-scene-graphs td{white-space:normal}
 pre{white-space:pre-wrap;font-size:12px;background:#f3f4f6;padding:8px;border-radius:4px}
 .banner{background:#fde7e9;border:2px solid #b00020;color:#7a0016;border-radius:8px;padding:12px 16px;
 margin:0 0 16px;font-weight:600}.tiny{color:#b00020;font-weight:700;font-size:.8em}

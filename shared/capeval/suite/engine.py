@@ -224,16 +224,18 @@ class _Pass:
         """A composed scorer (EnsembEval) from the suite's own scores of its components (nothing scored again)."""
         spec = self.plan.specs[name]
         scorer_class = spec.scorer_class()
-        for system in self.captions:
-            values = scorer_class.compose(options, {key: self.scores[system][key].per_sample
-                                                    for key in self.scores[system]})
-            self._record(system, name, scorer_class.key_scores(name, values))
         provenance = scorer_class.composed_provenance(options, self.metrics)
-        self.keys_of[name] = [name]
+        values = {system: scorer_class.compose(options, {key: self.scores[system][key].per_sample
+                                                         for key in self.scores[system]})
+                  for system in self.captions}
         self.metrics[name] = {"scorer": name, "hashcode": hashcode(provenance), "provenance": provenance,
                               "corpus_level": spec.is_corpus_level(options),
                               **score_key(scorer_class, name).report_fields(),
                               "mean_over_defined": name in scorer_class.mean_over_defined}
+        self.keys_of[name] = [name]
+        composed = {system: scorer_class.key_scores(name, values[system]) for system in self.captions}
+        for system, scores in composed.items():
+            self._record(system, name, scores)
 
     def _feature_entries(self) -> Dict[str, int]:
         """Features the shared CLIP backbones have computed (or read from a persisted cache) so far: entries added

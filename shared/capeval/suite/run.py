@@ -13,13 +13,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
-from capeval.core.coco_files import read_ground_truth, read_results
 from capeval.core.errors import InputError, ScoredThenFailedError
-from capeval.core.evaluation_sets import EvaluationSet, GroundTruth, SystemCaptions, evaluation_set
-from capeval.core.hashing import file_sha256
-from capeval.core.inline_evaluation import common_ground_truth, read_inline
+from capeval.core.evaluation_inputs import input_files, read_evaluation
+from capeval.core.evaluation_sets import EvaluationSet
 from capeval.core.version import __version__
 from capeval.report.cells import tiny_weight_keys
 from capeval.report.schema import SCHEMA_VERSION
@@ -224,7 +222,7 @@ def _write_whole(path: str, text: str) -> str:
 @dataclass(frozen=True)
 class EvaluationPlan:
     """An evaluation checked, nothing loaded: the suite's plan, the evaluation set (ground truth, systems, coverage),
-    the baseline, the files read (:func:`input_files`), and how the run compares and writes (the arguments of
+    the baseline, the files read (:func:`capeval.core.evaluation_inputs.input_files`), and how the run compares and writes (the arguments of
     :func:`evaluate_captions`)."""
 
     suite: Plan
@@ -248,8 +246,8 @@ def prepare_evaluation(suite: Plan, results: Sequence[PathLike] = (), *, annotat
                        config: Optional[str] = None, empty_caption: str = "score") -> EvaluationPlan:
     """Read and check everything :func:`evaluate_captions` is given, following ``suite`` (the :class:`Plan` its door
     resolved), without loading a model: the comparison's options, the empty-caption policy, an ``output`` folder that
-    cannot take a file, the evaluation set (:func:`capeval.core.evaluation_sets.evaluation_set`), the images' root and
-    the baseline."""
+    cannot take a file, the evaluation set (:func:`capeval.core.evaluation_inputs.read_evaluation`), the images' root
+    and the baseline."""
     from capeval.report.write import check_writable
     from capeval.statistics.systems import check_options
 
@@ -261,66 +259,18 @@ def prepare_evaluation(suite: Plan, results: Sequence[PathLike] = (), *, annotat
     check_options(resamples, p_values=p_values)
     if output is not None:
         check_writable(output)
-    ground_truth, systems = _read_systems(results, annotations, split, records, names, images, fields, image_format,
-                                          config)
-    evaluation = evaluation_set(ground_truth, systems, require_all=require_all)
-    if images is not None:
-        ground_truth.check_inside(evaluation.image_ids, images)
-    system_names = [system.name for system in systems]
+    evaluation = read_evaluation(results, annotations=annotations, split=split, records=records, names=names,
+                                 images=images, fields=fields, image_format=image_format, config=config,
+                                 require_all=require_all)
+    system_names = [system.name for system in evaluation.systems]
     if baseline is not None and baseline not in system_names:
         raise InputError(f"--baseline {baseline!r} is not one of the systems {system_names} (the names are the "
                          "results files' stems, or --names)")
     if scoring_images and annotations is not None and images is None:
         raise InputError(f"{', '.join(scoring_images)} score(s) images: give the image root (--images DIR), the "
-                         f"folder the image files of {ground_truth.source} are relative to")
+                         f"folder the image files of {evaluation.ground_truth.source} are relative to")
     return EvaluationPlan(suite, evaluation, baseline, input_files(annotations, results, records, evaluation),
                           images, resamples, seed, p_values, output, empty_caption)
-
-
-def input_files(annotations: Optional[Any], results: Sequence[Any], records: Sequence[Any],
-                evaluation: EvaluationSet) -> Dict:
-    """What the evaluation read, for the report's ``inputs``: the annotations (``{"path", "sha256"}``, None with
-    records) and per system its results file (``{"system", "path", "sha256"}``) or records source (``{"system",
-    "source", "sha256"}``). Paths as given; ``sha256`` of the file's bytes, None for a source that is not one file
-    (a folder, a hub dataset, content given in Python, then named as its reader names it)."""
-    def digest(source: Any) -> Optional[str]:
-        is_path = isinstance(source, (str, os.PathLike)) and os.path.isfile(source)
-        return file_sha256(source) if is_path else None
-
-    systems = evaluation.systems
-    return {"annotations": None if annotations is None else {"path": evaluation.ground_truth.source,
-                                                             "sha256": digest(annotations)},
-            "results": [{"system": system.name, "path": system.source, "sha256": digest(source)}
-                        for system, source in zip(systems, results)],
-            "records": [{"system": system.name, "source": system.source, "sha256": digest(source)}
-                        for system, source in zip(systems, records)]}
-
-
-def _read_systems(results: Sequence[PathLike], annotations: Optional[PathLike], split: Optional[str],
-                  records: Sequence[Any], names: Optional[Sequence[str]], images: Optional[PathLike],
-                  fields: Optional[Mapping[str, str]], image_format: Optional[str], config: Optional[str]
-                  ) -> Tuple[GroundTruth, List[SystemCaptions]]:
-    results, records = list(results), list(records)
-    if (annotations is None) == (not records):
-        raise InputError("give either annotations (COCO captions or a Karpathy split file, with results files) "
-                         "or records (references inline), not both or neither")
-    sources = records or results
-    if not sources:
-        raise InputError("no results files given: one COCO results file per system")
-    names = list(names) if names is not None else [None] * len(sources)
-    if len(names) != len(sources):
-        raise InputError(f"{len(names)} names for {len(sources)} systems: give one name per "
-                         f"{'records source' if records else 'results file'}")
-    if records:
-        if results:
-            raise InputError("records carry their captions: give results files with annotations only")
-        pairs = [read_inline(source, fields=fields, images=images, name=name, image_format=image_format,
-                             split=split, config=config) for source, name in zip(records, names)]
-        return common_ground_truth([truth for truth, _ in pairs]), [system for _, system in pairs]
-    if fields or image_format or config:
-        raise InputError("fields, image_format and config apply to records sources, not to annotations")
-    ground_truth = read_ground_truth(annotations, split=split)
-    return ground_truth, [read_results(path, ground_truth, name=name) for path, name in zip(results, names)]
 
 
 def build_report(plan: EvaluationPlan, scores, comparison: Mapping, *, command: Optional[str] = None) -> Dict:
