@@ -46,6 +46,7 @@ FAST_TESTS = (
     "tests/meta_eval/test_resampled.py",
     "tests/polos/test_head_rows.py",
     "tests/report/test_markdown_table.py",
+    "tests/report/test_report_details.py",
     "tests/report/test_report_set.py",
     "tests/statistics/test_clusters.py",
     "tests/statistics/test_systems_no_test.py",
