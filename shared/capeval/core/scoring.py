@@ -340,7 +340,9 @@ class Scorer(ABC):
       options decide them;
     - ``key_metadata``: every score key it can return → its :class:`~capeval.core.keys.ScoreKey`;
     - ``_score(inputs, **per_call_options) -> dict``: the scores of validated input (:func:`summarize`); its keyword
-      parameters after ``inputs`` are the per-call options :meth:`score` accepts.
+      parameters after ``inputs`` are the per-call options :meth:`score` accepts. Within one call it prepares each
+      distinct text and image once (parses, encodings keyed by content), which is how the reference side of several
+      systems is prepared once (:meth:`score_systems`).
 
     A scorer MAY declare (the default in brackets):
 
@@ -476,9 +478,12 @@ class Scorer(ABC):
         values, the statistics a resample recomputes its corpus value from, and its corpus value. ``peers``: the
         other scorers of this scorer's registered group, scored in the same call (a scorer in no group has none).
 
-        The default, for a per-sample scorer: every system's captions in one :meth:`score_inputs` call (each distinct
-        image and text encoded once), split by system, each key summarised by :meth:`key_scores`, with its
-        ``detail_keys`` records. A corpus-level scorer overrides it and declares ``states_corpus_statistics``."""
+        The default, for a per-sample scorer: every system's captions in one :meth:`score_inputs` call, split by
+        system, each key summarised by :meth:`key_scores`, with its ``detail_keys`` records. Each image's references
+        (and image) are given once per system in that call, so a scorer prepares its reference side once by preparing
+        each distinct text and image of a call once (its parses, sentence splits and embeddings keyed by content):
+        the references of an image are parsed and encoded once whatever the number of systems, and a second system
+        costs only its own captions. A corpus-level scorer overrides it and declares ``states_corpus_statistics``."""
         if peers:
             raise TypeError(f"{self.name} is in no group: it scores with no peers")
         if self.corpus_level:
