@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from capeval import InputError
-from capeval.core.caches import text_key
+from capeval.core.caches import DEFAULT_CACHE_BYTES
 from capeval.core.scoring import load_scorer
 from capeval.functional import capture as capture_fn
 from capeval.functional.factual_graph import graph_text
@@ -219,9 +219,35 @@ def effective_input(parser, text, limit):
     return text.strip(), min(parser.input_length(text), limit)
 
 
-def test_an_empty_caption_is_refused_before_any_parse(tiny_hub):
-    scorer = load_scorer("capture", **OPTIONS)
+@pytest.mark.parametrize("name", ["capture", "spice_factual", "soft_spice"])
+def test_an_empty_caption_is_refused_before_any_parse(tiny_hub, name):
+    scorer = load_scorer(name, **OPTIONS)
     before = scorer.parser.generated_texts
     with pytest.raises(InputError, match=r"predictions\[1\]"):
         scorer.score(["a dog", "  "], references=[["a dog"], ["a cat"]])
     assert scorer.parser.generated_texts == before
+
+
+def test_capture_and_soft_spice_share_one_all_mpnet_base_v2_load(tiny_hub, monkeypatch):
+    """One encoder per weights and settings in a process: the real constructor runs once for both scorers (counted
+    on the real class), other settings load their own; the shared encoder embeds both scorers' phrases."""
+    from capeval.text.mpnet import MPNetEncoder
+
+    loads = []
+    init = MPNetEncoder.__init__
+
+    def counting_init(self, weights, **options):
+        loads.append((weights, options["cache_bytes"]))
+        init(self, weights, **options)
+
+    monkeypatch.setattr(MPNetEncoder, "__init__", counting_init)
+    options = dict(device="cpu", batch_size=9)  # settings no other test uses: no encoder of theirs alive
+    capture, soft = load_scorer("capture", **options), load_scorer("soft_spice", **options)
+    assert capture.encoder is soft.encoder and loads == [("all-mpnet-base-v2", DEFAULT_CACHE_BYTES)]
+    seed(capture.parser, monkeypatch)
+    capture.score(PREDICTIONS, references=REFERENCES)
+    soft.score(PREDICTIONS[:2], references=REFERENCES[:2])
+    assert len(loads) == 1
+    other = load_scorer("soft_spice", cache_bytes=1 << 20, **options)
+    assert other.encoder is not soft.encoder and len(loads) == 2
+    assert load_scorer("capture", soft_matching=False, **options).encoder is None and len(loads) == 2

@@ -1,9 +1,11 @@
 """CAPTURE, ``spice_factual`` and ``soft_spice``: scene-graph metrics for detailed captions on the FACTUAL parser.
 
 All three hold the process's one FACTUAL parser of their settings
-(:func:`capeval.backbones.scene_graph_parser.shared_scene_graph_parser`): each distinct text (a sentence for CAPTURE,
-a whole text for the SPICE variants, as their official code parses them) is generated once per run, across systems,
-references and metrics. The formulas are :mod:`capeval.functional.capture` and :mod:`capeval.functional.factual_spice`.
+(:func:`capeval.backbones.scene_graph_parser.shared_scene_graph_parser`), CAPTURE and Soft-SPICE its one
+all-mpnet-base-v2 of their settings (:func:`capeval.detail.phrase_encoder.shared_mpnet_encoder`): each distinct
+text (a sentence for CAPTURE, a whole text for the SPICE variants, as their official code parses them) is generated
+once per run, across systems, references and metrics. The formulas are :mod:`capeval.functional.capture` and
+:mod:`capeval.functional.factual_spice`.
 
 - **capture** (``capture-metric`` 0.1.13): ``nltk.sent_tokenize``, FACTUAL per sentence (beam 5, at most 128 output
   tokens, each text's sentences cut as the official ``parse`` call cuts them: :meth:`CaptureScorer._official_limits`),
@@ -33,11 +35,11 @@ from capeval.core.scoring import Scorer, summarize
 from capeval.core.truncation import warn_truncated
 from capeval.detail.language import (PUNKT_WEIGHTS, SPICE_SYNONYM_FILES, SPICE_SYNONYM_WEIGHTS, TAGGER_WEIGHTS,
                                      WORDNET_WEIGHTS, NltkLanguage)
+from capeval.detail.phrase_encoder import ENCODER_WEIGHTS, shared_mpnet_encoder
 from capeval.functional import capture as capture_fn
 from capeval.functional.factual_graph import graph_text
 from capeval.functional.factual_spice import read_spice_synonyms, soft_spice, spice_factual
 
-ENCODER_WEIGHTS = "all-mpnet-base-v2"
 # the official parse settings of both packages (capture-metric's call, FactualSceneGraph's ``parse`` defaults)
 PARSE_SETTINGS = dict(max_input_length=64, max_output_length=128, num_beams=5)
 OFFICIAL_PARSE_BATCH = 32  # FactualSceneGraph's ``parse`` batch size, which capture-metric keeps
@@ -72,13 +74,6 @@ class _FactualScorer(Scorer):
         warn_truncated([self.parser.truncation.describe(truncated, len(parsed)) if truncated else ""])
 
 
-def _load_encoder(encoder: str, *, device, dtype, batch_size, cache_dir, persist_dir, cache_bytes):
-    from capeval.text.mpnet import MPNetEncoder
-
-    return MPNetEncoder(encoder, device=device, dtype=dtype, batch_size=batch_size, cache_dir=cache_dir,
-                        persist_dir=persist_dir, cache_bytes=cache_bytes)
-
-
 class CaptureScorer(_FactualScorer):
     name = "capture"
     key_metadata = {"capture": ScoreKey("CAPTURE", scale=100.0)}
@@ -99,8 +94,9 @@ class CaptureScorer(_FactualScorer):
                                        for name in (PUNKT_WEIGHTS, TAGGER_WEIGHTS, WORDNET_WEIGHTS)))
         self._load_parser(parser, device=device, dtype=dtype, batch_size=batch_size, cache_dir=cache_dir,
                           persist_dir=persist_dir, cache_bytes=cache_bytes)
-        self.encoder = _load_encoder(encoder, device=device, dtype=dtype, batch_size=batch_size, cache_dir=cache_dir,
-                                     persist_dir=persist_dir, cache_bytes=cache_bytes) if soft_matching else None
+        self.encoder = shared_mpnet_encoder(encoder, device=device, dtype=dtype, batch_size=batch_size,
+                                            cache_dir=cache_dir, persist_dir=persist_dir,
+                                            cache_bytes=cache_bytes) if soft_matching else None
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         return self.encoder.encode_texts(list(texts), show_progress=False).double().numpy()
@@ -190,8 +186,8 @@ class SoftSpiceScorer(_FactualScorer):
         self.bidirectional = bidirectional
         self._load_parser(parser, device=device, dtype=dtype, batch_size=batch_size, cache_dir=cache_dir,
                           persist_dir=persist_dir, cache_bytes=cache_bytes)
-        self.encoder = _load_encoder(encoder, device=device, dtype=dtype, batch_size=batch_size, cache_dir=cache_dir,
-                                     persist_dir=persist_dir, cache_bytes=cache_bytes)
+        self.encoder = shared_mpnet_encoder(encoder, device=device, dtype=dtype, batch_size=batch_size,
+                                            cache_dir=cache_dir, persist_dir=persist_dir, cache_bytes=cache_bytes)
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         return self.encoder.encode_texts(list(texts), show_progress=False).double().numpy()
