@@ -7,7 +7,7 @@ Every run is a new process, timed from outside: wall seconds (the interpreter's 
 the CPU seconds of the process and of every process it waited for (the JVMs pycocoevalcap starts, METEOR's worker
 processes), which other jobs on the machine change less than the wall time:
 
-- **the same work**: pycocoevalcap's ``COCOEvalCap`` and capeval's drop-in (``backend="python"``, the default), one
+- **the same work**: pycocoevalcap's ``COCOEvalCap`` and capeval's drop-in (``coco_backend="python"``, the default), one
   process per system, BLEU-1..4, METEOR, ROUGE-L, CIDEr-D (pycocoevalcap's SPICE cannot run here without its
   CoreNLP jars: it is taken out of its run); ``.eval`` and ``.imgToEval`` asserted identical;
 - **more work**: ``capeval evaluate --metrics coco`` on the three systems in one process, with its 10,000

@@ -714,11 +714,11 @@ def test_one_metric_under_two_spellings_is_refused_naming_both(door, evaluation_
 
 
 def test_cocoevalcap_takes_a_metric_s_options_under_another_spelling(evaluation_files):
-    """Its ``backend`` joins the options under the spelling given, so one spelling is not mistaken for two."""
+    """Its ``coco_backend`` joins the options under the spelling given, so one spelling is not mistaken for two."""
     from capeval.cocoevalcap import COCOEvalCap
 
     scored = COCOEvalCap(str(evaluation_files / "annotations.json"), str(evaluation_files / "results.json"),
-                         metrics=["cider"], quiet=True, **{"CIDEr-D": {"backend": "python"}})
+                         metrics=["cider"], quiet=True, **{"CIDEr-D": {"coco_backend": "python"}})
     scored.evaluate()
     assert set(scored.eval) == {"CIDEr"}
 

@@ -194,10 +194,11 @@ TOKENIZED_REFS = [["a dog running on grass", "the dog runs"], ["a man riding a b
 
 
 def test_fixed_idf_cider_equals_pycocoevalcap_when_idf_corpus_is_the_scored_corpus():
-    from capeval.functional.fixed_idf_cider import DocumentFrequencies, cider_d
+    from capeval.functional.fixed_idf_cider import DocumentFrequencies
+    from capeval.text.cider import CiderReferences
 
     df = DocumentFrequencies.from_reference_sets(TOKENIZED_REFS)
-    ours = [cider_d(c, r, df) for c, r in zip(TOKENIZED_CANDS, TOKENIZED_REFS)]
+    ours = CiderReferences(TOKENIZED_REFS, df).scores(TOKENIZED_CANDS)
     np.testing.assert_allclose(ours, _pycocoevalcap_cider(TOKENIZED_CANDS, TOKENIZED_REFS), rtol=1e-12, atol=1e-12)
     restored = DocumentFrequencies.from_json(json.loads(json.dumps(df.to_json())))
     assert restored == df

@@ -76,7 +76,7 @@ def _as_floats(values):
 def test_the_coco_group_scores_empty_texts_as_pycocoevalcap_bit_for_bit(oracle, backend):
     captions, references, expected = oracle
     (ours,) = score_coco_group([captions], references, metrics=["bleu", "meteor", "rouge_l", "cider"],
-                               backend=backend)
+                               coco_backend=backend)
     for key in KEYS:
         assert ours[key].corpus == expected[key][0], key
         assert _as_floats(ours[key].per_sample) == expected[key][1], key
@@ -89,7 +89,7 @@ def test_several_systems_with_empty_captions_equal_each_alone(oracle, backend):
     captions, references, expected = oracle
     other = ["" if i % 9 == 4 else c for i, c in enumerate(reversed(captions))]
     first, second = score_coco_group([captions, other], references, metrics=["bleu", "meteor", "rouge_l", "cider"],
-                                     backend=backend)
+                                     coco_backend=backend)
     alone = pycocoevalcap_scores(other, references)
     for key in KEYS:
         assert (first[key].corpus, _as_floats(first[key].per_sample)) == expected[key]

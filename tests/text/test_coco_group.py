@@ -76,7 +76,7 @@ def group(request, flickr):
     references, systems = flickr
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return coco.score_coco_group(systems, references, backend=request.param)
+        return coco.score_coco_group(systems, references, coco_backend=request.param)
 
 
 def test_each_system_equals_pycocoevalcap_alone(group, alone):
@@ -92,10 +92,10 @@ def test_each_system_equals_pycocoevalcap_alone(group, alone):
 def test_a_system_alone_and_among_others_gets_the_same_values(flickr, group):
     """Alone, on the jar a java group call kept (its paraphrase table loaded once per process)."""
     references, systems = flickr
-    coco.score_coco_group([systems[0][:2]], references[:2], metrics=["meteor"], backend="java")
+    coco.score_coco_group([systems[0][:2]], references[:2], metrics=["meteor"], coco_backend="java")
     kept = coco_jars._KEPT_METEOR[0]
     alone = coco.score_coco_group([systems[1]], references, metrics=["bleu", "meteor", "rouge_l", "cider"],
-                                  backend="java")[0]
+                                  coco_backend="java")[0]
     assert coco_jars._KEPT_METEOR == [kept] and kept.alive()
     assert list(alone) == ["bleu_1", "bleu_2", "bleu_3", "bleu_4", "meteor", "rouge_l", "cider"]
     for key, value in alone.items():
@@ -156,7 +156,7 @@ def test_meteor_statistics_reproduce_the_jar_when_captions_equal_a_reference(fli
         words = references[i][1].split()
         captions[i] = " ".join([words[1], words[0], *words[2:]])
     (value,) = [v["meteor"] for v in coco.score_coco_group([captions], references, metrics=["meteor"],
-                                                           backend=backend)]
+                                                           coco_backend=backend)]
     with contextlib.redirect_stdout(io.StringIO()):
         gts = PTBTokenizer().tokenize({i: [{"caption": r} for r in refs] for i, refs in enumerate(references)})
         res = PTBTokenizer().tokenize({i: [{"caption": c}] for i, c in enumerate(captions)})

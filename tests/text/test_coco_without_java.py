@@ -52,7 +52,7 @@ def test_java_is_only_asked_for_when_the_jars_are(tmp_path):
                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
     error = run.stderr.strip().splitlines()[-1]  # after the line saying SPICE is left out
     assert run.returncode == 2 and error.startswith("capeval evaluate: error: ") and "Traceback" not in run.stderr
-    assert "`java` (Java 17) is not on PATH" in error and "backend='python'" in error
+    assert "`java` (Java 17) is not on PATH" in error and "coco_backend='python'" in error
 
 
 DROP_IN = """

@@ -17,7 +17,7 @@ from typing import Dict, List, Sequence
 import pytest
 
 from capeval import InputError
-from capeval.text import coco_jars, ptb
+from capeval.text import coco, coco_jars, ptb
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -17,6 +17,6 @@ OPTION_HELP = {
     "cache_bytes": "bound of each in-memory feature cache, in bytes",
     "preprocess_workers": "CLIP's official image preprocessing in that many worker processes (same pixels)",
     "clip_backbone": "a loaded ClipBackbone of the scorer's CLIP weights to share with other scorers",
-    "backend": "'python' (default: the PTB tokenizer and METEOR 1.5 in Python, equal to pycocoevalcap's jars, no "
-               "Java) or 'java' (pycocoevalcap's jars, for cross-checking)",
+    "coco_backend": "'python' (the default: the PTB tokenizer and METEOR 1.5 in Python, equal to pycocoevalcap's "
+                    "jars, no Java) or 'java' (pycocoevalcap's jars, for cross-checking)",
 }

@@ -1,6 +1,8 @@
 """CIDEr-D (Vedantam et al. 2015) as pycocoevalcap 1.2 computes it, bit for bit: tf-idf vectors of the 1..4-grams
 with document frequencies over the scored images' reference sets, the clipped cosine per order, the Gaussian length
-penalty (sigma 6) on the bigram counts, the mean over the orders and references, times 10.
+penalty (sigma 6) on the bigram counts, the mean over the orders and references, times 10. The fixed-IDF CIDEr-D
+(:mod:`capeval.text.fixed_idf_cider`) is the same computation with a table of document frequencies given in
+advance (:class:`~capeval.functional.fixed_idf_cider.DocumentFrequencies`) in place of the scored references' own.
 
 Every float is computed by pycocoevalcap's operations in its order; the work is vectorised over all images with
 numpy only where that cannot change a value: integer counting, elementwise IEEE arithmetic (``+ - * /``, ``min``,
@@ -10,11 +12,12 @@ penalty's power of e once per distinct argument, ``np.mean`` of the four order s
 
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from capeval.core.keys import ScoreKey
+from capeval.functional.fixed_idf_cider import DocumentFrequencies
 from capeval.text.ngrams import CandidateNgrams, EncodedTexts, NgramCounts, ReferenceNgrams
 
 CIDER_N, CIDER_SIGMA = 4, 6.0
@@ -104,17 +107,17 @@ def _by_value(values: np.ndarray, function) -> np.ndarray:
 
 class _TfIdf:
     """The tf-idf vectors of a set of texts, order by order: ``weights[n][e]`` is the weight of entry e of
-    ``orders[n]``; ``norms[t, n]``: the vector norms; ``lengths[t]``: the bigram counts (pycocoevalcap's length)."""
+    ``orders[n]``; ``norms[t, n]``: the vector norms; ``lengths[t]``: the bigram counts (pycocoevalcap's length).
+    ``frequencies[n][e]``: the document frequency of entry e of ``orders[n]``."""
 
-    def __init__(self, encoded: EncodedTexts, references: "CiderReferences"):
+    def __init__(self, encoded: EncodedTexts, calls: _Calls, frequencies: List[np.ndarray]):
         texts = len(encoded.lengths)
         self.orders: List[NgramCounts] = encoded.orders
         self.weights: List[np.ndarray] = []
         self.norms = np.zeros((texts, CIDER_N), dtype=np.float64)
-        for n, counts in enumerate(encoded.orders):
-            df = references.df_of(n, counts.code)
-            weight = references.calls.weights(counts.count, df)
-            squares = references.calls.squares(counts.count, df)
+        for n, (counts, df) in enumerate(zip(encoded.orders, frequencies)):
+            weight = calls.weights(counts.count, df)
+            squares = calls.squares(counts.count, df)
             self.norms[:, n] = np.sqrt(_ordered_sums(counts.text, counts.rank, squares, texts))
             self.weights.append(weight)
         self.lengths = np.maximum(encoded.lengths - 1, 0)
@@ -123,34 +126,48 @@ class _TfIdf:
 class CiderReferences:
     """CIDEr-D's reference side, computed once for every system: document frequencies over the images' reference
     sets and each reference's tf-idf vector (pycocoevalcap's CiderScorer recomputes both per call and per image).
-    ``references``: one list per image, or their :class:`ReferenceNgrams` shared with BLEU."""
+    ``references``: one list per image, or their :class:`ReferenceNgrams` shared with BLEU.
 
-    def __init__(self, references):
+    ``fixed``: a table of document frequencies to use instead, with its number of documents as the corpus size (the
+    fixed-IDF CIDEr-D); the references and candidates are then texts (the table is looked up by their n-grams)."""
+
+    def __init__(self, references, fixed: Optional[DocumentFrequencies] = None):
         self.ngrams = ngrams = references if isinstance(references, ReferenceNgrams) else ReferenceNgrams(references)
         if ngrams.codes.max_order < CIDER_N:
             raise ValueError(f"CIDEr-D needs n-grams up to order {CIDER_N}")
-        self.calls = _Calls(np.log(float(ngrams.images)))
-        self.document_frequency = []  # per order and code: how many images' references hold the n-gram
-        for (keys, _), runs, size in zip(ngrams.by_code, ngrams.runs, ngrams.encoded.sizes):
-            self.document_frequency.append(np.bincount(keys[runs[:-1]] // ngrams.images, minlength=size))
-        self.vectors = _TfIdf(ngrams.encoded, self)
+        self.fixed = fixed
+        self.calls = _Calls(np.log(float(ngrams.images if fixed is None else fixed.num_documents)))
+        # per order and code: how many images' references hold the n-gram (the references' own frequencies)
+        self.document_frequency = [] if fixed is not None else [
+            np.bincount(keys[runs[:-1]] // ngrams.images, minlength=size)
+            for (keys, _), runs, size in zip(ngrams.by_code, ngrams.runs, ngrams.encoded.sizes)]
+        texts = None if fixed is None else [r for refs in references for r in refs]
+        self.vectors = _TfIdf(ngrams.encoded, self.calls, self._frequencies(ngrams.encoded, texts))
 
-    def df_of(self, n: int, code: np.ndarray) -> np.ndarray:
-        df = np.append(self.document_frequency[n], 0)  # an n-gram no reference holds: 0 (the last)
-        return df[np.minimum(code, len(df) - 1)]
+    def _frequencies(self, encoded: EncodedTexts, texts: Optional[Sequence[str]]) -> List[np.ndarray]:
+        """The document frequency of every n-gram entry of ``encoded`` (the encoded ``texts``), order by order: the
+        fixed table's, else the references' (0 for an n-gram no reference holds)."""
+        if self.fixed is not None:
+            return self.fixed.of_texts(texts, CIDER_N)
+        frequencies = []
+        for counts, per_code in zip(encoded.orders, self.document_frequency):
+            df = np.append(per_code, 0)  # codes at or above the references' are n-grams no reference holds
+            frequencies.append(df[np.minimum(counts.code, len(df) - 1)])
+        return frequencies
 
     def scores(self, candidates) -> np.ndarray:
         """Per-image CIDEr-D of ``candidates[i]`` against image i's references (``candidates``: one per image, or
-        already encoded by ``ngrams``); the corpus value is their mean (``np.mean``, as pycocoevalcap)."""
+        already encoded by ``ngrams`` without a fixed table); the corpus value is their mean (``np.mean``, as
+        pycocoevalcap)."""
         ngrams, refs = self.ngrams, self.vectors
-        candidates = candidates if isinstance(candidates, CandidateNgrams) else ngrams.encode(candidates)
-        hyp = _TfIdf(candidates.encoded, self)
+        encoded = candidates if isinstance(candidates, CandidateNgrams) else ngrams.encode(candidates)
+        hyp = _TfIdf(encoded.encoded, self.calls, self._frequencies(encoded.encoded, candidates))
         ref_count = len(ngrams.ref_image)
         val = np.zeros((ref_count, CIDER_N), dtype=np.float64)
         for n, counts in enumerate(hyp.orders):
             # every (candidate n-gram, reference of its image holding it): the clipped products, in the candidate's
             # n-gram order (n-grams a reference lacks add 0.0, which changes no sum)
-            query, at = _expand(*candidates.found[n])
+            query, at = _expand(*encoded.found[n])
             entry = ngrams.by_code[n][1][at]
             ref_weight = refs.weights[n][entry]
             terms = np.minimum(hyp.weights[n][query], ref_weight) * ref_weight

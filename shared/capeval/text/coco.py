@@ -37,8 +37,8 @@ class CocoCaptionScorer(Scorer):
     """One metric of the COCO group (``metric``, a subclass's), computed by :func:`score_coco_group`, the one
     implementation behind ``load_scorer``, ``capeval score``, the suite and ``COCOEvalCap``: pycocoevalcap 1.2's
     corpus values (BLEU's and METEOR's are not the means of their per-sample values) and per-sample values.
-    ``backend``: ``"python"`` (no Java) or ``"java"`` (pycocoevalcap's jars). CPU only: the runtime options change
-    nothing."""
+    ``coco_backend``: ``"python"`` (the default: no Java) or ``"java"`` (pycocoevalcap's jars). CPU only: the runtime
+    options change nothing."""
 
     images, references = "unused", "required"
     metric = ""
@@ -46,17 +46,18 @@ class CocoCaptionScorer(Scorer):
     states_corpus_statistics = True  # score_systems: the group's statistics over the whole input (score_coco_group)
     text_rule = staticmethod(refuse_line_break)  # the PTB tokenizer's one refusal: a line break other than "\n"
 
-    def __init__(self, *, backend: Annotated[str, OneOf(BACKENDS)] = "python", device: Optional[Device] = None,
-                 dtype: Optional[Dtype] = None, batch_size: Optional[BatchSize] = None):
+    def __init__(self, *, coco_backend: Annotated[str, OneOf(COCO_BACKENDS)] = "python",
+                 device: Optional[Device] = None, dtype: Optional[Dtype] = None,
+                 batch_size: Optional[BatchSize] = None):
         self.name = self.metric
-        self.backend = check_backend(backend)
+        self.coco_backend = check_coco_backend(coco_backend)
 
     def score_keys(self, inputs: ValidInputs) -> Tuple[str, ...]:
         return BLEU_KEYS if self.metric == "bleu" else (self.metric,)
 
     def _score(self, inputs: ValidInputs) -> Dict:
         (values,) = score_coco_group([inputs.predictions], inputs.references, metrics=[self.metric],
-                                     backend=self.backend, systems_field="predictions")
+                                     coco_backend=self.coco_backend, systems_field="predictions")
         result = summarize({key: value.per_sample for key, value in values.items()})
         result.update({key: value.corpus for key, value in values.items()})
         return result
@@ -66,11 +67,11 @@ class CocoCaptionScorer(Scorer):
         """This metric and its ``peers`` (other COCO metrics, on the same backend) over the whole input of every
         system in one :func:`score_coco_group` call: references tokenized once for all."""
         group = [self, *peers]
-        backends = {scorer.name: scorer.backend for scorer in group}
+        backends = {scorer.name: scorer.coco_backend for scorer in group}
         if len(set(backends.values())) > 1:
             raise InputError(f"the COCO metrics of a suite run in one pass on one backend, not {backends}")
         return score_coco_group(systems, references, metrics=[scorer.metric for scorer in group],
-                                backend=self.backend)
+                                coco_backend=self.coco_backend)
 
 
 class BleuScorer(CocoCaptionScorer):
@@ -143,7 +144,7 @@ def coco_group_names(asked: Sequence[str] = ()) -> Tuple[str, ...]:
 
 
 def score_coco_group(systems: Sequence[Sequence[str]], references: Sequence[Sequence[str]], *,
-                     metrics: Optional[Sequence[str]] = None, backend: str = "python",
+                     metrics: Optional[Sequence[str]] = None, coco_backend: str = "python",
                      systems_field: str = "systems") -> List[Dict[str, KeyScores]]:
     """Score every system's captions (``systems[s][i]`` describes image i) against the same references with
     pycocoevalcap 1.2's BLEU-1..4, METEOR, ROUGE-L, CIDEr-D (and SPICE): one dict per system, keys ``bleu_1`` ..
@@ -151,9 +152,9 @@ def score_coco_group(systems: Sequence[Sequence[str]], references: Sequence[Sequ
     system alone. The references are tokenized once and every system's captions as its own text block, exactly as
     pycocoevalcap's separate calls; CIDEr-D's document frequencies and the references' n-grams are computed once.
 
-    ``backend="python"`` (the default) needs no Java: the PTB tokenizer (:mod:`capeval.text.ptb`) and METEOR 1.5
-    (:mod:`capeval.text.meteor`) in Python, equal to the jars. ``backend="java"`` runs pycocoevalcap's jars (one
-    tokenizer JVM for every block; the METEOR jar beside the Python metrics, one per process, kept between calls),
+    ``coco_backend="python"`` (the default) needs no Java: the PTB tokenizer (:mod:`capeval.text.ptb`) and METEOR
+    1.5 (:mod:`capeval.text.meteor`) in Python, equal to the jars. ``coco_backend="java"`` runs pycocoevalcap's jars
+    (one tokenizer JVM for every block; the METEOR jar beside the Python metrics, one per process, kept between calls),
     for cross-checking. SPICE always runs on Java and Stanford CoreNLP. ``systems_field``: how a refused caption is
     named (``systems[s][i]``; ``predictions[i]`` for a scorer's one system).
 
@@ -162,7 +163,7 @@ def score_coco_group(systems: Sequence[Sequence[str]], references: Sequence[Sequ
     compares ``"".split(" ")`` as pycocoevalcap does, METEOR gets pycocoevalcap's SCORE line), except by SPICE
     (refused: :attr:`SpiceScorer.scores_empty_text`)."""
     names = _group_metrics(metrics)
-    check_backend(backend)
+    check_coco_backend(coco_backend)
     references = as_list(references, "references") if not isinstance(references, str) else None
     if not references:
         raise InputError("references must be a non-empty list with one reference list per image")
@@ -172,11 +173,11 @@ def score_coco_group(systems: Sequence[Sequence[str]], references: Sequence[Sequ
     if "spice" in names:
         _refuse_empty_for_spice(systems, references, systems_field)
     spice = load_spice() if "spice" in names else None
-    meteor = take_meteor_jar() if "meteor" in names and backend == "java" else None
+    meteor = take_meteor_jar() if "meteor" in names and coco_backend == "java" else None
     meteor_run = None
     finished = False
     try:
-        tokenized = tokenize_blocks([[r for refs in references for r in refs], *systems], backend)
+        tokenized = tokenize_blocks([[r for refs in references for r in refs], *systems], coco_backend)
         refs_tok = _regroup(tokenized[0], [len(refs) for refs in references])
         candidates = tokenized[1:]
         if "meteor" in names:  # started first: its jar or worker processes run while the other metrics are scored
@@ -203,20 +204,20 @@ def score_coco_group(systems: Sequence[Sequence[str]], references: Sequence[Sequ
     return [{key: result[key] for key in order} for result in results]
 
 
-BACKENDS = ("python", "java")
+COCO_BACKENDS = ("python", "java")
 
 
-def check_backend(backend: str) -> str:
-    if backend not in BACKENDS:
-        raise InputError(f"backend: {backend!r} is not one of {BACKENDS} (python: no Java; java: pycocoevalcap's "
-                         "jars, for cross-checking)")
-    return backend
+def check_coco_backend(coco_backend: str) -> str:
+    if coco_backend not in COCO_BACKENDS:
+        raise InputError(f"coco_backend: {coco_backend!r} is not one of {COCO_BACKENDS} (python, the default: no "
+                         "Java; java: pycocoevalcap's jars, for cross-checking)")
+    return coco_backend
 
 
-def tokenize_blocks(blocks: Sequence[Sequence[str]], backend: str) -> List[List[str]]:
+def tokenize_blocks(blocks: Sequence[Sequence[str]], coco_backend: str) -> List[List[str]]:
     """Each block tokenized as one pycocoevalcap ``PTBTokenizer.tokenize`` call would (:func:`ptb_tokenize_blocks`
     on the jar, or :func:`capeval.text.ptb.tokenize_block`, equal to it, in Python)."""
-    if backend == "java":
+    if coco_backend == "java":
         return ptb_tokenize_blocks(blocks)
     return [tokenize_block(block) for block in blocks]
 

@@ -1,5 +1,6 @@
-"""CIDEr-D with a fixed IDF: PTB tokenisation (:mod:`capeval.text.ptb`, pycocoevalcap's tokens without Java) +
-:mod:`capeval.functional.fixed_idf_cider`.
+"""CIDEr-D with a fixed IDF: PTB tokenisation (:mod:`capeval.text.ptb`, pycocoevalcap's tokens without Java) and
+pycocoevalcap's CIDEr-D (:mod:`capeval.text.cider`) with a table of document frequencies
+(:mod:`capeval.functional.fixed_idf_cider`) in place of the scored corpus's.
 
 Official CIDEr takes its IDF from the scored corpus, so a caption's score changes with the other captions
 scored beside it (and is 0 when one caption is scored alone: log(1) = 0). A fixed IDF, built once from a
@@ -17,8 +18,8 @@ from capeval.core.errors import InputError
 from capeval.core.inputs import ValidInputs, check_references
 from capeval.core.option_types import BatchSize, Device, Dtype
 from capeval.core.scoring import Scorer, summarize
-from capeval.functional.fixed_idf_cider import DocumentFrequencies, cider_d
-from capeval.text.coco import CIDER_KEY
+from capeval.functional.fixed_idf_cider import DocumentFrequencies
+from capeval.text.cider import CIDER_KEY, CiderReferences
 
 IDF_FILE = "cider_idf.json"
 
@@ -78,8 +79,5 @@ class FixedIdfCiderScorer(Scorer):
         self.document_frequencies = load_document_frequencies(idf)
 
     def _score(self, inputs: ValidInputs) -> dict:
-        predictions, refs = inputs.predictions, inputs.references
-        candidates = ptb_tokenize(predictions)
-        tokenized_refs = tokenize_reference_sets(refs)
-        scores = [cider_d(c, r, self.document_frequencies) for c, r in zip(candidates, tokenized_refs)]
-        return summarize({"cider": scores})
+        references = CiderReferences(tokenize_reference_sets(inputs.references), self.document_frequencies)
+        return summarize({"cider": references.scores(ptb_tokenize(inputs.predictions)).tolist()})

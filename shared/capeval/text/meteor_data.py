@@ -44,6 +44,7 @@ from capeval.core.disk_cache import write_atomically
 from capeval.core.errors import ModelNotAvailableError
 from capeval.core.hashing import file_sha256
 from capeval.core.hub import default_cache_dir
+from capeval.text.java_runtime import java_lines
 from capeval.text.meteor_text import parse_nonbreaking_prefixes
 
 JAR_NAME = "meteor-1.5.jar"
@@ -83,7 +84,7 @@ class JarData:
 def read_jar_data(jar_path: Path) -> JarData:
     with zipfile.ZipFile(jar_path) as jar:
         def text(name: str) -> List[str]:
-            return jar.read(name).decode("utf-8").replace("\r\n", "\n").replace("\r", "\n").split("\n")
+            return java_lines(jar.read(name).decode("utf-8"))
 
         function_words = text("function/english.words")
         prefixes = parse_nonbreaking_prefixes(jar.read("nonbreaking/english.prefixes").decode("utf-8"))

@@ -1,5 +1,7 @@
 """METEOR 1.5's text handling for ``-l en -norm``, re-implemented: how the jar reads a pycocoevalcap ``SCORE``
-request, its punctuation normaliser and the Snowball English stemmer the jar ships (the Porter2 algorithm as published before Snowball 3.0, which changed it).
+request, its punctuation normaliser and the Snowball English stemmer the jar ships (the Porter2 algorithm as
+published before Snowball 3.0, which changed it); the Java behaviours they rest on are
+:mod:`capeval.text.java_runtime`'s.
 
 Written for capeval from the behaviour of ``meteor-1.5.jar`` (observed by differential tests) and the published
 descriptions (the Moses tokenizer conventions METEOR's normaliser follows; the Snowball English algorithm at

@@ -10,10 +10,10 @@ MPNET_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_
 
 for _metric, _factory, _help in (
         ("bleu", "BleuScorer", "BLEU-1..4 (pycocoevalcap, PTB-tokenised; corpus values are pycocoevalcap's)"),
-        ("meteor", "MeteorScorer", "METEOR 1.5 (pycocoevalcap; Java)"),
+        ("meteor", "MeteorScorer", "METEOR 1.5 (pycocoevalcap's, computed in Python by default)"),
         ("rouge_l", "RougeLScorer", "ROUGE-L (pycocoevalcap)"),
         ("cider", "CiderScorer", "CIDEr-D (pycocoevalcap; IDF over the scored corpus)"),
-        ("spice", "SpiceScorer", "SPICE (pycocoevalcap; needs Stanford CoreNLP jars)")):
+        ("spice", "SpiceScorer", "SPICE (pycocoevalcap; needs Java and the Stanford CoreNLP jars)")):
     register_scorer(_metric, factory=f"capeval.text.coco:{_factory}", images="unused", references="required",
                     help=_help, group="coco")
 register_group("coco", members="capeval.text.coco:coco_group_names",
@@ -22,8 +22,9 @@ register_scorer("cider_fixed_idf", factory="capeval.text.fixed_idf_cider:FixedId
                 references="required",
                 help="CIDEr-D with document frequencies fixed from a reference corpus (key: cider)",
                 card="capeval.text:module_cards.toml")
-register_scorer("noun_verb_overlap", factory="capeval.text.noun_verb_overlap:noun_verb_overlap", images="unused",
-                references="required", help="exact/fuzzy noun and verb overlap with the joined references (spaCy)",
+register_scorer("noun_verb_overlap", factory="capeval.text.noun_verb_overlap:noun_verb_overlap",
+                images="unused", references="required",
+                help="exact/fuzzy noun and verb overlap with the joined references (spaCy)",
                 card="capeval.text:module_cards.toml")
 
 register(WeightSpec(
