@@ -53,6 +53,7 @@ FAST_TESTS = (
     "tests/suite/test_run_evaluate_captions.py",
     "tests/surfaces/test_capture_demo.py::test_the_view_marks_both_sides_and_escapes_every_text",
     "tests/surfaces/test_module_cards.py",
+    "tests/text/test_fixed_idf_cider.py",
     "tests/text/test_meteor_index_sharing.py",
     "tests/text/test_mpnet.py",
     "tests/vcrscore/test_vcrscore_models.py",
