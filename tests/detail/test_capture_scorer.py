@@ -228,7 +228,7 @@ def test_an_empty_caption_is_refused_before_any_parse(tiny_hub, name):
     assert scorer.parser.generated_texts == before
 
 
-def test_capture_and_soft_spice_share_one_all_mpnet_base_v2_load(tiny_hub, monkeypatch):
+def test_capture_soft_spice_and_mpnet_score_share_one_all_mpnet_base_v2_load(tiny_hub, monkeypatch):
     """One encoder per weights and settings in a process: the real constructor runs once for both scorers (counted
     on the real class), other settings load their own; the shared encoder embeds both scorers' phrases."""
     from capeval.text.mpnet import MPNetEncoder
@@ -251,3 +251,4 @@ def test_capture_and_soft_spice_share_one_all_mpnet_base_v2_load(tiny_hub, monke
     other = load_scorer("soft_spice", cache_bytes=1 << 20, **options)
     assert other.encoder is not soft.encoder and len(loads) == 2
     assert load_scorer("capture", soft_matching=False, **options).encoder is None and len(loads) == 2
+    assert load_scorer("mpnet_score", **options).encoder is capture.encoder and len(loads) == 2  # MPNetScore too

@@ -23,7 +23,7 @@ from capeval import TruncationWarning
 from capeval.backbones import scene_graph_parser
 from capeval.cli import main
 from capeval.core.scoring import load_scorer
-from capeval.detail import phrase_encoder
+from capeval.text import mpnet
 
 REPO = Path(__file__).resolve().parents[2]
 METRICS = ("capture", "spice_factual", "soft_spice")
@@ -69,7 +69,7 @@ def detail_models(tiny_hub, monkeypatch):
     monkeypatch.setattr(scene_graph_parser.SceneGraphParser, "generate",
                         lambda self, texts, input_limits=None: [rule_graph(t) for t in texts])
     monkeypatch.setattr(scene_graph_parser, "_LIVE", weakref.WeakValueDictionary())
-    monkeypatch.setattr(phrase_encoder, "_LIVE", weakref.WeakValueDictionary())
+    monkeypatch.setattr(mpnet, "_LIVE", weakref.WeakValueDictionary())
     return tiny_hub
 
 

@@ -2,7 +2,7 @@
 
 All three hold the process's one FACTUAL parser of their settings
 (:func:`capeval.backbones.scene_graph_parser.shared_scene_graph_parser`), CAPTURE and Soft-SPICE its one
-all-mpnet-base-v2 of their settings (:func:`capeval.detail.phrase_encoder.shared_mpnet_encoder`): each distinct
+all-mpnet-base-v2 of their settings (:func:`capeval.text.mpnet.shared_mpnet_encoder`): each distinct
 text (a sentence for CAPTURE, a whole text for the SPICE variants, as their official code parses them) is generated
 once per run, across systems, references and metrics. The formulas are :mod:`capeval.functional.capture` and
 :mod:`capeval.functional.factual_spice`.
@@ -35,10 +35,10 @@ from capeval.core.scoring import Scorer, summarize
 from capeval.core.truncation import warn_truncated
 from capeval.detail.language import (PUNKT_WEIGHTS, SPICE_SYNONYM_FILES, SPICE_SYNONYM_WEIGHTS, TAGGER_WEIGHTS,
                                      WORDNET_WEIGHTS, NltkLanguage)
-from capeval.detail.phrase_encoder import ENCODER_WEIGHTS, shared_mpnet_encoder
 from capeval.functional import capture as capture_fn
 from capeval.functional.factual_graph import graph_text
 from capeval.functional.factual_spice import read_spice_synonyms, soft_spice, spice_factual
+from capeval.text.mpnet import ENCODER_WEIGHTS, shared_mpnet_encoder
 
 # the official parse settings of both packages (capture-metric's call, FactualSceneGraph's ``parse`` defaults)
 PARSE_SETTINGS = dict(max_input_length=64, max_output_length=128, num_beams=5)

@@ -1,8 +1,12 @@
 """MPNetScore (as in EnsembEval): cosine between all-mpnet-base-v2 sentence embeddings (mean pooling over tokens,
-L2-normalised, 384-token limit as sentence-transformers), averaged over the references."""
+L2-normalised, 384-token limit as sentence-transformers), averaged over the references; the encoder is the process's
+one of its settings (:func:`shared_mpnet_encoder`), which CAPTURE's soft stage and Soft-SPICE hold too."""
 
 from __future__ import annotations
 
+import threading
+import weakref
+from pathlib import Path
 from typing import Optional
 
 import torch
@@ -19,6 +23,7 @@ from capeval.core.scoring import Scorer, summarize
 from capeval.core.truncation import warn_truncated
 
 MAX_TOKENS = 384  # sentence-transformers' max_seq_length for all-mpnet-base-v2
+ENCODER_WEIGHTS = "all-mpnet-base-v2"
 
 
 class MPNetEncoder(TokenizerTextEncoder):
@@ -26,11 +31,11 @@ class MPNetEncoder(TokenizerTextEncoder):
 
     encoder_name, token_limit = "MPNet", MAX_TOKENS
 
-    def __init__(self, weights: str = "all-mpnet-base-v2", *, device: str = "auto", dtype=None, batch_size: int = 64,
+    def __init__(self, weights: str = ENCODER_WEIGHTS, *, device: str = "auto", dtype=None, batch_size: int = 64,
                  cache_dir=None, persist_dir=None, cache_bytes: int = DEFAULT_CACHE_BYTES):
         from transformers import AutoModel, AutoTokenizer
 
-        files = list(get_spec(weights).files) if weights == "all-mpnet-base-v2" else None
+        files = list(get_spec(weights).files) if weights == ENCODER_WEIGHTS else None
         directory = resolve(weights, files, cache_dir=cache_dir)
         self.device, self.dtype, self.batch_size = resolve_device(device), resolve_dtype(dtype), batch_size
         self.tokenizer = AutoTokenizer.from_pretrained(str(directory))
@@ -47,15 +52,37 @@ class MPNetEncoder(TokenizerTextEncoder):
         return torch.nn.functional.normalize(pooled, dim=-1).cpu()
 
 
+_LIVE: "weakref.WeakValueDictionary[tuple, MPNetEncoder]" = weakref.WeakValueDictionary()
+_LIVE_LOCK = threading.Lock()
+
+
+def shared_mpnet_encoder(weights: str = ENCODER_WEIGHTS, *, device="auto", dtype=None, batch_size: int = 64,
+                         cache_dir=None, persist_dir=None, cache_bytes: int = DEFAULT_CACHE_BYTES) -> MPNetEncoder:
+    """The :class:`MPNetEncoder` of these weights (the folder they resolve to), device, dtype and cache settings
+    that is alive in this process, else a new one (one model load, one embedding cache for MPNetScore, CAPTURE's
+    soft stage and Soft-SPICE). It lives while a consumer holds it, so the encoders kept are bounded by the scorers
+    alive."""
+    files = list(get_spec(weights).files) if weights == ENCODER_WEIGHTS else None
+    directory = resolve(weights, files, cache_dir=cache_dir).resolve()
+    key = (str(directory), str(resolve_device(device)), str(resolve_dtype(dtype)), batch_size,
+           str(Path(persist_dir).resolve()) if persist_dir else None, cache_bytes)
+    with _LIVE_LOCK:
+        encoder = _LIVE.get(key)
+        if encoder is None:
+            encoder = _LIVE[key] = MPNetEncoder(weights, device=device, dtype=dtype, batch_size=batch_size,
+                                                cache_dir=cache_dir, persist_dir=persist_dir, cache_bytes=cache_bytes)
+        return encoder
+
+
 class MPNetScorer(Scorer):
     name, images, references = "mpnet_score", "unused", "required"
     key_metadata = {"mpnet_score": ScoreKey("MPNetScore")}
 
-    def __init__(self, weights: str = "all-mpnet-base-v2", *, device: Device = "auto", dtype: Optional[Dtype] = None,
+    def __init__(self, weights: str = ENCODER_WEIGHTS, *, device: Device = "auto", dtype: Optional[Dtype] = None,
                  batch_size: BatchSize = 64, cache_dir: Optional[PathLike] = None,
                  persist_dir: Optional[PathLike] = None, cache_bytes: Bytes = DEFAULT_CACHE_BYTES):
-        self.encoder = MPNetEncoder(weights, device=device, dtype=dtype, batch_size=batch_size, cache_dir=cache_dir,
-                                    persist_dir=persist_dir, cache_bytes=cache_bytes)
+        self.encoder = shared_mpnet_encoder(weights, device=device, dtype=dtype, batch_size=batch_size,
+                                            cache_dir=cache_dir, persist_dir=persist_dir, cache_bytes=cache_bytes)
 
     def _score(self, inputs: ValidInputs) -> dict:
         predictions, refs = inputs.predictions, inputs.references
