@@ -6,9 +6,10 @@
     coco_eval.evaluate()                             # .eval, .imgToEval, .evalImgs as pycocoevalcap fills them
 
 BLEU-1..4, METEOR, ROUGE-L and CIDEr are pycocoevalcap 1.2's own values (:func:`capeval.text.coco.score_coco_group`),
-computed without Java by default (``backend="python"``: the PTB tokenizer and METEOR 1.5 in Python, equal to the
-jars; ``backend="java"`` runs pycocoevalcap's jars); SPICE, on Java, where its jars exist. ``metrics=["coco", "clip_s"]``
-adds any capeval metric by name (scored by the suite engine; ``images``: the image root folder)."""
+computed without Java by default (``coco_backend="python"``: the PTB tokenizer and METEOR 1.5 in Python, equal to
+the jars; ``coco_backend="java"`` runs pycocoevalcap's jars); SPICE, on Java, where its jars exist.
+``metrics=["coco", "clip_s"]`` adds any capeval metric by name (scored by the suite engine; ``images``: the image
+root folder)."""
 
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ from capeval.core.coco_files import read_ground_truth, read_results
 from capeval.core.errors import InputError
 from capeval.core.evaluation_sets import GroundTruth, SystemCaptions
 from capeval.core.keys import coco_method
-from capeval.core.scoring import get_scorer_spec, scorer_of
-from capeval.text.coco import check_backend
+from capeval.core.scoring import scorer_of
+from capeval.text.coco import check_coco_backend
 
 # the scorer names pycocoevalcap's messages print (the keys' names in ``eval`` are their scorers' metadata)
 SCORER_NAMES = {"bleu": "Bleu", "meteor": "METEOR", "rouge_l": "Rouge", "cider": "CIDEr", "spice": "SPICE"}
@@ -44,13 +45,14 @@ class COCOEvalCap:
     ``metrics``: ``None`` = pycocoevalcap's set available here (the ``coco`` group: SPICE only where its jars exist);
     else any names a capeval suite takes (``"coco"``, ``bleu``/``meteor``/``rouge_l``/``cider``/``spice``, any
     capeval metric; ``images``: the folder the annotations' ``file_name`` are relative to). ``options``: per metric,
-    its scorer options, and the suite's ``device``/``dtype``/``batch_size``/``cache_dir``. ``backend``:
-    ``"python"`` (no Java) or ``"java"`` (pycocoevalcap's jars) for the metrics that have one. ``quiet``: print
-    nothing. ``empty_caption``: ``"score"`` (empty and whitespace-only captions and references scored as
-    pycocoevalcap scores them, counted in one stderr line) or ``"error"`` (refused, naming the file and record)."""
+    its scorer options, and the suite's ``device``/``dtype``/``batch_size``/``cache_dir``. ``coco_backend``:
+    ``"python"`` (the default: no Java) or ``"java"`` (pycocoevalcap's jars) for the metrics that have one.
+    ``quiet``: print nothing. ``empty_caption``: ``"score"`` (empty and whitespace-only captions and references scored
+    as pycocoevalcap scores them, counted in one stderr line) or ``"error"`` (refused, naming the file and record)."""
 
-    def __init__(self, coco: Any, cocoRes: Any, *, metrics: Optional[Sequence[str]] = None, backend: str = "python",
-                 images: Optional[str] = None, quiet: bool = False, empty_caption: str = "score", **options: Any):
+    def __init__(self, coco: Any, cocoRes: Any, *, metrics: Optional[Sequence[str]] = None,
+                 coco_backend: str = "python", images: Optional[str] = None, quiet: bool = False,
+                 empty_caption: str = "score", **options: Any):
         self.evalImgs: List[Dict] = []
         self.eval: Dict[str, Any] = {}
         self.imgToEval: Dict[Hashable, Dict] = {}
@@ -61,7 +63,7 @@ class COCOEvalCap:
         self.metrics, self.images, self.quiet, self.options = metrics, images, quiet, options
         from capeval.suite.texts import check_empty_caption_policy
 
-        self.backend = check_backend(backend)
+        self.coco_backend = check_coco_backend(coco_backend)
         self.empty_caption = check_empty_caption_policy(empty_caption)
 
     def evaluate(self) -> None:
@@ -77,7 +79,7 @@ class COCOEvalCap:
                              show_progress=False if self.quiet else None, empty_caption=self.empty_caption)
         system = self._results.name
         for key in scores.keys:
-            spec = get_scorer_spec(scores.metrics[key]["scorer"])
+            spec = plan.specs[scores.metrics[key]["scorer"]]
             method = coco_method(spec.scorer_class(), key)
             self.setEval(scores.corpus[system][key], method)
             # pycocoevalcap's own scorers' per-image records are their imgToEval entries (SPICE's categories)
@@ -101,18 +103,18 @@ class COCOEvalCap:
             print(message)
 
     def _plan(self):
-        """The suite's plan: ``metrics`` (default: the ``coco`` group) with ``options`` and, for every metric that
-        has one, ``backend``."""
-        from capeval.suite.plan import expand_metrics, resolve_mixed
+        """The suite's plan, resolved once: ``metrics`` (default: the ``coco`` group) with ``options`` and, for every
+        metric that has one, ``coco_backend``."""
+        from capeval.suite.plan import select_metrics
 
         asked = ["coco"] if self.metrics is None else [self.metrics] if isinstance(self.metrics, str) else self.metrics
-        names = expand_metrics(list(asked))
+        selection = select_metrics(list(asked))
         mixed = dict(self.options)
-        for name in names:
-            if "backend" in get_scorer_spec(name).options:  # under the spelling given (two are refused)
+        for name in selection.names:
+            if "coco_backend" in selection.specs[name].options:  # under the spelling given (two are refused)
                 key = next((key for key in mixed if isinstance(key, str) and scorer_of(key) == name), name)
-                mixed[key] = {"backend": self.backend, **mixed.get(key, {})}
-        return resolve_mixed(names, mixed)
+                mixed[key] = {"coco_backend": self.coco_backend, **mixed.get(key, {})}
+        return selection.plan_mixed(mixed)
 
     def _selected(self, image_ids: List[Hashable]) -> Tuple[GroundTruth, SystemCaptions]:
         """The ground truth and the results of the images ``image_ids`` selects (pycocoevalcap's semantics: see the

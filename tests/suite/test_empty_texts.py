@@ -164,7 +164,8 @@ def test_a_suite_metric_that_does_not_score_empty_texts_refuses_them_naming_itse
     system = read_results(files / "model_a.json", truth)
     with pytest.raises(InputError, match=r"model_a\.json: record 5: model_a: the caption of image 105 is an empty "
                                          r"caption: clip_s does not score empty texts; leave it out of the metrics"):
-        score_suite(truth, [system], resolve_plan(["bleu", "clip_s"]))  # refused before any image is read or model loaded
+        # refused before any image is read or model loaded
+        score_suite(truth, [system], resolve_plan(["bleu", "clip_s"]))
 
 
 def test_capeval_evaluate_scores_empty_texts_and_refuses_them_under_error(files, theirs, tmp_path, capsys):

@@ -96,10 +96,10 @@ def spies(monkeypatch):
 
 
 def test_each_file_decoded_each_backbone_loaded_each_text_encoded_once(tiny_hub, evaluation_set, spies):
-    from capeval.suite import score_suite
+    from capeval.suite import resolve_plan, score_suite
 
     truth, systems, root = evaluation_set
-    scores = score_suite(truth, systems, IMAGE_METRICS, images_root=root, chunk_images=3)
+    scores = score_suite(truth, systems, resolve_plan(IMAGE_METRICS), images_root=root, chunk_images=3)
     # 7 distinct files (2.jpg named by two ids), each decoded once for 3 metrics x 3 systems
     assert sorted(spies["decoded"]) == sorted(str(root / f) for f in [*(f"{i}.jpg" for i in range(6)), "grey.png"])
     assert sorted(spies["clip_loads"]) == ["openai-clip-vit-b-32", "pacs-clip-vit-b-32"]  # CLIP-S and Polos share
@@ -121,10 +121,11 @@ def test_each_file_decoded_each_backbone_loaded_each_text_encoded_once(tiny_hub,
 
 @pytest.mark.parametrize("name", IMAGE_METRICS)
 def test_every_score_equals_the_metric_run_alone_bitwise(tiny_hub, evaluation_set, name):
-    from capeval.suite import score_suite
+    from capeval.suite import resolve_plan, score_suite
 
     truth, systems, root = evaluation_set
-    scores = score_suite(truth, systems, ["clip_s", "pac_s", "polos"], images_root=root, chunk_images=3)
+    scores = score_suite(truth, systems, resolve_plan(["clip_s", "pac_s", "polos"]), images_root=root,
+                         chunk_images=3)
     keys = [key for key in scores.keys if scores.metrics[key]["scorer"] == name]
     assert keys == {"clip_s": ["clip_s", "refclip_s"], "pac_s": ["pac_s", "refpac_s"], "polos": ["polos"]}[name]
     for system in systems:
@@ -139,10 +140,11 @@ def test_every_score_equals_the_metric_run_alone_bitwise(tiny_hub, evaluation_se
 
 
 def test_chunk_size_changes_no_score(tiny_hub, evaluation_set):
-    from capeval.suite import score_suite
+    from capeval.suite import resolve_plan, score_suite
 
     truth, systems, root = evaluation_set
-    runs = [score_suite(truth, systems, IMAGE_METRICS, images_root=root, chunk_images=size) for size in (1, 3, 1000)]
+    runs = [score_suite(truth, systems, resolve_plan(IMAGE_METRICS), images_root=root, chunk_images=size)
+            for size in (1, 3, 1000)]
     for run in runs[1:]:
         assert run.keys == runs[0].keys
         assert run.per_image == runs[0].per_image
@@ -151,12 +153,12 @@ def test_chunk_size_changes_no_score(tiny_hub, evaluation_set):
 
 def test_ensembeval_is_the_weighted_sum_of_the_suites_own_component_scores(tiny_hub, evaluation_set, spies):
     from capeval.core.scoring import load_scorer
-    from capeval.suite import score_suite
+    from capeval.suite import resolve_plan, score_suite
 
     truth, systems, root = evaluation_set
     weights = {"weights": {"refclip_s": -0.25, "polos": 0.75, "pac_s": 0.5}}
-    scores = score_suite(truth, systems, ["clip_s", "ensembeval"], images_root=root,
-                         options={"ensembeval": {"weights": weights}})
+    scores = score_suite(truth, systems, resolve_plan(["clip_s", "ensembeval"], {"ensembeval": {"weights": weights}}),
+                         images_root=root)
     assert scores.keys == ["clip_s", "refclip_s", "ensembeval"]  # its other components run, not shown
     texts = {t for s in systems for t in s.captions.values()} | {r for im in truth.images.values()
                                                                  for r in im.references}
@@ -176,10 +178,10 @@ def test_ensembeval_is_the_weighted_sum_of_the_suites_own_component_scores(tiny_
 
 
 def test_progress_per_stage_on_stderr(tiny_hub, evaluation_set, capsys):
-    from capeval.suite import score_suite
+    from capeval.suite import resolve_plan, score_suite
 
     truth, systems, root = evaluation_set
-    score_suite(truth, systems[:1], ["clip_s"], images_root=root, show_progress=True)
+    score_suite(truth, systems[:1], resolve_plan(["clip_s"]), images_root=root, show_progress=True)
     err = capsys.readouterr().err
     assert "decoding images" in err and "scoring clip_s" in err
 
@@ -188,12 +190,12 @@ def test_images_given_by_id_and_reference_free_metrics(tiny_hub, evaluation_set)
     """``images``: image id → a decoded image (the Trainer hook's case), none decoded again; no references
     anywhere: CLIP-S without RefCLIP-S, equal to CLIP-S alone on the same images."""
     from capeval.core.scoring import load_scorer
-    from capeval.suite import score_suite
+    from capeval.suite import resolve_plan, score_suite
 
     truth, systems, root = evaluation_set
     bare = GroundTruth({i: EvalImage(i, None, ()) for i in truth.images}, "rows")
     pictures = {i: Image.open(truth.image_path(i, root)).convert("RGB") for i in truth.images}
-    scores = score_suite(bare, systems[:1], ["clip_s"], images=pictures)
+    scores = score_suite(bare, systems[:1], resolve_plan(["clip_s"]), images=pictures)
     assert scores.keys == ["clip_s"] and scores.counts["image_decodes"] == 0
     ids = list(systems[0].captions)
     alone = load_scorer("clip_s").score([systems[0].captions[i] for i in ids], [pictures[i] for i in ids])

@@ -13,7 +13,7 @@ from capeval.core.coco_files import read_ground_truth, read_results
 from capeval.statistics.systems import compare_systems
 from capeval.report import markdown_table
 from capeval.report.write import json_ready
-from capeval.suite import score_suite
+from capeval.suite import resolve_plan, score_suite
 from capeval.suite.run import evaluate_captions
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "coco_small"
@@ -47,7 +47,7 @@ def test_values_are_the_suites_and_the_tests_the_comparisons(evaluated):
     report, _ = evaluated
     truth = read_ground_truth(EXAMPLE / "captions_val2014.json")
     systems = [read_results(path, truth) for path in RESULTS]
-    scores = score_suite(truth, systems, ["bleu", "rouge_l"], show_progress=False)
+    scores = score_suite(truth, systems, resolve_plan(["bleu", "rouge_l"]), show_progress=False)
     comparison = compare_systems(scores.statistics, baseline="baseline", resamples=100, seed=7)
     assert report["keys"] == scores.keys and report["baseline"] == "baseline"
     for system in scores.corpus:
@@ -86,6 +86,6 @@ def test_inputs_are_refused_before_any_model_loads(kwargs, message, monkeypatch)
         raise AssertionError("a model loaded before the inputs were checked")
 
     monkeypatch.setattr(capeval.core.scoring, "load_scorer", refuse)
-    monkeypatch.setattr("capeval.backbones.sharing.load_scorer", refuse)
+    monkeypatch.setattr(capeval.core.scoring.ScorerSpec, "load", refuse)  # how a suite loads its plan's scorers
     with pytest.raises(InputError, match=message):
         evaluate_captions(**{"metrics": ["bleu"], **kwargs})

@@ -30,11 +30,11 @@ def text_set():
 
 def test_coco_group_equals_each_pycocoevalcap_metric_alone(text_set):
     from capeval.core.scoring import load_scorer
-    from capeval.suite import score_suite
+    from capeval.suite import resolve_plan, score_suite
     from capeval.text.coco import coco_group_names
 
     truth, systems = text_set
-    scores = score_suite(truth, systems, ["coco"])
+    scores = score_suite(truth, systems, resolve_plan(["coco"]))
     group = coco_group_names()
     assert {scores.metrics[key]["scorer"] for key in scores.keys} == set(group)
     assert scores.keys[:4] == ["bleu_1", "bleu_2", "bleu_3", "bleu_4"] and "cider" in scores.keys
@@ -50,26 +50,26 @@ def test_coco_group_equals_each_pycocoevalcap_metric_alone(text_set):
                 assert scores.metrics[key]["corpus_level"] == (name in ("bleu", "meteor", "cider"))
 
 
-def test_expand_metrics_groups_aliases_and_duplicates():
-    from capeval.suite import expand_metrics
+def test_select_metrics_expands_groups_aliases_and_duplicates():
+    from capeval.suite import select_metrics
     from capeval.text.coco import coco_group_names
 
-    assert expand_metrics(["coco"]) == list(coco_group_names())
-    assert expand_metrics(["CLIPScore", "coco", "bleu_4", "clip_s", "PAC-S", "cider"]) == [
-        "clip_s", *coco_group_names(), "pac_s"]
+    assert select_metrics(["coco"]).names == coco_group_names()
+    assert select_metrics(["CLIPScore", "coco", "bleu_4", "clip_s", "PAC-S", "cider"]).names == (
+        "clip_s", *coco_group_names(), "pac_s")
 
 
 def test_an_unknown_metric_lists_the_known_ones_before_any_model_loads(monkeypatch):
     from capeval.backbones.clip import ClipBackbone
-    from capeval.suite import expand_metrics
+    from capeval.suite import select_metrics
 
     loads = []
     init = ClipBackbone.__init__
     monkeypatch.setattr(ClipBackbone, "__init__", lambda self, *a, **k: loads.append(a) or init(self, *a, **k))
     with pytest.raises(InputError, match=r"unknown metric 'clip_z'; known: coco \(the group\), .*clip_s.*polos"):
-        expand_metrics(["clip_s", "clip_z"])
+        select_metrics(["clip_s", "clip_z"])
     with pytest.raises(InputError, match="non-empty list"):
-        expand_metrics("coco")
+        select_metrics("coco")
     assert loads == []
 
 
@@ -86,7 +86,8 @@ def _image_set(tmp_path):
      r"polos is corpus-level under \{'statistics': 'batch'\} .* reads images"),
     ({"metrics": ["ensembeval"], "options": {"ensembeval": {"precision": "official"}}},
      r"ensembeval takes only 'weights'.*\['precision'\]"),
-    ({"systems": [SystemCaptions("b", {1: "a cat"}, "b.json")]}, "caption different images"),
+    ({"systems": [SystemCaptions("b", {1: "a cat"}, "b.json")]},
+     r"b \(b\.json\) lacks 1 image\(s\) that a captions \(2\): systems are compared on the same images"),
     ({"systems": [SystemCaptions("b", {1: "a cat", 2: " "}, "b.json")]},
      r"b: the caption of image 2 is an empty caption"),
     ({"chunk_images": 0}, "chunk_images must be a positive int"),
@@ -94,7 +95,7 @@ def _image_set(tmp_path):
 ])
 def test_bad_input_is_one_clear_error_before_a_model_loads(tmp_path, monkeypatch, change, message):
     from capeval.backbones.clip import ClipBackbone
-    from capeval.suite import score_suite
+    from capeval.suite import resolve_plan, score_suite
 
     truth, systems = _image_set(tmp_path)
     loads = []
@@ -103,6 +104,6 @@ def test_bad_input_is_one_clear_error_before_a_model_loads(tmp_path, monkeypatch
     arguments = {"metrics": ["clip_s"], "options": None, "chunk_images": 256, **change}
     extra = arguments.pop("systems", [])
     with pytest.raises(InputError, match=message):
-        score_suite(truth, systems + extra, arguments["metrics"], images_root=tmp_path,
-                    options=arguments["options"], chunk_images=arguments["chunk_images"])
+        score_suite(truth, systems + extra, resolve_plan(arguments["metrics"], arguments["options"]),
+                    images_root=tmp_path, chunk_images=arguments["chunk_images"])
     assert loads == []

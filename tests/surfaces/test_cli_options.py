@@ -38,13 +38,13 @@ def captured_load(monkeypatch):
 
 @pytest.fixture
 def captured_suite(monkeypatch):
-    """``capeval evaluate`` up to ``evaluate_captions``: raises :class:`Reached` with the resolved plan."""
+    """``capeval evaluate`` up to ``prepare_evaluation``: raises :class:`Reached` with the resolved plan."""
     import capeval.suite.run
 
-    def evaluate_captions(*args, metrics, **kwargs):
-        raise Reached(metrics)
+    def prepare_evaluation(suite, *args, **kwargs):
+        raise Reached(suite)
 
-    monkeypatch.setattr(capeval.suite.run, "evaluate_captions", evaluate_captions)
+    monkeypatch.setattr(capeval.suite.run, "prepare_evaluation", prepare_evaluation)
 
 
 def _choices(declared):

@@ -151,14 +151,13 @@ def refused_by_the_cli(inputs: Inputs, capsys, **argv_options) -> str:
 
 @pytest.fixture
 def no_model_loads(monkeypatch):
-    import capeval.backbones.sharing  # imported before the patch, so that undoing it restores the real function
     import capeval.core.scoring
 
     def refuse(*args, **options):
         raise AssertionError("a model loaded before the inputs were checked")
 
     monkeypatch.setattr(capeval.core.scoring, "load_scorer", refuse)
-    monkeypatch.setattr("capeval.backbones.sharing.load_scorer", refuse)
+    monkeypatch.setattr(capeval.core.scoring.ScorerSpec, "load", refuse)  # how a suite loads its plan's scorers
 
 
 def refused_by_the_function(inputs: Inputs, **kwargs) -> str:
@@ -284,7 +283,7 @@ def test_the_suite_engine_refuses_an_escaping_image_file_too(tmp_path, no_model_
     """`score_suite` called directly (the Trainer hook, a user's own ground truth) reads image files through the same
     check: the entry is named and no model loads."""
     from capeval.core.coco_files import read_ground_truth, read_results
-    from capeval.suite import score_suite
+    from capeval.suite import resolve_plan, score_suite
 
     inputs = Inputs(tmp_path, "annotations")
     outside = _outside_file(inputs)
@@ -293,5 +292,5 @@ def test_the_suite_engine_refuses_an_escaping_image_file_too(tmp_path, no_model_
     truth = read_ground_truth(inputs.annotations_file())
     systems = [read_results(inputs.system_file(s), truth) for s in SYSTEMS]
     with pytest.raises(InputError, match=re.escape(f"{where}: the image file ")) as info:
-        score_suite(truth, systems, ["clip_s"], images_root=inputs.image_root)
+        score_suite(truth, systems, resolve_plan(["clip_s"]), images_root=inputs.image_root)
     assert f"resolves to {outside.resolve()}" in str(info.value)

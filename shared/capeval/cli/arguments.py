@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Tuple
 
 from capeval.cli.options import (METRIC_NAME, device, dtype, non_negative_int, option_setting, options_file,
                                  positive_int)
@@ -139,9 +139,9 @@ SHORTHANDS = (
     Shorthand("--preprocess-workers", "preprocess_workers", ("clip_s", "ensembeval", "pac_s", "polos"), "N",
               "run the official CLIP image preprocessing in N worker processes (same pixels; for many-core hosts "
               "feeding a GPU; default: threads)", non_negative_int),
-    Shorthand("--coco-backend", "backend", ("bleu", "cider", "meteor", "rouge_l"), "python|java",
-              "python (the PTB tokenizer and METEOR 1.5 in Python, equal to pycocoevalcap's jars; no Java) or java "
-              "(pycocoevalcap's jars, for cross-checking; default: python)"),
+    Shorthand("--coco-backend", "coco_backend", ("bleu", "cider", "meteor", "rouge_l"), "python|java",
+              "python (the default: the PTB tokenizer and METEOR 1.5 in Python, equal to pycocoevalcap's jars; no "
+              "Java) or java (pycocoevalcap's jars, for cross-checking)"),
     Shorthand("--cider-idf", "cider_idf", ("ensembeval",), "PATH",
               "CIDEr with document frequencies fixed by this folder/file (`capeval train cider-idf`); makes every "
               "score per-sample (so --shard, --chunk-size and ray-score run it in one pass)"),
@@ -208,12 +208,12 @@ def empty_caption(text: str):
         raise argparse.ArgumentTypeError(f"use score, error, skip or a finite score, not {text!r}") from None
 
 
-def chosen_options(args: argparse.Namespace, names: Sequence[str], spelled: Optional[Sequence[str]] = None
-                   ) -> Dict[str, Dict]:
-    """Per scorer of ``names`` (the scorers a command scores; ``spelled``: as the command line named them, for
-    ``--weights METRIC=``), the options of :func:`add_runtime_options` beyond the runtime: ``--options FILE``,
-    each ``--option``, ``--weights`` and the :data:`SHORTHANDS` (each on the scorers it names that are scored; none
-    of them scored is an error). An unknown metric, a metric not scored, two spellings of one metric in the file,
+def chosen_options(args: argparse.Namespace, names: Sequence[str], specs: Optional[Mapping[str, Any]] = None,
+                   spelled: Optional[Sequence[str]] = None) -> Dict[str, Dict]:
+    """Per scorer of ``names`` (the scorers a command scores; ``specs``: the registry as the command read it, default:
+    read now; ``spelled``: as the command line named them, for ``--weights METRIC=``), the options of
+    :func:`add_runtime_options` beyond the runtime: ``--options FILE``, each ``--option``, ``--weights`` and the
+    :data:`SHORTHANDS` (each on the scorers it names that are scored; none of them scored is an error). An unknown metric, a metric not scored, two spellings of one metric in the file,
     and an option given twice are :class:`InputError`; the values are checked by the scorers' declarations
     (:meth:`capeval.core.scoring.ScorerSpec.check_options`, before any model loads)."""
     from capeval.core.scoring import get_scorer_spec, options_by_scorer
@@ -226,7 +226,7 @@ def chosen_options(args: argparse.Namespace, names: Sequence[str], spelled: Opti
             raise InputError(f"{source}: several metrics are scored ({', '.join(names)}): name one, "
                              "--option METRIC.NAME=VALUE")
         try:
-            name = names[0] if metric is None else get_scorer_spec(metric).name
+            name = names[0] if metric is None else get_scorer_spec(metric, specs).name
         except InputError as error:
             raise InputError(f"{source}: {error}") from None
         if name not in names:
@@ -238,7 +238,7 @@ def chosen_options(args: argparse.Namespace, names: Sequence[str], spelled: Opti
 
     if args.options is not None:
         source = f"--options {args.options.path}"
-        for name, values in options_by_scorer(args.options.options, where=source).items():
+        for name, values in options_by_scorer(args.options.options, source, specs).items():
             for option, value in values.items():
                 put(name, option, value, source)
     for setting in args.option:
@@ -265,6 +265,6 @@ def scorer_options(args: argparse.Namespace, spec, metric_as_given: str) -> Dict
     command line): the runtime given and :func:`chosen_options` (which win), checked by the scorer's declarations."""
     runtime = {"device": args.device, "batch_size": args.batch_size, "dtype": args.dtype}
     options = {option: value for option, value in runtime.items() if value is not None}
-    options.update(chosen_options(args, [spec.name], [metric_as_given]).get(spec.name, {}))
+    options.update(chosen_options(args, [spec.name], spelled=[metric_as_given]).get(spec.name, {}))
     spec.check_options(options)
     return options

@@ -1,7 +1,7 @@
 """``capeval evaluate``: systems' captions on an annotated image set, a metric suite in one pass, the systems compared
-(:func:`capeval.suite.run.evaluate_captions`). stdout: the Markdown table, or the report as one JSON document
-(``--json``); ``--output DIR``: report.json, scores.csv, summary.csv, table.tex and report.html, written as a set (all
-or none). Progress and warnings go to stderr; every input problem, an output folder that cannot take a file
+(:func:`capeval.suite.run.evaluate_captions`'s steps, the plan resolved here once). stdout: the Markdown table, or
+the report as one JSON document (``--json``); ``--output DIR``: report.json, scores.csv, summary.csv, table.tex and
+report.html, written as a set (all or none). Progress and warnings go to stderr; every input problem, an output folder that cannot take a file
 included, is one line (exit 2) before any model loads; a failure after scoring is one line naming the saved
 ``scores.json`` (exit 1)."""
 
@@ -71,19 +71,20 @@ def output_folder(text: str) -> str:
 
 
 def run(args) -> int:
-    from capeval.suite.plan import expand_metrics, resolve_plan
-    from capeval.suite.run import evaluate_captions
+    from capeval.suite.plan import select_metrics
+    from capeval.suite.run import prepare_evaluation, run_evaluation
 
     fields = given_fields(args)
-    names = expand_metrics(args.metrics)
-    plan = resolve_plan(names, chosen_options(args, names), device=args.device, dtype=args.dtype,
-                        batch_size=args.batch_size)
-    report = evaluate_captions(args.results or (), annotations=args.annotations or args.karpathy, split=args.split,
-                               records=args.records or (), images=args.images, metrics=plan, names=args.names,
-                               baseline=args.baseline, require_all=args.require_all, resamples=args.resamples,
-                               seed=args.seed, p_values=args.p_values, output=args.output,
-                               fields=fields or None, image_format=args.image_format, config=args.config,
-                               empty_caption=args.empty_caption, command=args.command_line)
+    selection = select_metrics(args.metrics)
+    plan = selection.plan(chosen_options(args, selection.names, selection.specs), device=args.device,
+                          dtype=args.dtype, batch_size=args.batch_size)
+    prepared = prepare_evaluation(plan, args.results or (), annotations=args.annotations or args.karpathy,
+                                  split=args.split, records=args.records or (), images=args.images, names=args.names,
+                                  baseline=args.baseline, require_all=args.require_all, resamples=args.resamples,
+                                  seed=args.seed, p_values=args.p_values, output=args.output, fields=fields or None,
+                                  image_format=args.image_format, config=args.config,
+                                  empty_caption=args.empty_caption)
+    report = run_evaluation(prepared, command=args.command_line)
     print(report["coverage"]["text"], file=sys.stderr)
     if args.json:
         print_result(args, report)
@@ -92,4 +93,3 @@ def run(args) -> int:
 
         print(markdown_table(report, baseline=args.baseline))
     return 0
-

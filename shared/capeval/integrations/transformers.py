@@ -217,7 +217,7 @@ class _SuiteAdapter:
     splits = False
 
     def __init__(self, metrics: Sequence[str], options: Dict[str, Any], empty_caption: EmptyCaption):
-        from capeval.suite.plan import expand_metrics, resolve_mixed
+        from capeval.suite.plan import select_metrics
 
         if not metrics or not all(isinstance(name, str) for name in metrics):
             raise InputError(f"a metric suite is a non-empty list of metric names, got {list(metrics)!r}")
@@ -225,13 +225,13 @@ class _SuiteAdapter:
 
         self.empty_caption = check_empty_caption_policy(empty_caption)
         self.scores_empty = True  # the suite scores them, or refuses them naming the metric (score_suite)
-        names = expand_metrics(list(metrics))  # an unknown metric is its own error, not one of metric_options
+        selection = select_metrics(list(metrics))  # an unknown metric is its own error, not one of metric_options
         try:
-            self.plan = resolve_mixed(names, options)
+            self.plan = selection.plan_mixed(options)
         except InputError as exc:
             raise InputError(f"metric_options of a suite: {exc}") from None
         self.name = "+".join(metrics)
-        specs = [get_scorer_spec(name) for name in (*self.plan.loaded, *self.plan.composed)]
+        specs = [self.plan.specs[name] for name in (*self.plan.loaded, *self.plan.composed)]
         self.needs_references = any(spec.needs_references for spec in specs)
         needs = {spec.images for spec in specs}
         self.needs_images: Optional[bool] = True if "required" in needs else (False if needs == {"unused"} else None)

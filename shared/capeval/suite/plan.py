@@ -19,7 +19,7 @@ holds and the scorers' declarations (groups, corpus level, compositions, input n
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from capeval.core.errors import InputError
 from capeval.core.option_types import RUNTIME_TYPES, option_refusal, value_problem
@@ -115,8 +115,8 @@ class Selection:
         return get_scorer_spec(spelled, self.specs).name
 
     def by_scorer(self, options: Mapping[str, Mapping], where: str = "options") -> Dict[str, Dict]:
-        """Per-metric options under any spelling → under their scorer (:func:`~capeval.core.scoring.options_by_scorer`,
-        against this reading of the registry)."""
+        """Per-metric options under any spelling → under their scorer
+        (:func:`~capeval.core.scoring.options_by_scorer`, against this reading of the registry)."""
         return options_by_scorer(options, where, self.specs)
 
     def plan(self, options: Optional[Mapping[str, Mapping]] = None, *, device: str = "auto", dtype=None,
@@ -165,8 +165,9 @@ def select_metrics(names: Sequence[str]) -> Selection:
     registered group's name (``"coco"``) → its members available here, a metric → its registered scorer
     (``"bleu_4"`` → ``"bleu"``, ``"CLIPScore"`` → ``"clip_s"``)). An unknown name is an :class:`InputError` listing
     the known ones (no model loads)."""
-    if isinstance(names, str) or not names:
+    if isinstance(names, str) or not isinstance(names, Iterable) or not names:
         raise InputError(f"metrics must be a non-empty list of metric names, not {names!r}")
+    names = list(names)
     for name in names:
         if not isinstance(name, str):
             raise InputError(f"metric names must be strings, not {name!r}")

@@ -82,17 +82,10 @@ def run_evaluation(prepared: "EvaluationPlan", *, show_progress: Optional[bool] 
                    command: Optional[str] = None) -> Dict:
     """Score a prepared evaluation (:func:`prepare_evaluation`: every input checked), compare the systems and return
     the report document, written to the prepared ``output`` when there is one (:func:`evaluate_captions`)."""
-    from capeval.statistics.systems import compare_systems
-
     scores = score_evaluation(prepared.evaluation, prepared.suite, images_root=prepared.images,
                               show_progress=show_progress, empty_caption=prepared.empty_caption)
     try:
-        undefined = undefined_means(scores.undefined_images, scores.metrics, len(scores.image_ids))
-        comparison = compare_systems(scores.statistics, baseline=prepared.baseline, resamples=prepared.resamples,
-                                     seed=prepared.seed, p_values=prepared.p_values, undefined=undefined,
-                                     higher_is_better={key: scores.metrics[key]["higher_is_better"]
-                                                       for key in scores.keys})
-        report = build_report(prepared, scores, comparison, command=command)
+        report = build_report(prepared, scores, command=command)
         if prepared.output is not None:
             from capeval.report.write import write_report
 
@@ -158,15 +151,12 @@ def compare_report(report: Mapping, *, resamples: Optional[int] = None, seed: Op
                                  **chosen)
     compared = dict(report)
     compared["baseline"] = chosen["baseline"]
-    compared["systems"] = {name: {**system, "scores": _scores_with(comparison, name, {
-        key: entry["value"] for key, entry in system["scores"].items()})} for name, system in report["systems"].items()}
+    compared["systems"] = {name: {**system, "scores": {key: {**comparison["systems"][name][key],
+                                                             "value": entry["value"]}
+                                                       for key, entry in system["scores"].items()}}
+                           for name, system in report["systems"].items()}
     compared.update({key: value for key, value in comparison.items() if key != "systems"})
     return compared
-
-
-def _scores_with(comparison: Mapping, system: str, values: Mapping[str, float]) -> Dict[str, Dict]:
-    """A system's ``scores`` entries: each key's CI from ``comparison`` and its value as the scorer reported it."""
-    return {key: {**comparison["systems"][system][key], "value": value} for key, value in values.items()}
 
 
 def save_scores(plan: "EvaluationPlan", scores, output: Optional[PathLike]) -> str:
@@ -222,8 +212,8 @@ def _write_whole(path: str, text: str) -> str:
 @dataclass(frozen=True)
 class EvaluationPlan:
     """An evaluation checked, nothing loaded: the suite's plan, the evaluation set (ground truth, systems, coverage),
-    the baseline, the files read (:func:`capeval.core.evaluation_inputs.input_files`), and how the run compares and writes (the arguments of
-    :func:`evaluate_captions`)."""
+    the baseline, the files read (:func:`capeval.core.evaluation_inputs.input_files`), and how the run compares and
+    writes (the arguments of :func:`evaluate_captions`)."""
 
     suite: Plan
     evaluation: EvaluationSet
@@ -273,12 +263,21 @@ def prepare_evaluation(suite: Plan, results: Sequence[PathLike] = (), *, annotat
                           images, resamples, seed, p_values, output, empty_caption)
 
 
-def build_report(plan: EvaluationPlan, scores, comparison: Mapping, *, command: Optional[str] = None) -> Dict:
-    """The report document (``report.json``) from the checked plan, the suite's scores and the comparison;
+def build_report(plan: EvaluationPlan, scores, *, command: Optional[str] = None) -> Dict:
+    """The report document (``report.json``) from the checked plan and the suite's scores, the systems compared
+    (:func:`capeval.statistics.systems.compare_systems`, with the plan's resamples, seed, p-values and baseline);
     ``command``: the command line that produced it (None from Python)."""
+    from capeval.statistics.systems import compare_systems
+
+    undefined = undefined_means(scores.undefined_images, scores.metrics, len(scores.image_ids))
+    statistics = saved_statistics(scores.statistics)  # what every CI and p-value is resampled from
+    images = _image_rows(plan, scores)
+    comparison = compare_systems(scores.statistics, baseline=plan.baseline, resamples=plan.resamples, seed=plan.seed,
+                                 p_values=plan.p_values, undefined=undefined,
+                                 higher_is_better={key: scores.metrics[key]["higher_is_better"] for key in scores.keys})
     systems = {system.name: {"source": system.source,
-                             "scores": _scores_with(comparison, system.name,
-                                                    {key: scores.corpus[system.name][key] for key in scores.keys}),
+                             "scores": {key: {**comparison["systems"][system.name][key],
+                                              "value": scores.corpus[system.name][key]} for key in scores.keys},
                              "empty_captions": {"count": len(scores.empty.captions.get(system.name, [])),
                                                 "image_ids": list(scores.empty.captions.get(system.name, []))}}
                for system in plan.evaluation.systems}
@@ -291,8 +290,8 @@ def build_report(plan: EvaluationPlan, scores, comparison: Mapping, *, command: 
     report["tiny_random_weights"] = tiny_weight_keys(report)
     report["undefined_images"] = scores.undefined_images  # {system: {key: images where it is NaN}}
     report.update({key: value for key, value in comparison.items() if key != "systems"})
-    report["statistics"] = saved_statistics(scores.statistics)  # what every CI and p-value is resampled from
-    report["images"] = _image_rows(plan, scores)
+    report["statistics"] = statistics
+    report["images"] = images
     return report
 
 
