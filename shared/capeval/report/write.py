@@ -1,5 +1,6 @@
 """``write_report``: the report document and its renderings in one folder, written as a set; ``check_writable``: the
-output folder proven writable before any model loads."""
+output folder proven writable before any model loads; ``save_scores``: a run's per-image scores, saved somewhere
+when its report fails."""
 
 from __future__ import annotations
 
@@ -155,3 +156,47 @@ def _interrupts_deferred() -> Iterator[None]:
         signal.signal(signal.SIGINT, handler)
         if arrived:
             handler(signal.SIGINT, arrived[0])
+
+
+def save_scores(document: Mapping, output: Optional[os.PathLike]) -> str:
+    """Write a run's per-image scores (``document``, ``scores.json``: :func:`capeval.suite.run.scores_document`) into
+    the first folder that takes it: ``output``, else a new folder in the system's temporary folder, else a new folder in
+    capeval's cache (``$CAPEVAL_CACHE`` or ``~/.cache/capeval``, under ``scores/``); the path written. The file is
+    whole or absent and a new folder that did not take it is removed; an :class:`OSError` naming each folder tried
+    when none does."""
+    from capeval.core.hub import default_cache_dir
+
+    text = json.dumps(document, default=str)
+    refusals = []
+    if output is not None:
+        try:
+            os.makedirs(output, exist_ok=True)
+            return _write_whole(os.path.join(output, "scores.json"), text)
+        except OSError as exc:
+            refusals.append(f"{output}: {exc.strerror or exc}")
+    for parent in (None, default_cache_dir() / "scores"):  # None: the system's temporary folder
+        folder = None
+        try:
+            if parent is not None:
+                os.makedirs(parent, exist_ok=True)
+            folder = tempfile.mkdtemp(prefix="capeval-scores-", dir=parent)
+            return _write_whole(os.path.join(folder, "scores.json"), text)
+        except OSError as exc:
+            refusals.append(f"{folder or parent or tempfile.gettempdir()}: {exc.strerror or exc}")
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
+    raise OSError(f"no folder took scores.json: {'; '.join(refusals)}")
+
+
+def _write_whole(path: str, text: str) -> str:
+    """``text`` into ``path`` under a temporary name, then renamed: the file is whole or absent; the path."""
+    partial = f"{path}.{os.getpid()}.partial"
+    try:
+        with open(partial, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(partial, path)
+    except BaseException:
+        if os.path.lexists(partial):
+            os.remove(partial)
+        raise
+    return path

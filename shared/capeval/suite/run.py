@@ -68,7 +68,8 @@ def evaluate_captions(results: Sequence[PathLike] = (), *, annotations: Optional
     missing image file) is an :class:`InputError` raised before any model loads (the image files are checked by
     :func:`capeval.suite.score_suite`). So is an ``output`` folder that cannot take a file (read-only, full). The report
     files are written there as a set (:func:`capeval.report.write.write_report`); a failure after scoring raises
-    :class:`ScoredThenFailedError` naming the ``scores.json`` that holds every per-image score (:func:`save_scores`).
+    :class:`ScoredThenFailedError` naming the ``scores.json`` that holds every per-image score
+    (:func:`capeval.report.write.save_scores`).
     """
     suite = resolve_plan(metrics, options, device=device, dtype=dtype, batch_size=batch_size, cache_dir=cache_dir)
     prepared = prepare_evaluation(suite, results, annotations=annotations, split=split, records=records,
@@ -84,16 +85,17 @@ def run_evaluation(prepared: "EvaluationPlan", *, show_progress: Optional[bool] 
     the report document, written to the prepared ``output`` when there is one (:func:`evaluate_captions`)."""
     scores = score_evaluation(prepared.evaluation, prepared.suite, images_root=prepared.images,
                               show_progress=show_progress, empty_caption=prepared.empty_caption)
+    from capeval.report.write import save_scores, write_report
+
+    saved_scores = scores_document(prepared, scores)  # what is saved if the report fails
     try:
         report = build_report(prepared, scores, command=command)
         if prepared.output is not None:
-            from capeval.report.write import write_report
-
             write_report(report, prepared.output, images_root=prepared.images)  # marks against the report's baseline
     except Exception as exc:
         failure = " ".join(f"{type(exc).__name__}: {exc}".split())  # the message stays one line
         try:
-            saved = save_scores(prepared, scores, prepared.output)
+            saved = save_scores(saved_scores, prepared.output)
         except OSError as unsaved:
             raise ScoredThenFailedError(f"the systems were scored, then the report failed ({failure}); the per-image "
                                         f"scores could not be saved either ({unsaved})") from exc
@@ -159,54 +161,12 @@ def compare_report(report: Mapping, *, resamples: Optional[int] = None, seed: Op
     return compared
 
 
-def save_scores(plan: "EvaluationPlan", scores, output: Optional[PathLike]) -> str:
-    """Write every per-image score (``scores.json``: image ids, per system and key, and the detail records) into the
-    first folder that takes it: ``output``, else a new folder in the system's temporary folder, else a new folder in
-    capeval's cache (``$CAPEVAL_CACHE`` or ``~/.cache/capeval``, under ``scores/``); the path written. The file is
-    whole or absent and a new folder that did not take it is removed; an :class:`OSError` naming each folder tried
-    when none does."""
-    import json
-    import shutil
-    import tempfile
-
-    from capeval.core.hub import default_cache_dir
-
-    text = json.dumps({"image_ids": list(scores.image_ids), "coverage": plan.evaluation.coverage, "keys": scores.keys,
-                       "corpus": scores.corpus, "per_image": scores.per_image,
-                       "undefined_images": scores.undefined_images, "details": scores.details}, default=str)
-    refusals = []
-    if output is not None:
-        try:
-            os.makedirs(output, exist_ok=True)
-            return _write_whole(os.path.join(output, "scores.json"), text)
-        except OSError as exc:
-            refusals.append(f"{output}: {exc.strerror or exc}")
-    for parent in (None, default_cache_dir() / "scores"):  # None: the system's temporary folder
-        folder = None
-        try:
-            if parent is not None:
-                os.makedirs(parent, exist_ok=True)
-            folder = tempfile.mkdtemp(prefix="capeval-scores-", dir=parent)
-            return _write_whole(os.path.join(folder, "scores.json"), text)
-        except OSError as exc:
-            refusals.append(f"{folder or parent or tempfile.gettempdir()}: {exc.strerror or exc}")
-            if folder is not None:
-                shutil.rmtree(folder, ignore_errors=True)
-    raise OSError(f"no folder took scores.json: {'; '.join(refusals)}")
-
-
-def _write_whole(path: str, text: str) -> str:
-    """``text`` into ``path`` under a temporary name, then renamed: the file is whole or absent; the path."""
-    partial = f"{path}.{os.getpid()}.partial"
-    try:
-        with open(partial, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(partial, path)
-    except BaseException:
-        if os.path.lexists(partial):
-            os.remove(partial)
-        raise
-    return path
+def scores_document(plan: "EvaluationPlan", scores) -> Dict:
+    """Every per-image score of a run (``scores.json``, :func:`capeval.report.write.save_scores`): image ids, the
+    coverage, per system and key the corpus and per-image values, the undefined images and the detail records."""
+    return {"image_ids": list(scores.image_ids), "coverage": plan.evaluation.coverage, "keys": scores.keys,
+            "corpus": scores.corpus, "per_image": scores.per_image, "undefined_images": scores.undefined_images,
+            "details": scores.details}
 
 
 @dataclass(frozen=True)

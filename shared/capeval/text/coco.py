@@ -70,8 +70,9 @@ class CocoCaptionScorer(Scorer):
         backends = {scorer.name: scorer.coco_backend for scorer in group}
         if len(set(backends.values())) > 1:
             raise InputError(f"the COCO metrics of a suite run in one pass on one backend, not {backends}")
-        return score_coco_group(systems, references, metrics=[scorer.metric for scorer in group],
-                                coco_backend=self.coco_backend)
+        return score_checked_group([list(captions) for captions in systems], references,
+                                   [name for name in COCO_GROUP if name in {scorer.metric for scorer in group}],
+                                   self.coco_backend)
 
 
 class BleuScorer(CocoCaptionScorer):
@@ -172,6 +173,13 @@ def score_coco_group(systems: Sequence[Sequence[str]], references: Sequence[Sequ
     _refuse_line_breaks(systems, references, systems_field)
     if "spice" in names:
         _refuse_empty_for_spice(systems, references, systems_field)
+    return score_checked_group(systems, references, names, coco_backend)
+
+
+def score_checked_group(systems: List[List[str]], references: List[List[str]], names: Sequence[str],
+                        coco_backend: str) -> List[Dict[str, KeyScores]]:
+    """:func:`score_coco_group` of input already checked (a suite's: validated, its texts' rules run, empty texts
+    refused where SPICE is among ``names``, the group's metric names in :data:`COCO_GROUP` order)."""
     spice = load_spice() if "spice" in names else None
     meteor = take_meteor_jar() if "meteor" in names and coco_backend == "java" else None
     meteor_run = None
