@@ -22,7 +22,7 @@ from capeval.core.errors import InputError
 from capeval.core.inputs import as_list
 from capeval.core.module_card import ModuleCard, has_module_card, module_card
 from capeval.core.empty_captions import EmptyCaption, empty_caption_policy, validate_allowing_empty
-from capeval.core.scoring import REQUIRED, get_scorer_spec, load_scorer
+from capeval.core.scoring import REQUIRED, ScorerSpec, get_scorer_spec
 
 # a lossless format for each 8-bit mode that one stores exactly (mode, pixels and palette); PA, RGBX and HSV go as
 # RGBA / RGB (RGBX exactly; PA and HSV as converted before the metric's resizing rather than after)
@@ -33,19 +33,20 @@ EVALUATE_OPTIONS = tuple(name for name, parameter in inspect.signature(evaluate.
                          .items() if name != "self" and parameter.kind is parameter.POSITIONAL_OR_KEYWORD)
 
 
-def init_options_description(scorer_name: str) -> str:
-    """The init options of the module of ``scorer_name`` for its ``_KWARGS_DESCRIPTION``: the scorer's options, their
-    defaults and help (:meth:`capeval.core.scoring.ScorerSpec.option_list`), and ``empty_caption``."""
+def init_options_description(spec: ScorerSpec) -> str:
+    """The init options of the module of scorer ``spec`` (its registry entry) for its ``_KWARGS_DESCRIPTION``: the
+    scorer's options, their defaults and help (:meth:`capeval.core.scoring.ScorerSpec.option_list`), and
+    ``empty_caption``."""
     lines = [f"    {o.name} ({'required' if o.default is REQUIRED else f'default {o.default!r}'}): {o.help}"
-             for o in get_scorer_spec(scorer_name).option_list()]
+             for o in spec.option_list()]
     return "\n".join(["Init kwargs (`evaluate.load(..., **options)` or `scorer_options={...}`):", *lines,
                       "    empty_caption (default 'error'): 'error', 'skip' or a finite score for empty captions"])
 
 
-def inputs_description(scorer_name: str) -> str:
-    """The module's ``inputs_description``: its arguments (from the scorer's needs and the card), its init options
-    (:func:`init_options_description`), and the card's ``Returns:`` and ``Examples:`` blocks."""
-    spec = get_scorer_spec(scorer_name)
+def inputs_description(spec: ScorerSpec) -> str:
+    """The ``inputs_description`` of the module of scorer ``spec``: its arguments (from the scorer's needs and the
+    card), its init options (:func:`init_options_description`), and the card's ``Returns:`` and ``Examples:``
+    blocks."""
     card = _card(spec)
     arguments = ["predictions (`list` of `str`): candidate captions."]
     if spec.images != "unused":
@@ -56,18 +57,17 @@ def inputs_description(scorer_name: str) -> str:
                          f"): references per caption, at least one each" + (f"; {card.references_note}"
                                                                            if card.references_note else "."))
     lines = ["", "Args:", *(_indented(argument) for argument in (*arguments, *card.arguments)),
-             init_options_description(scorer_name), "Returns:", textwrap.indent(card.returns.strip("\n"), "    "),
+             init_options_description(spec), "Returns:", textwrap.indent(card.returns.strip("\n"), "    "),
              "Examples:", textwrap.indent(card.examples.strip("\n"), "    "), ""]
     return "\n".join(lines)
 
 
-def module_info(scorer_name: str) -> evaluate.MetricInfo:
-    """The ``MetricInfo`` of the module of ``scorer_name``: its card's description, citation and links, the
+def module_info(spec: ScorerSpec) -> evaluate.MetricInfo:
+    """The ``MetricInfo`` of the module of scorer ``spec``: its card's description, citation and links, the
     features of the inputs it needs, and :func:`inputs_description`."""
-    spec = get_scorer_spec(scorer_name)
     card = _card(spec)
     return evaluate.MetricInfo(description=card.description, citation=card.citation,
-                               inputs_description=inputs_description(scorer_name),
+                               inputs_description=inputs_description(spec),
                                features=caption_features(images=spec.images != "unused",
                                                          references=spec.references != "unused"),
                                codebase_urls=list(card.codebase_urls), reference_urls=list(card.reference_urls))
@@ -150,11 +150,10 @@ class CaptionMetric(evaluate.Metric):
         super().__init_subclass__(**kwargs)
         spec = get_scorer_spec(cls.scorer_name) if cls.scorer_name else None
         if spec is not None and spec.card is not None and has_module_card(spec.card, spec.name):
-            evaluate.utils.file_utils.add_start_docstrings(_card(spec).description,
-                                                           inputs_description(cls.scorer_name))(cls)
+            evaluate.utils.file_utils.add_start_docstrings(_card(spec).description, inputs_description(spec))(cls)
 
     def _info(self) -> evaluate.MetricInfo:
-        return module_info(self.scorer_name)
+        return module_info(self.spec)
 
     def __init__(self, *, scorer_options: Optional[Dict[str, Any]] = None, empty_caption: EmptyCaption = "error",
                  **kwargs):
@@ -163,7 +162,7 @@ class CaptionMetric(evaluate.Metric):
         if both:
             raise InputError(f"{self.scorer_name}: option(s) {both} given both directly and in scorer_options")
         self.scorer_options = {**kwargs, **(scorer_options or {})}  # the others: the factory's defaults
-        spec = get_scorer_spec(self.scorer_name)
+        self.spec = spec = get_scorer_spec(self.scorer_name)  # the door's one registry read
         unknown = sorted(set(self.scorer_options) - set(spec.options))
         if unknown:
             raise InputError(f"{self.scorer_name}: unknown option(s) {unknown}; it accepts {sorted(spec.options)}, "
@@ -176,15 +175,15 @@ class CaptionMetric(evaluate.Metric):
         super().__init__(**evaluate_options)
 
     def _download_and_prepare(self, dl_manager):
-        self.scorer = load_scorer(self.scorer_name, **self.scorer_options)
+        self.scorer = self.spec.load(**self.scorer_options)
 
     def _prepare_inputs(self, predictions, references, images):
         """The shared validation step (errors name the sample's index over every batch added so far); then images
         as :func:`_arrow_image` stores them and references as lists (Arrow would split a bare string into
         characters; samples without references get an empty list, read back as "no references"). Empty captions
         pass when the ``empty_caption`` policy allows them."""
-        policy = self.scorer or get_scorer_spec(self.scorer_name)  # the scorer's own (EnsembEval's: its weights')
-        scores_empty = get_scorer_spec(self.scorer_name).scorer_class().scores_empty_text
+        policy = self.scorer or self.spec  # the scorer's own (EnsembEval's: its weights')
+        scores_empty = self.spec.scorer_class().scores_empty_text
         valid, _ = validate_allowing_empty(predictions, images, references, images_needed=policy.images,
                                            references_needed=policy.references, metric=policy.name,
                                            indices=_From(self._samples_added), empty_caption=self.empty_caption,

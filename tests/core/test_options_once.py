@@ -105,8 +105,8 @@ def test_each_evaluate_module_describes_its_scorer_options_from_the_signature(ca
 
     module = (METRICS / card / f"{card}.py").read_text(encoding="utf-8")
     assert f'scorer_name = "{card}"' in module  # its info is built from the registration (module_info)
-    described = init_options_description(card)
-    assert described in inputs_description(card)
+    described = init_options_description(scorers()[card])
+    assert described in inputs_description(scorers()[card])
     for option in scorers()[card].option_list():
         assert f"{option.name} (default {option.default!r})" in described or (
             option.default is REQUIRED and f"{option.name} (required)" in described)

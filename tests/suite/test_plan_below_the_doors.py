@@ -134,3 +134,21 @@ def test_the_plan_holds_the_registry_it_was_resolved_from(reads):
     assert reads["scorers"] == 1
     assert plan.options == {"clip_s": {"batch_size": 2}} and plan.image_scorers == ("clip_s",)
     assert set(plan.specs) == set(scoring.scorers())
+
+
+def test_an_evaluate_module_reads_the_registry_once_per_instance(tiny_hub, reads):
+    """``evaluate.load`` of a module: its entry read once when the instance is made (options checked, its info, the
+    load), nothing read again by ``compute``."""
+    from pathlib import Path
+
+    import evaluate
+
+    scoring.scorers(), scoring.groups()
+    module_path = str(Path(__file__).resolve().parents[2] / "metrics" / "clip_s")
+    evaluate.load(module_path, device="cpu")  # the module's class made (its card read) before counting
+    _reset(reads)
+    metric = evaluate.load(module_path, device="cpu")
+    image = Image.fromarray(np.zeros((24, 32, 3), dtype=np.uint8))
+    result = metric.compute(predictions=["a dog", "a cat"], images=[image, image])
+    assert reads["scorers"] == 1, reads
+    assert len(result["clip_s_per_sample"]) == 2

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-import capeval.evaluate_module as evaluate_module
 from capeval import InputError
+from capeval.core.scoring import ScorerSpec
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -14,15 +14,15 @@ def test_fixed_score_for_official_cider_ensembeval_is_refused_before_loading(tin
     import evaluate
 
     loaded = []
-    real_load_scorer = evaluate_module.load_scorer
+    real_load = ScorerSpec.load
 
-    def spy(name, **options):
-        loaded.append(name)
-        return real_load_scorer(name, **options)
+    def spy(spec, **options):
+        loaded.append(spec.name)
+        return real_load(spec, **options)
 
-    monkeypatch.setattr(evaluate_module, "load_scorer", spy)
+    monkeypatch.setattr(ScorerSpec, "load", spy)
     with pytest.raises(InputError, match="ensembeval is corpus-level.*empty_caption='skip'"):
         evaluate.load(str(REPO / "metrics" / "ensembeval"), device="cpu", empty_caption=0.0)
     assert loaded == []
     evaluate.load(str(REPO / "metrics" / "ensembeval"), device="cpu", empty_caption="skip")  # the spy sees loads
-    assert loaded == ["ensembeval"]
+    assert loaded[0] == "ensembeval"  # then its components, loaded by it

@@ -25,9 +25,10 @@ def _script_examples(name):
     (``capeval.evaluate_module.inputs_description``), the script's ``_KWARGS_DESCRIPTION`` for a measurement (read
     without importing it)."""
     if MODULES[name].parent.name == "metrics":
+        from capeval.core.scoring import get_scorer_spec
         from capeval.evaluate_module import inputs_description
 
-        docstring = inputs_description(name)
+        docstring = inputs_description(get_scorer_spec(name))
     else:
         tree = ast.parse((MODULES[name] / f"{name}.py").read_text())
         (value,) = [node.value for node in tree.body if isinstance(node, ast.Assign)
