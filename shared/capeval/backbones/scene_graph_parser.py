@@ -33,7 +33,7 @@ import threading
 import warnings
 import weakref
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from capeval.core.caches import DEFAULT_CACHE_BYTES, ENTRY_OVERHEAD, LruCache, split_cached, text_key
 from capeval.core.constants import FACTUAL_FILES
@@ -228,9 +228,10 @@ def shared_scene_graph_parser(weights: str = DEFAULT_WEIGHTS, *, device: str = "
                               persist_dir=None, max_cached_texts: int = MAX_CACHED_TEXTS,
                               cache_bytes: int = DEFAULT_CACHE_BYTES,
                               persist_bytes: int = DEFAULT_CACHE_BYTES) -> SceneGraphParser:
-    """The :class:`SceneGraphParser` of these weights (the folder they resolve to) and settings that is alive in this
-    process, else a new one: every consumer holding it shares one model load and one generation per distinct text.
+    """The :class:`SceneGraphParser` of these weights (the folder they resolve to, and its content: a folder rewritten
+    in place is another model) and settings that is alive in this process, else a new one: every consumer holding it shares one model load and one generation per distinct text.
     It lives while a consumer holds it."""
+    from capeval.core.cache_keys import weights_identity
     from capeval.core.device import resolve_device, resolve_dtype
     from capeval.core.hub import resolve
 
@@ -240,7 +241,8 @@ def shared_scene_graph_parser(weights: str = DEFAULT_WEIGHTS, *, device: str = "
                 "num_beams": num_beams, "show_progress": show_progress,
                 "persist_dir": str(Path(persist_dir).resolve()) if persist_dir else None,
                 "max_cached_texts": max_cached_texts, "cache_bytes": cache_bytes, "persist_bytes": persist_bytes}
-    key = (str(directory), *sorted(settings.items()))
+    key = (str(directory), json.dumps(weights_identity(directory), sort_keys=True, default=str),
+           *sorted(settings.items()))
     with _LIVE_LOCK:
         parser = _LIVE.get(key)
         if parser is None:

@@ -27,11 +27,15 @@ def cache_namespace(kind: str, weights: Union[Weights, Sequence[Weights]], **num
     none for values of code alone) under ``numerics``: every setting that changes a value (dtype, precision mode,
     forward tags, preprocessing, ...), JSON values or objects with a deterministic ``str`` (e.g. a dtype)."""
     directories = [weights] if isinstance(weights, (str, os.PathLike)) else list(weights)
-    identities = []
-    for directory in directories:
-        identity = describe_weights("", directory)
-        del identity["ref"]  # the name it was asked by changes nothing
-        identities.append(identity)
-    description = json.dumps({"kind": kind, "capeval": __version__, "weights": identities, "numerics": numerics},
-                             sort_keys=True, default=str)
+    description = json.dumps({"kind": kind, "capeval": __version__, "weights": list(map(weights_identity, directories)),
+                              "numerics": numerics}, sort_keys=True, default=str)
     return CacheNamespace(kind, hashlib.sha256(description.encode()).hexdigest(), description)
+
+
+def weights_identity(directory: Weights) -> dict:
+    """The content identity of the weights in ``directory`` (its provenance description without the name it was asked
+    by): what a cache, or a model shared within a process, is keyed by, so that a folder rewritten in place is
+    another model."""
+    identity = describe_weights("", directory)
+    del identity["ref"]  # the name it was asked by changes nothing
+    return identity

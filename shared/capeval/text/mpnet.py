@@ -4,6 +4,7 @@ one of its settings (:func:`shared_mpnet_encoder`), which CAPTURE's soft stage a
 
 from __future__ import annotations
 
+import json
 import threading
 import weakref
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import Optional
 import torch
 
 from capeval.backbones.text_encoder import TokenizerTextEncoder
-from capeval.core.cache_keys import cache_namespace
+from capeval.core.cache_keys import cache_namespace, weights_identity
 from capeval.core.caches import DEFAULT_CACHE_BYTES, EmbeddingCache
 from capeval.core.device import resolve_device, resolve_dtype
 from capeval.core.hub import get_spec, resolve
@@ -58,13 +59,14 @@ _LIVE_LOCK = threading.Lock()
 
 def shared_mpnet_encoder(weights: str = ENCODER_WEIGHTS, *, device="auto", dtype=None, batch_size: int = 64,
                          cache_dir=None, persist_dir=None, cache_bytes: int = DEFAULT_CACHE_BYTES) -> MPNetEncoder:
-    """The :class:`MPNetEncoder` of these weights (the folder they resolve to), device, dtype and cache settings
-    that is alive in this process, else a new one (one model load, one embedding cache for MPNetScore, CAPTURE's
-    soft stage and Soft-SPICE). It lives while a consumer holds it, so the encoders kept are bounded by the scorers
-    alive."""
+    """The :class:`MPNetEncoder` of these weights (the folder they resolve to, and its content: a folder rewritten in
+    place is another model), device, dtype and cache settings that is alive in this process, else a new one (one
+    model load, one embedding cache for MPNetScore, CAPTURE's soft stage and Soft-SPICE). It lives while a consumer
+    holds it, so the encoders kept are bounded by the scorers alive."""
     files = list(get_spec(weights).files) if weights == ENCODER_WEIGHTS else None
     directory = resolve(weights, files, cache_dir=cache_dir).resolve()
-    key = (str(directory), str(resolve_device(device)), str(resolve_dtype(dtype)), batch_size,
+    key = (str(directory), json.dumps(weights_identity(directory), sort_keys=True, default=str),
+           str(resolve_device(device)), str(resolve_dtype(dtype)), batch_size,
            str(Path(persist_dir).resolve()) if persist_dir else None, cache_bytes)
     with _LIVE_LOCK:
         encoder = _LIVE.get(key)
