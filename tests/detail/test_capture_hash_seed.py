@@ -119,8 +119,14 @@ SCRIPT = textwrap.dedent("""
     spec = json.loads(sys.argv[1])
     sys.modules["sentence_transformers"] = types.SimpleNamespace(SentenceTransformer=None)  # never used here
     sys.modules["transformers"] = types.SimpleNamespace(AutoTokenizer=None, AutoModelForSeq2SeqLM=None)
+    # no tensor exists here: the official functions measured only enter torch.no_grad(), and scipy (under NLTK)
+    # only asks whether a value is a torch.Tensor; a stand-in saves importing torch in each process
+    import contextlib
+    sys.modules["torch"] = types.SimpleNamespace(no_grad=contextlib.nullcontext, Tensor=type("Tensor", (), {}))
     sys.path.insert(0, spec["tests"])
     import nltk
+    from nltk.corpus.reader.wordnet import WordNetCorpusReader
+    WordNetCorpusReader.map_wn = lambda self, version="wordnet": None  # its result (map30, for OMW) is never read
     nltk.data.path.insert(0, spec["nltk_data"])
     import capture_metric.capture as C
     from scene_graph_oracles import HashedCharEncoder, tagged, tokens

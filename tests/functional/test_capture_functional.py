@@ -333,6 +333,10 @@ HASH_SCRIPT = textwrap.dedent("""
     # model libraries the matching never uses, stubbed so that each process starts faster
     sys.modules["sentence_transformers"] = types.SimpleNamespace(SentenceTransformer=None)
     sys.modules["transformers"] = types.SimpleNamespace(AutoTokenizer=None, AutoModelForSeq2SeqLM=None)
+    # no tensor exists here: the official functions measured only enter torch.no_grad(), and scipy (under NLTK)
+    # only asks whether a value is a torch.Tensor
+    import contextlib
+    sys.modules["torch"] = types.SimpleNamespace(no_grad=contextlib.nullcontext, Tensor=type("Tensor", (), {}))
     import nltk
     import capture_metric.capture as C
     from capeval.functional import capture as F
