@@ -20,6 +20,18 @@ from typing import Iterable, List, Sequence, Set, Tuple
 import numpy as np
 import pytest
 
+# hand-written FACTUAL outputs (raw, as the model decodes them) of the sentences the detail tests score
+SENTENCE_GRAPHS = {
+    "A red car is on the street.": "(car, is, red), (car, on, street)",
+    "Two men walk a dog.": "(men, is, 2), (men, walk, dog)",
+    "A dog sits on a red car.": "(dog, sit on, car), (car, is, red)",
+    "The man sits on a bench.": "(man, sit on, bench)",
+    "A red automobile is on a road.": "(automobile, is, red), (automobile, on, road)",
+    "Two men and a dog are near a car.": "(men, near, car), (dog, near, car), (men, is, 2)",
+    "A puppy is on a car.": "(puppy, on, car)",
+    "A man is sitting on a bench.": "(man, sit on, bench)",
+    "The bench is wooden.": "(bench, is, wooden)",
+}
 DEBIAN_WORDNET = Path("/usr/share/wordnet")
 WORDNET_FILES = ("cntlist.rev", "index.sense", "index.adj", "index.adv", "index.noun", "index.verb", "data.adj",
                  "data.adv", "data.noun", "data.verb", "adj.exc", "adv.exc", "noun.exc", "verb.exc")

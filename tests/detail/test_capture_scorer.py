@@ -15,6 +15,7 @@ from capeval.functional.factual_graph import graph_text
 from capeval.functional.factual_spice import SpiceSynonyms, soft_spice, spice_factual
 from capeval.testing.tiny_detail import TINY_SPICE_EXCEPTIONS, TINY_SPICE_SYNSETS
 from capeval.testing.tiny_nltk import write_tiny_nltk_data
+from scene_graph_oracles import SENTENCE_GRAPHS
 
 PREDICTIONS = ["A red car is on the street. Two men walk a dog.", "A dog sits on a red car.",
                "The man sits on a bench."]
@@ -22,15 +23,7 @@ REFERENCES = [["A red automobile is on a road.", "Two men and a dog are near a c
               ["A man is sitting on a bench. The bench is wooden."]]
 # hand-written FACTUAL outputs (raw, as the model decodes them) for every sentence and every whole text above
 GRAPHS = {
-    "A red car is on the street.": "(car, is, red), (car, on, street)",
-    "Two men walk a dog.": "(men, is, 2), (men, walk, dog)",
-    "A dog sits on a red car.": "(dog, sit on, car), (car, is, red)",
-    "The man sits on a bench.": "(man, sit on, bench)",
-    "A red automobile is on a road.": "(automobile, is, red), (automobile, on, road)",
-    "Two men and a dog are near a car.": "(men, near, car), (dog, near, car), (men, is, 2)",
-    "A puppy is on a car.": "(puppy, on, car)",
-    "A man is sitting on a bench.": "(man, sit on, bench)",
-    "The bench is wooden.": "(bench, is, wooden)",
+    **SENTENCE_GRAPHS,
     PREDICTIONS[0]: "(car, is, red), (car, on, street), (men, walk, dog)",
     REFERENCES[2][0]: "(man, sit on, bench), (bench, is, wooden)",
 }

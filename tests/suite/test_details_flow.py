@@ -17,18 +17,11 @@ from capeval.core.scoring import load_scorer
 from capeval.report.schema import SCHEMA_VERSION, validate_report
 from capeval.suite import resolve_plan, score_suite
 from capeval.suite.run import compare_report, evaluate_captions
+from scene_graph_oracles import SENTENCE_GRAPHS
 
 # every sentence and every whole text below → its FACTUAL output, as the model decodes it
 GRAPHS = {
-    "A red car is on the street.": "(car, is, red), (car, on, street)",
-    "Two men walk a dog.": "(men, is, 2), (men, walk, dog)",
-    "A dog sits on a red car.": "(dog, sit on, car), (car, is, red)",
-    "The man sits on a bench.": "(man, sit on, bench)",
-    "A red automobile is on a road.": "(automobile, is, red), (automobile, on, road)",
-    "Two men and a dog are near a car.": "(men, near, car), (dog, near, car), (men, is, 2)",
-    "A puppy is on a car.": "(puppy, on, car)",
-    "A man is sitting on a bench.": "(man, sit on, bench)",
-    "The bench is wooden.": "(bench, is, wooden)",
+    **SENTENCE_GRAPHS,
     "A red car is on the street. Two men walk a dog.": "(car, is, red), (car, on, street), (men, walk, dog)",
     "A man is sitting on a bench. The bench is wooden.": "(man, sit on, bench), (bench, is, wooden)",
 }

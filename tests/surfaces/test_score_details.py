@@ -8,18 +8,9 @@ import pytest
 
 from capeval.cli import main
 from capeval.core.scoring import load_scorer
+from scene_graph_oracles import SENTENCE_GRAPHS
 
-GRAPHS = {
-    "A red car is on the street.": "(car, is, red), (car, on, street)",
-    "Two men walk a dog.": "(men, is, 2), (men, walk, dog)",
-    "A dog sits on a red car.": "(dog, sit on, car), (car, is, red)",
-    "The man sits on a bench.": "(man, sit on, bench)",
-    "A red automobile is on a road.": "(automobile, is, red), (automobile, on, road)",
-    "Two men and a dog are near a car.": "(men, near, car), (dog, near, car), (men, is, 2)",
-    "A puppy is on a car.": "(puppy, on, car)",
-    "A man is sitting on a bench.": "(man, sit on, bench)",
-    "The bench is wooden.": "(bench, is, wooden)",
-}
+GRAPHS = SENTENCE_GRAPHS
 RECORDS = [{"caption": "A red car is on the street. Two men walk a dog.",
             "references": ["A red automobile is on a road.", "Two men and a dog are near a car."]},
            {"caption": "A dog sits on a red car.", "references": ["A puppy is on a car."]},
