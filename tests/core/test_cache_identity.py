@@ -184,3 +184,20 @@ def test_the_truncation_memo_keeps_no_text_only_fixed_size_digests():
     long_text = "a dog " * 20_000
     assert counter.count([long_text, "a cat", long_text]) == 2
     assert all(len(key) == 64 for key in counter._over._items)  # a sha256, not the 120,000-character text
+
+
+def test_a_local_factual_folder_rewritten_in_place_is_another_shared_parser(tmp_path):
+    """The process's shared FACTUAL parser is keyed by its weights' content: while the parser of the old weights is
+    alive, the same folder rewritten with other weights gets a parser of its own, the new weights loaded."""
+    from capeval.backbones.scene_graph_parser import shared_scene_graph_parser
+    from capeval.testing.tiny_hice_s import tiny_factual_factory
+
+    folder = tmp_path / "my-factual"
+    tiny_factual_factory(seed=0)(folder)
+    old = shared_scene_graph_parser(str(folder), device="cpu")
+    assert shared_scene_graph_parser(str(folder), device="cpu") is old  # same content: shared
+    tiny_factual_factory(seed=1)(folder)  # rewritten in place
+    new = shared_scene_graph_parser(str(folder), device="cpu")
+    assert new is not old
+    old_weights, new_weights = (next(p.model.parameters()).detach().clone() for p in (old, new))
+    assert not torch.equal(old_weights, new_weights)
