@@ -11,7 +11,6 @@ not constant."""
 import json
 import re
 import warnings
-import weakref
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -22,6 +21,7 @@ from PIL import Image
 from capeval import TruncationWarning
 from capeval.backbones import scene_graph_parser
 from capeval.cli import main
+from capeval.core.live_models import LiveModels
 from capeval.core.scoring import load_scorer
 from capeval.text import mpnet
 
@@ -68,8 +68,8 @@ def detail_models(tiny_hub, monkeypatch):
     encoders of this test's own (no strings cached by other tests' parsers)."""
     monkeypatch.setattr(scene_graph_parser.SceneGraphParser, "generate",
                         lambda self, texts, input_limits=None: [rule_graph(t) for t in texts])
-    monkeypatch.setattr(scene_graph_parser, "_LIVE", weakref.WeakValueDictionary())
-    monkeypatch.setattr(mpnet, "_LIVE", weakref.WeakValueDictionary())
+    monkeypatch.setattr(scene_graph_parser, "_LIVE", LiveModels())
+    monkeypatch.setattr(mpnet, "_LIVE", LiveModels())
     return tiny_hub
 
 

@@ -31,7 +31,6 @@ import json
 import sys
 import threading
 import warnings
-import weakref
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
@@ -39,6 +38,7 @@ from capeval.core.caches import DEFAULT_CACHE_BYTES, ENTRY_OVERHEAD, LruCache, s
 from capeval.core.constants import FACTUAL_FILES
 from capeval.core.disk_cache import DiskCache
 from capeval.core.errors import InputError
+from capeval.core.live_models import LiveModels
 
 FACTUAL_PROMPT = "Generate Scene Graph: "
 DEFAULT_WEIGHTS = "flan-t5-base-vg-factual-sg"
@@ -218,8 +218,7 @@ def _checked_texts(texts: Sequence[str]) -> List[str]:
     return texts
 
 
-_LIVE: "weakref.WeakValueDictionary[tuple, SceneGraphParser]" = weakref.WeakValueDictionary()
-_LIVE_LOCK = threading.Lock()
+_LIVE = LiveModels()
 
 
 def shared_scene_graph_parser(weights: str = DEFAULT_WEIGHTS, *, device: str = "auto", dtype=None,
@@ -228,10 +227,9 @@ def shared_scene_graph_parser(weights: str = DEFAULT_WEIGHTS, *, device: str = "
                               persist_dir=None, max_cached_texts: int = MAX_CACHED_TEXTS,
                               cache_bytes: int = DEFAULT_CACHE_BYTES,
                               persist_bytes: int = DEFAULT_CACHE_BYTES) -> SceneGraphParser:
-    """The :class:`SceneGraphParser` of these weights (the folder they resolve to, and its content: a folder rewritten
-    in place is another model) and settings that is alive in this process, else a new one: every consumer holding it shares one model load and one generation per distinct text.
-    It lives while a consumer holds it."""
-    from capeval.core.cache_keys import weights_identity
+    """The :class:`SceneGraphParser` of these weights and settings that is alive in this process, else a new one
+    (:class:`~capeval.core.live_models.LiveModels`): every consumer holding it shares one model load and one
+    generation per distinct text."""
     from capeval.core.device import resolve_device, resolve_dtype
     from capeval.core.hub import resolve
 
@@ -241,15 +239,8 @@ def shared_scene_graph_parser(weights: str = DEFAULT_WEIGHTS, *, device: str = "
                 "num_beams": num_beams, "show_progress": show_progress,
                 "persist_dir": str(Path(persist_dir).resolve()) if persist_dir else None,
                 "max_cached_texts": max_cached_texts, "cache_bytes": cache_bytes, "persist_bytes": persist_bytes}
-    key = (str(directory), json.dumps(weights_identity(directory), sort_keys=True, default=str),
-           *sorted(settings.items()))
-    with _LIVE_LOCK:
-        parser = _LIVE.get(key)
-        if parser is None:
-            parser = SceneGraphParser(weights, device=device, dtype=dtype, batch_size=batch_size,
-                                      max_input_length=max_input_length, max_output_length=max_output_length,
-                                      num_beams=num_beams, show_progress=show_progress, cache_dir=cache_dir,
-                                      persist_dir=persist_dir, max_cached_texts=max_cached_texts,
-                                      cache_bytes=cache_bytes, persist_bytes=persist_bytes)
-            _LIVE[key] = parser
-        return parser
+    return _LIVE.get(directory, settings, lambda: SceneGraphParser(
+        weights, device=device, dtype=dtype, batch_size=batch_size, max_input_length=max_input_length,
+        max_output_length=max_output_length, num_beams=num_beams, show_progress=show_progress, cache_dir=cache_dir,
+        persist_dir=persist_dir, max_cached_texts=max_cached_texts, cache_bytes=cache_bytes,
+        persist_bytes=persist_bytes))

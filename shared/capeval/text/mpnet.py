@@ -4,21 +4,19 @@ one of its settings (:func:`shared_mpnet_encoder`), which CAPTURE's soft stage a
 
 from __future__ import annotations
 
-import json
-import threading
-import weakref
 from pathlib import Path
 from typing import Optional
 
 import torch
 
 from capeval.backbones.text_encoder import TokenizerTextEncoder
-from capeval.core.cache_keys import cache_namespace, weights_identity
+from capeval.core.cache_keys import cache_namespace
 from capeval.core.caches import DEFAULT_CACHE_BYTES, EmbeddingCache
 from capeval.core.device import resolve_device, resolve_dtype
 from capeval.core.hub import get_spec, resolve
 from capeval.core.inputs import ValidInputs
 from capeval.core.keys import ScoreKey
+from capeval.core.live_models import LiveModels
 from capeval.core.option_types import BatchSize, Bytes, Device, Dtype, PathLike
 from capeval.core.scoring import Scorer, summarize
 from capeval.core.truncation import warn_truncated
@@ -53,27 +51,21 @@ class MPNetEncoder(TokenizerTextEncoder):
         return torch.nn.functional.normalize(pooled, dim=-1).cpu()
 
 
-_LIVE: "weakref.WeakValueDictionary[tuple, MPNetEncoder]" = weakref.WeakValueDictionary()
-_LIVE_LOCK = threading.Lock()
+_LIVE = LiveModels()
 
 
 def shared_mpnet_encoder(weights: str = ENCODER_WEIGHTS, *, device="auto", dtype=None, batch_size: int = 64,
                          cache_dir=None, persist_dir=None, cache_bytes: int = DEFAULT_CACHE_BYTES) -> MPNetEncoder:
-    """The :class:`MPNetEncoder` of these weights (the folder they resolve to, and its content: a folder rewritten in
-    place is another model), device, dtype and cache settings that is alive in this process, else a new one (one
-    model load, one embedding cache for MPNetScore, CAPTURE's soft stage and Soft-SPICE). It lives while a consumer
-    holds it, so the encoders kept are bounded by the scorers alive."""
+    """The :class:`MPNetEncoder` of these weights, device, dtype and cache settings that is alive in this process,
+    else a new one (:class:`~capeval.core.live_models.LiveModels`): one model load and one embedding cache for
+    MPNetScore, CAPTURE's soft stage and Soft-SPICE."""
     files = list(get_spec(weights).files) if weights == ENCODER_WEIGHTS else None
     directory = resolve(weights, files, cache_dir=cache_dir).resolve()
-    key = (str(directory), json.dumps(weights_identity(directory), sort_keys=True, default=str),
-           str(resolve_device(device)), str(resolve_dtype(dtype)), batch_size,
-           str(Path(persist_dir).resolve()) if persist_dir else None, cache_bytes)
-    with _LIVE_LOCK:
-        encoder = _LIVE.get(key)
-        if encoder is None:
-            encoder = _LIVE[key] = MPNetEncoder(weights, device=device, dtype=dtype, batch_size=batch_size,
-                                                cache_dir=cache_dir, persist_dir=persist_dir, cache_bytes=cache_bytes)
-        return encoder
+    settings = {"device": str(resolve_device(device)), "dtype": str(resolve_dtype(dtype)), "batch_size": batch_size,
+                "persist_dir": str(Path(persist_dir).resolve()) if persist_dir else None, "cache_bytes": cache_bytes}
+    return _LIVE.get(directory, settings, lambda: MPNetEncoder(
+        weights, device=device, dtype=dtype, batch_size=batch_size, cache_dir=cache_dir, persist_dir=persist_dir,
+        cache_bytes=cache_bytes))
 
 
 class MPNetScorer(Scorer):
