@@ -43,7 +43,6 @@ from capeval.text.mpnet import ENCODER_WEIGHTS, shared_mpnet_encoder
 # the official parse settings of both packages (capture-metric's call, FactualSceneGraph's ``parse`` defaults)
 PARSE_SETTINGS = dict(max_input_length=64, max_output_length=128, num_beams=5)
 OFFICIAL_PARSE_BATCH = 32  # FactualSceneGraph's ``parse`` batch size, which capture-metric keeps
-KINDS = ("objects", "attributes", "relations")
 Weight = Annotated[float, AtLeast(0)]
 
 
@@ -134,7 +133,8 @@ class CaptureScorer(_FactualScorer):
         results = [capture_fn.capture_sample(elements[caption], [elements[r] for r in refs], **options)
                    for caption, refs in zip(inputs.predictions, inputs.references)]
         result = summarize({"capture": [r.score for r in results]})
-        result["capture_details"] = [{kind: _kind_detail(getattr(r, kind)) for kind in KINDS} for r in results]
+        result["capture_details"] = [{kind: _kind_detail(getattr(r, kind)) for kind in capture_fn.KINDS}
+                                     for r in results]
         self._warn_parser_truncation([s for text in texts for s in sentences[text]], result)
         return result
 

@@ -50,6 +50,7 @@ from typing import AbstractSet, Callable, Dict, FrozenSet, Iterable, List, Optio
 import numpy as np
 
 EPS = 1e-6
+KINDS = ("objects", "attributes", "relations")  # what CAPTURE matches, in the order of its weights α, β, γ
 ALPHA, BETA, GAMMA = 0.5, 0.5, 0.2
 NOUN, ADJECTIVE = "n", "a"  # WordNet's part-of-speech codes, as ``lemmatize`` receives them
 ATTRIBUTE_PREDICATE = "is"
@@ -328,4 +329,4 @@ def capture_sample(caption: CaptureElements, references: Sequence[CaptureElement
     results = [capture_pair(caption, reference, **options) for reference in references]
     return CaptureResult(sum(r.score for r in results) / len(results),
                          *(_mean_kind([getattr(r, kind) for r in results])
-                           for kind in ("objects", "attributes", "relations")))
+                           for kind in KINDS))

@@ -14,7 +14,8 @@ import html
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-KINDS = ("objects", "attributes", "relations")
+from capeval.functional.capture import KINDS
+
 # status -> (marker, what it means, text colour, background)
 STATUSES = {
     "matched": ("✓", "matched", "#0f5323", "#dafbe1"),
