@@ -65,13 +65,14 @@ class CocoCaptionScorer(Scorer):
     def score_systems(self, systems: Sequence[Sequence[str]], images=None, references=None, *,
                       peers: Sequence[Scorer] = ()) -> List[Dict[str, KeyScores]]:
         """This metric and its ``peers`` (other COCO metrics, on the same backend) over the whole input of every
-        system in one :func:`score_coco_group` call: references tokenized once for all."""
+        system in one :func:`score_checked_group` call (the suite's input is checked): references tokenized once for
+        all."""
         group = [self, *peers]
         backends = {scorer.name: scorer.coco_backend for scorer in group}
         if len(set(backends.values())) > 1:
             raise InputError(f"the COCO metrics of a suite run in one pass on one backend, not {backends}")
         return score_checked_group([list(captions) for captions in systems], references,
-                                   [name for name in COCO_GROUP if name in {scorer.metric for scorer in group}],
+                                   _group_metrics([scorer.metric for scorer in group]),
                                    self.coco_backend)
 
 
