@@ -63,6 +63,10 @@ class _FactualScorer(Scorer):
     def provenance_parts(self):
         return (self, self.parser)
 
+    def _encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Phrase embeddings (float64 from the encoder's float32) for CAPTURE's soft stage and Soft-SPICE."""
+        return self.encoder.encode_texts(list(texts), show_progress=False).double().numpy()
+
     def _graph_texts(self, texts: Sequence[str]) -> Dict[str, str]:
         """Each distinct text → its official graph text (the whole text parsed, input cut at 64 tokens)."""
         distinct = list(dict.fromkeys(texts))
@@ -71,6 +75,11 @@ class _FactualScorer(Scorer):
     def _warn_parser_truncation(self, parsed: Sequence[str], result: dict) -> None:
         result["truncated_texts"] = truncated = self.parser.count_truncated(parsed)
         warn_truncated([self.parser.truncation.describe(truncated, len(parsed)) if truncated else ""])
+
+
+def _all_texts(inputs: ValidInputs) -> List[str]:
+    """Every caption, then every reference, in order."""
+    return [*inputs.predictions, *(r for refs in inputs.references for r in refs)]
 
 
 class CaptureScorer(_FactualScorer):
@@ -97,9 +106,6 @@ class CaptureScorer(_FactualScorer):
                                             cache_dir=cache_dir, persist_dir=persist_dir,
                                             cache_bytes=cache_bytes) if soft_matching else None
 
-    def _encode(self, texts: Sequence[str]) -> np.ndarray:
-        return self.encoder.encode_texts(list(texts), show_progress=False).double().numpy()
-
     def _official_limits(self, sentences: Sequence[str]) -> List[int]:
         """Each sentence's input limit as the official call cuts it: ``parse(sentences)`` takes a text's sentences in
         batches of 32 and truncates each batch at its longest prompt's length without the end token (at most 64),
@@ -125,7 +131,7 @@ class CaptureScorer(_FactualScorer):
             stop_words=self.stop_words) for text, text_sentences in sentences.items()}
 
     def _score(self, inputs: ValidInputs) -> dict:
-        texts = [*inputs.predictions, *(r for refs in inputs.references for r in refs)]
+        texts = _all_texts(inputs)
         sentences = {text: self.language.sentences(text) for text in dict.fromkeys(texts)}
         elements = self.elements(sentences)
         options = dict(self.options, synonyms=self.language.synonyms,
@@ -163,7 +169,7 @@ class SpiceFactualScorer(_FactualScorer):
                           persist_dir=persist_dir, cache_bytes=cache_bytes)
 
     def _score(self, inputs: ValidInputs) -> dict:
-        texts = [*inputs.predictions, *(r for refs in inputs.references for r in refs)]
+        texts = _all_texts(inputs)
         graphs = self._graph_texts(texts)
         results = [spice_factual([graphs[caption]], [graphs[r] for r in refs], self.synonyms, **self.options)
                    for caption, refs in zip(inputs.predictions, inputs.references)]
@@ -189,11 +195,8 @@ class SoftSpiceScorer(_FactualScorer):
         self.encoder = shared_mpnet_encoder(encoder, device=device, dtype=dtype, batch_size=batch_size,
                                             cache_dir=cache_dir, persist_dir=persist_dir, cache_bytes=cache_bytes)
 
-    def _encode(self, texts: Sequence[str]) -> np.ndarray:
-        return self.encoder.encode_texts(list(texts), show_progress=False).double().numpy()
-
     def _score(self, inputs: ValidInputs) -> dict:
-        texts = [*inputs.predictions, *(r for refs in inputs.references for r in refs)]
+        texts = _all_texts(inputs)
         graphs = self._graph_texts(texts)
         values = [soft_spice([graphs[caption]], [graphs[r] for r in refs], self._encode,
                              bidirectional=self.bidirectional)
