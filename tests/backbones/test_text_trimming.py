@@ -25,6 +25,11 @@ TEXTS = [
 HF_TEXTS = [t.replace("A photo depicts ", "") for t in TEXTS if "<|" not in t][:5]
 
 
+def cpu_text_rows(width):
+    """Rows of a CPU text forward ``width`` tokens wide: the most of 24, 16, 8, 4, 2, 1 within 256 tokens."""
+    return next((rows for rows in (24, 16, 8, 4, 2) if rows * width <= 256), 1)
+
+
 def _shuffled(items, seed=0):
     order = list(range(len(items)))
     random.Random(seed).shuffle(order)
@@ -94,8 +99,8 @@ def test_clip_trimmed_text_features_equal_the_77_token_path(clip, clip_alone):
 
 
 def test_clip_text_forwards_hold_one_rounded_width_and_fixed_rows(tmp_path):
-    """Each text runs at its length rounded up to a multiple of 4 in forwards of 24 rows on CPU (16 over 64 tokens wide:
-    at most 1,536 tokens); batches never mix widths, so a width's forwards are all full but its last (batch size 30
+    """Each text runs at its length rounded up to a multiple of 4 in forwards of the most of 24, 16, 8, 4, 2 or 1 rows
+    within 256 tokens on CPU; batches never mix widths, so a width's forwards are all full but its last (batch size 30
     becomes 48 texts: whole forwards). Texts that begin with the CLIP-S prompt (SOT + 3 words) never mix with the
     others and embed only their tokens after it: the prompt runs once per backbone, in a forward of its own. (Shapes
     only: a narrow random CLIP with OpenAI's tokenizer and 77 positions runs the same code as ViT-B/32.)"""
@@ -128,7 +133,7 @@ def test_clip_text_forwards_hold_one_rounded_width_and_fixed_rows(tmp_path):
     def forwards(texts, prompt):
         widths = [min(-(-min(len(clip.text_ids(t)), 77) // 4) * 4, 77) for t in texts]
         count = {w: widths.count(w) for w in sorted(set(widths))}
-        rows = {w: 24 if w <= 64 else 16 for w in count}
+        rows = {w: cpu_text_rows(w) for w in count}
         assert len(texts) < 24 or max(count.values()) > 24  # some width fills a forward
         return [(rows[w], w - prompt) for w, n in count.items() for _ in range(-(-n // rows[w]))]
 
@@ -345,7 +350,8 @@ def test_the_last_blocks_run_queries_and_mlp_at_the_pooled_position_only(clip, m
     assert len(widths) == 3
     assert seen == {
         "image": [(8, 1, 768)], "image attention": [((8, 1, 768), (8, 50, 768))],  # 8 ViT-B/32 images per CPU forward
-        "text": [(24, 1, 512)] * 3,
+        "text": [(cpu_text_rows(width), 1, 512) for _, width in widths],
         # queries at the EOT only; keys over the whole width (prompted: the prompt's 4 states and the text's own)
-        "text attention": [((24, 1, 512), (24, width, 512)) for _, width in widths],
+        "text attention": [((cpu_text_rows(width), 1, 512), (cpu_text_rows(width), width, 512))
+                           for _, width in widths],
     }

@@ -61,6 +61,39 @@ def test_a_local_mpnet_folder_rewritten_in_place_is_scored_with_its_new_weights(
     assert new["mpnet_score_per_sample"] == fresh["mpnet_score_per_sample"] != old["mpnet_score_per_sample"]
 
 
+def test_persisted_text_features_are_keyed_by_the_fixed_shapes_and_the_device(tmp_path, monkeypatch):
+    """A feature's bits depend on its forward's shapes: MPNet, SimCSE (Polos) and BLIP-2 text features persisted
+    under other shape rules, or on another device type, are not reused."""
+    from capeval.blip2.scorer import Blip2Backbone
+    from capeval.core import shapes
+    from capeval.polos.checkpoint import head_config
+    from capeval.polos.scorer import SimcseEncoder, head_from_config
+    from capeval.testing import tiny_roberta, write_tiny_blip2
+    from capeval.testing.tiny_text import tiny_mpnet
+    from capeval.text.mpnet import MPNetEncoder
+
+    tiny_mpnet(tmp_path / "mpnet")
+    tiny_roberta(tmp_path / "roberta")
+    write_tiny_blip2(tmp_path / "blip2")
+    head = head_from_config(head_config(text_dim=32, clip_dim=32, clip_weights="unused",
+                                        text_encoder=str(tmp_path / "roberta")))
+
+    def namespaces():
+        shapes.shapes_tag.cache_clear()
+        return (MPNetEncoder(str(tmp_path / "mpnet"), device="cpu").text_cache.namespace,
+                SimcseEncoder(str(tmp_path / "roberta"), head, device=torch.device("cpu"),
+                              dtype=torch.float32).text_cache.namespace,
+                Blip2Backbone(str(tmp_path / "blip2"), device="cpu").text_cache.namespace)
+
+    now = namespaces()
+    assert now == namespaces()
+    monkeypatch.setattr(shapes, "TEXT_TOKENS_CPU", 1536)  # the rule before: 24 rows up to 64 tokens wide
+    assert all(before != after for before, after in zip(now, namespaces()))
+    monkeypatch.undo()
+    assert namespaces() == now
+    assert shapes.shapes_tag("cpu") != shapes.shapes_tag("cuda")
+
+
 def test_the_namespace_follows_content_numerics_and_dtype_not_the_path(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     for folder in (a, b):

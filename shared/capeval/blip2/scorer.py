@@ -25,6 +25,7 @@ from capeval.core.inputs import ValidInputs
 from capeval.core.keys import ScoreKey
 from capeval.core.option_types import BatchSize, Bytes, Device, Dtype, PathLike, Precision
 from capeval.core.scoring import Scorer, check_precision, summarize
+from capeval.core.shapes import shapes_tag
 from capeval.core.truncation import warn_truncated
 from capeval.functional.blip2 import blip2_itc_score
 
@@ -69,7 +70,7 @@ class Blip2Backbone(TokenizerTextEncoder):
         self.image_size = (size, size) if isinstance(size, int) else tuple(size)
         self._transform = self._build_transform()
         numerics = {"dtype": self.dtype, "precision": precision, "image_size": self.image_size,
-                    "max_tokens": MAX_TEXT_TOKENS}
+                    "max_tokens": MAX_TEXT_TOKENS, "shapes": shapes_tag(self.device.type)}
         self.image_cache = EmbeddingCache(cache_namespace("blip2-itc-image", directory, **numerics), persist_dir,
                                           max_bytes=cache_bytes)
         self.text_cache = EmbeddingCache(cache_namespace("blip2-itc-text", directory, **numerics), persist_dir,

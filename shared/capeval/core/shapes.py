@@ -4,7 +4,11 @@ forwards of a fixed number of rows: a feature is bitwise the same in any batch, 
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import math
+import sys
+from functools import lru_cache
 from typing import Callable, List, Optional, Sequence
 
 import torch
@@ -40,10 +44,11 @@ def in_fixed_rows(forward: Callable[..., torch.Tensor], *tensors: torch.Tensor, 
     return torch.cat(outputs)
 
 TEXT_WIDTH_STEP = 4  # a text runs at its token count rounded up to a multiple of this (see text_width)
-# rows of text forwards on CPU, the most that hold at most TEXT_TOKENS_CPU tokens: with widths a multiple of 4, 24
-# rows make the matrix kernels' row count a multiple of 96, i.e. of every common register-tile height
-TEXT_ROWS_CPU = (24, 16, 8, 4)
-TEXT_TOKENS_CPU = 1536
+# rows of text forwards on CPU, the most that hold at most TEXT_TOKENS_CPU tokens: a CPU's throughput per token is
+# about the same from 128 tokens a forward up (benchmarks/text_forward_shapes.py), so a forward holds few more tokens
+# than a short call needs, and a text over 128 tokens runs alone
+TEXT_ROWS_CPU = (24, 16, 8, 4, 2, 1)
+TEXT_TOKENS_CPU = 256
 TEXT_ROWS_ACCELERATOR = 256  # at most; fewer for wide texts (about TEXT_TOKENS_ACCELERATOR tokens per forward)
 TEXT_TOKENS_ACCELERATOR = 16384
 
@@ -61,7 +66,7 @@ def text_width(length: int, limit: int, *, keep_padding: bool = False) -> int:
 
 def text_rows(device: torch.device, width: int) -> int:
     """Rows of every text forward ``width`` tokens wide on ``device`` (a function of nothing else): on CPU the most of
-    :data:`TEXT_ROWS_CPU` within :data:`TEXT_TOKENS_CPU` tokens (at least 4); on an accelerator the largest power of two
+    :data:`TEXT_ROWS_CPU` within :data:`TEXT_TOKENS_CPU` tokens (at least 1); on an accelerator the largest power of two
     up to :data:`TEXT_ROWS_ACCELERATOR` within :data:`TEXT_TOKENS_ACCELERATOR` tokens (at least 8)."""
     if device.type == "cpu":
         return next((rows for rows in TEXT_ROWS_CPU if rows * width <= TEXT_TOKENS_CPU), TEXT_ROWS_CPU[-1])
@@ -103,3 +108,14 @@ def in_text_shapes(forward: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 FIXED_SHAPE_CODE = ("IMAGE_ROWS_CPU", "IMAGE_TOKENS_CPU", "IMAGE_ROWS_ACCELERATOR", "image_rows", "in_fixed_rows",
                     "TEXT_WIDTH_STEP", "TEXT_ROWS_CPU", "TEXT_TOKENS_CPU", "TEXT_ROWS_ACCELERATOR",
                     "TEXT_TOKENS_ACCELERATOR", "text_width", "text_rows", "text_batch_size", "in_text_shapes")
+
+
+@lru_cache(maxsize=8)
+def shapes_tag(device_type: str) -> str:
+    """A fingerprint of :data:`FIXED_SHAPE_CODE` (sources and values) and the device type: a feature's bits depend on
+    both, so a persisted feature is keyed by it (a cache written under other shapes, or on another device, is not
+    reused)."""
+    module = sys.modules[__name__]
+    parts = [device_type] + [inspect.getsource(value) if inspect.isfunction(value) else repr(value)
+                             for value in (getattr(module, name) for name in FIXED_SHAPE_CODE)]
+    return "shapes-" + hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]

@@ -21,7 +21,7 @@ from capeval.core.inputs import ValidInputs, load_images
 from capeval.core.keys import ScoreKey
 from capeval.core.option_types import BatchSize, Bytes, Device, Dtype, OneOf, PathLike, Precision, Workers
 from capeval.core.scoring import Scorer, check_precision, summarize
-from capeval.core.shapes import in_fixed_rows
+from capeval.core.shapes import in_fixed_rows, shapes_tag
 from capeval.core.truncation import warn_truncated
 from capeval.functional.polos import polos_features, scalar_mix
 from capeval.polos.checkpoint import CONFIG_FILE, HEAD_FILE, SIMCSE_FILES, head_config, read_official_head
@@ -115,7 +115,7 @@ class SimcseEncoder(TokenizerTextEncoder):
     def reset_caches(self) -> None:
         """An empty in-memory cache of sentence vectors (persisted entries stay on disk)."""
         namespace = cache_namespace("polos-simcse", self.directory, scalar_mix=self.head.digest(), dtype=self.dtype,
-                                    max_tokens=self.token_limit)
+                                    max_tokens=self.token_limit, shapes=shapes_tag(self.device.type))
         self.text_cache = EmbeddingCache(namespace, self._persist_dir, max_bytes=self._cache_bytes)
 
     def _encode_tokens(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:

@@ -19,6 +19,7 @@ from capeval.core.keys import ScoreKey
 from capeval.core.live_models import LiveModels
 from capeval.core.option_types import BatchSize, Bytes, Device, Dtype, PathLike
 from capeval.core.scoring import Scorer, summarize
+from capeval.core.shapes import shapes_tag
 from capeval.core.truncation import warn_truncated
 
 MAX_TOKENS = 384  # sentence-transformers' max_seq_length for all-mpnet-base-v2
@@ -40,8 +41,9 @@ class MPNetEncoder(TokenizerTextEncoder):
         self.tokenizer = AutoTokenizer.from_pretrained(str(directory))
         self.pad_id = self.tokenizer.pad_token_id
         self.model = AutoModel.from_pretrained(str(directory)).to(self.device, self.dtype).eval()
-        self.text_cache = EmbeddingCache(cache_namespace("mpnet-text", directory, dtype=self.dtype,
-                                                         max_tokens=MAX_TOKENS), persist_dir, max_bytes=cache_bytes)
+        self.text_cache = EmbeddingCache(cache_namespace("mpnet-text", directory, dtype=self.dtype, max_tokens=MAX_TOKENS,
+                                                         shapes=shapes_tag(self.device.type)),
+                                         persist_dir, max_bytes=cache_bytes)
 
     def _encode_tokens(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         input_ids, attention_mask = input_ids.to(self.device), attention_mask.to(self.device)
