@@ -2,6 +2,7 @@
 then zero-shot statistics checked against scipy on component scores computed directly with the scorers."""
 
 import argparse
+import copy
 import random
 
 import numpy as np
@@ -47,27 +48,46 @@ def _direct(candidates, references):
     return out
 
 
-@pytest.fixture
-def fabricated(tmp_path, monkeypatch):
-    """Two benchmarks: ``fake_fit`` (human = CIDEr + 2·exact noun overlap, τ-c) and ``fake_eval`` (τ-b)."""
+def _isolate(patch, folder):
+    """MPNetScore's weights must not resolve (an empty hub cache); capeval's cache is ``folder``'s own."""
     import huggingface_hub.constants as hub_constants
 
-    empty_hub = tmp_path / "empty-hub"  # MPNetScore's weights must not resolve here
-    monkeypatch.setenv("HF_HUB_CACHE", str(empty_hub))
-    monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", str(empty_hub))
-    monkeypatch.setenv("CAPEVAL_CACHE", str(tmp_path / "cache"))
-    fit_rows, eval_rows = _rows(1, 30), _rows(2, 20)
-    fit_direct, eval_direct = _direct(*fit_rows[:2]), _direct(*eval_rows[:2])
+    empty_hub = folder / "empty-hub"
+    patch.setenv("HF_HUB_CACHE", str(empty_hub))
+    patch.setattr(hub_constants, "HF_HUB_CACHE", str(empty_hub))
+    patch.setenv("CAPEVAL_CACHE", str(folder / "cache"))
+
+
+@pytest.fixture(scope="module")
+def fabricated_data(tmp_path_factory):
+    """The benchmarks' rows and human scores, from component scores computed directly once for the module."""
+    with pytest.MonkeyPatch.context() as patch:
+        _isolate(patch, tmp_path_factory.mktemp("direct"))
+        fit_rows, eval_rows = _rows(1, 30), _rows(2, 20)
+        fit_direct, eval_direct = _direct(*fit_rows[:2]), _direct(*eval_rows[:2])
     fit_human = fit_direct["cider"] + 2 * fit_direct["exact_noun_overlap"]
     noise = np.random.default_rng(0).normal(0, 0.3, len(eval_rows[0]))
     eval_human = np.round(eval_direct["bleu_1"] + eval_direct["rouge_l"] + noise, 1)  # rounded: ties for τ-b
-    made = {"fake_fit": Benchmark("fake_fit", *fit_rows, list(fit_human), "kendall_tau_c", "fabricated"),
-            "fake_eval": Benchmark("fake_eval", *eval_rows, list(eval_human), "kendall_tau_b", "fabricated"),
+    for values in (*fit_direct.values(), *eval_direct.values(), fit_human, eval_human):
+        values.flags.writeable = False  # shared by the module's tests
+    return {"fit_rows": fit_rows, "eval_rows": eval_rows, "fit": (fit_direct, fit_human),
+            "eval": (eval_direct, eval_human)}
+
+
+@pytest.fixture
+def fabricated(fabricated_data, tmp_path, monkeypatch):
+    """Two benchmarks: ``fake_fit`` (human = CIDEr + 2·exact noun overlap, τ-c) and ``fake_eval`` (τ-b), each test
+    with an empty hub cache and its own capeval cache."""
+    _isolate(monkeypatch, tmp_path)
+    data = fabricated_data
+    rows = {name: copy.deepcopy(data[f"{name}_rows"]) for name in ("fit", "eval")}  # each test's own lists
+    made = {"fake_fit": Benchmark("fake_fit", *rows["fit"], list(data["fit"][1]), "kendall_tau_c", "fabricated"),
+            "fake_eval": Benchmark("fake_eval", *rows["eval"], list(data["eval"][1]), "kendall_tau_b", "fabricated"),
             "fake_no_refs": Benchmark("fake_no_refs", ["a dog"], [[]], ["x.jpg"], [1.0], "pearson", "fabricated")}
     for name, benchmark in made.items():
         monkeypatch.setitem(loaders.CORRELATION_LOADERS, name, lambda _dir, b=benchmark: b)
         monkeypatch.setitem(catalog.BENCHMARKS, name, lambda _dir, b=benchmark: b)
-    return {"fit": (fit_direct, fit_human), "eval": (eval_direct, eval_human), "data_dir": tmp_path}
+    return {"fit": data["fit"], "eval": data["eval"], "data_dir": tmp_path}
 
 
 def test_refit_recovers_the_mix_and_zero_shot_matches_scipy(fabricated, monkeypatch):
