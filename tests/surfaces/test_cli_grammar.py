@@ -2,7 +2,7 @@
 before the first release, `--out`, `--output-dir`, `--dry-run`, `convert`'s positional folder and the `bench`
 command, are gone), every command takes `--json` and then prints exactly one JSON document on stdout, `ray-score`
 takes every scoring option of `score` (one shared builder; that they reach the scorer alike is checked in
-test_ray_integration.py, on that module's Ray), one `--weights [METRIC=]SOURCE` grammar, and
+test_ray_integration.py, on a local Ray), one `--weights [METRIC=]SOURCE` grammar, and
 `throughput` is told apart from `benchmark`."""
 
 import argparse

@@ -1,4 +1,4 @@
-"""Ray Data integration on a local 2-CPU Ray (one session for the module) and tiny random weights: the Ray path
+"""Ray Data integration on a local 2-CPU Ray (one for the test session) and tiny random weights: the Ray path
 equals the single-process path row for row, survives a killed worker, handles bad rows as documented, and its
 two-pass corpus CIDEr-D equals pycocoevalcap's whole-corpus CIDEr-D."""
 
@@ -20,21 +20,14 @@ from capeval.core.scoring import load_scorer  # noqa: E402
 from capeval.integrations import ray as ray_integration  # noqa: E402
 from capeval.integrations.ray import ERROR_COLUMN, RayScorer, score_dataset  # noqa: E402
 
-WORKER_ENV = ("HF_HUB_CACHE", "HF_HUB_OFFLINE", "HF_EVALUATE_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE",
-              "CAPEVAL_CACHE", "TOKENIZERS_PARALLELISM")
 WORDS = ("a", "the", "dog", "cat", "man", "woman", "red", "blue", "ball", "runs", "sits", "on", "grass", "table",
          "two", "small", "big", "with", "near", "water", "plays", "holding", "street", "bike")
 
 
 @pytest.fixture(scope="module")
-def local_ray(tiny_hub):
-    """One local Ray for the module; workers get the tiny hub cache and the offline settings."""
-    env = {k: os.environ[k] for k in WORKER_ENV if k in os.environ}
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=256 * 2**20,
-             runtime_env={"env_vars": {**env, "OMP_NUM_THREADS": "1"}})
+def local_ray(ray_session):
+    """The session's local Ray (tests/surfaces/conftest.py), able to run this module's classes."""
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import this test module
-    yield
-    ray.shutdown()
 
 
 def _png(seed: int) -> bytes:

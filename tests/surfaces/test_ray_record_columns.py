@@ -3,7 +3,6 @@ in a references cell read as the list, and one run's rows all scored with refere
 across its batches, and over the whole output in the summary)."""
 
 import json
-import os
 import sys
 
 import numpy as np
@@ -18,8 +17,6 @@ from capeval.cli import main  # noqa: E402
 from capeval.cli.ray_score import _summary  # noqa: E402
 from capeval.core.errors import InputError  # noqa: E402
 
-WORKER_ENV = ("HF_HUB_CACHE", "HF_HUB_OFFLINE", "HF_EVALUATE_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE",
-              "CAPEVAL_CACHE", "TOKENIZERS_PARALLELISM")
 CAPTIONS = ["a dog runs on the grass", "two cats sit near the water", "a man rides a red bike",
             "a small boy plays with a ball", "a woman holding a blue cup", "the big dog sleeps"]
 REFERENCES = [["a dog running on grass", "a brown dog runs"], ["two cats by the water"],
@@ -28,13 +25,8 @@ REFERENCES = [["a dog running on grass", "a brown dog runs"], ["two cats by the 
 
 
 @pytest.fixture(scope="module")
-def local_ray(tiny_hub):
-    env = {k: os.environ[k] for k in WORKER_ENV if k in os.environ}
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=256 * 2**20,
-             runtime_env={"env_vars": {**env, "OMP_NUM_THREADS": "1"}})
+def local_ray(ray_session):
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    yield
-    ray.shutdown()
 
 
 def test_summary_refuses_an_output_mixing_rows_with_and_without_reference_scores(tmp_path):
