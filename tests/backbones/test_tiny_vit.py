@@ -186,13 +186,20 @@ def test_tiny_vit_forward_matches_an_independent_reference(image_side):
 
 
 @pytest.fixture(scope="module")
-def official_checkpoint(tmp_path_factory):
+def vit_b_state():
+    """segment-anything's ViT-B SAM, randomly initialised (seed 4), built once for the module: the fabricated
+    MobileSAM file takes its decoder and prompt encoder, and the whole of it is a file the MobileSAM converter
+    refuses."""
+    torch.manual_seed(4)
+    return build_sam(SAM_ARCHITECTURES["vit_b"]).state_dict()
+
+
+@pytest.fixture(scope="module")
+def official_checkpoint(tmp_path_factory, vit_b_state):
     """A fabricated official-format mobile_sam.pt: random values under the authors' key names (the decoder and
     prompt encoder are segment-anything's own modules)."""
     encoder = {f"image_encoder.{k}": v for k, v in random_weights(official_encoder_shapes(**MOBILE), 3).items()}
-    torch.manual_seed(4)
-    decoder = {k: v + 0.01 * torch.randn_like(v) for k, v in build_sam(SAM_ARCHITECTURES["vit_b"]).state_dict().items()
-               if not k.startswith("image_encoder.")}
+    decoder = {k: v + 0.01 * torch.randn_like(v) for k, v in vit_b_state.items() if not k.startswith("image_encoder.")}
     path = tmp_path_factory.mktemp("official") / "mobile_sam.pt"
     torch.save({**encoder, **decoder}, path)
     return path, {**encoder, **decoder}
@@ -240,8 +247,8 @@ def test_official_file_without_batchnorm_counters_converts(official_checkpoint, 
         assert torch.equal(loaded.state_dict()[key], value), key
 
 
-def test_mobile_sam_converter_rejects_other_files(tmp_path):
-    torch.save(build_sam(SAM_ARCHITECTURES["vit_b"]).state_dict(), tmp_path / "sam_vit_b.pth")
+def test_mobile_sam_converter_rejects_other_files(tmp_path, vit_b_state):
+    torch.save(vit_b_state, tmp_path / "sam_vit_b.pth")
     with pytest.raises(ValueError, match="not a MobileSAM"):
         convert("mobile-sam", tmp_path / "sam_vit_b.pth", tmp_path / "out")
     torch.save({"image_encoder.neck.0.weight": torch.zeros(256, 320, 1, 1), "image_encoder.patch_embed.seq.0.c.weight":

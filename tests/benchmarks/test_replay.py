@@ -20,10 +20,12 @@ def _benchmark(argv, capsys):
     return json.loads(capsys.readouterr().out)
 
 
-@pytest.fixture
-def fleur_cache(shared_data, tmp_path):
-    import_fleur(shared_data / "judges" / "fleur", tmp_path / "fleur.jsonl")
-    return str(tmp_path / "fleur.jsonl"), str(shared_data / "benchmarks")
+@pytest.fixture(scope="module")
+def fleur_cache(shared_data, tmp_path_factory):
+    """FLEUR's published outputs imported once for the module (the replays only read the cache)."""
+    cache = tmp_path_factory.mktemp("fleur") / "fleur.jsonl"
+    import_fleur(shared_data / "judges" / "fleur", cache)
+    return str(cache), str(shared_data / "benchmarks")
 
 
 def test_fleur_flickr8k_expert_tau_c_is_reproduced_from_the_published_outputs(fleur_cache, capsys):

@@ -52,15 +52,28 @@ def files_of(folder: Path):
             if path.is_file()}
 
 
+@pytest.fixture(scope="module")
+def written_folders(tmp_path_factory):
+    """The nltk_data folder written with each wordnet choice, once per module (on first use)."""
+    folders = {}
+
+    def folder(choice: str) -> Path:
+        if choice not in folders:
+            folders[choice] = tiny_nltk.write_tiny_nltk_data(tmp_path_factory.mktemp(f"nltk-{choice}"), wordnet=choice)
+        return folders[choice]
+
+    return folder
+
+
 @pytest.fixture(scope="module", params=["debian", "tiny"])
-def written(request, tmp_path_factory):
+def written(request, written_folders):
     """(wordnet choice, the written nltk_data folder)."""
-    return request.param, tiny_nltk.write_tiny_nltk_data(tmp_path_factory.mktemp("nltk"), wordnet=request.param)
+    return request.param, written_folders(request.param)
 
 
 @pytest.fixture(scope="module")
-def tiny_data_dir(tmp_path_factory):
-    return tiny_nltk.write_tiny_nltk_data(tmp_path_factory.mktemp("nltk-tiny"), wordnet="tiny")
+def tiny_data_dir(written_folders):
+    return written_folders("tiny")
 
 
 @pytest.fixture

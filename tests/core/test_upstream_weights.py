@@ -41,12 +41,12 @@ class Server:
     support; names in ``truncate`` announce their full length but send half; names in ``html`` are sent as an HTML
     page. Each version of a file has an ``ETag`` (its sha256's head) and ``If-Range`` is honoured, as by the hub and
     GitHub; ``validators = False`` sends no ETag, ``honour_if_range = False`` sends the range whatever the version;
-    each body takes ``seconds`` to send.
+    with ``held`` (a ``threading.Event``) set on the server, each body stops after its first half until it is set.
     ``requests`` records (name, Range header) of every GET."""
 
     def __init__(self):
         self.files, self.truncate, self.html, self.requests = {}, set(), set(), []
-        self.validators, self.honour_if_range, self.seconds = True, True, 0.0
+        self.validators, self.honour_if_range, self.held = True, True, None
         server = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -74,16 +74,18 @@ class Server:
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 body = body[: len(body) // 2] if name in server.truncate else body
-                step = max(1, len(body) // 50)
-                for at in range(0, len(body), step):  # 50 writes, ``seconds`` spread over them
-                    time.sleep(server.seconds / 50)
-                    self.wfile.write(body[at:at + step])
+                self.wfile.write(body[: len(body) // 2])
+                if server.held is not None:
+                    self.wfile.flush()
+                    server.held.wait(timeout=600)
+                self.wfile.write(body[len(body) // 2:])
 
             def log_message(self, *args):
                 pass
 
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        # ``stop`` waits for the loop's next poll: 0.05 s, not the default 0.5 s, at the end of every test
+        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
 
     def stop(self):
@@ -284,18 +286,32 @@ USES = {"pacs-clip-vit-b-32": ("pac_s", "weights", {}), "pacs-openclip-vit-l-14"
         **{n: ("capture", None, {}) for n in NLTK_PACKAGES}, "factual-spice-synonyms": ("spice_factual", "synonyms", {})}
 
 
+@pytest.fixture(scope="module")
+def scored(fetched):
+    """``_score`` once per metric and options for the module (the tests below ask for some of them twice)."""
+    results = {}
+
+    def score(metric, **options):
+        key = (metric, json.dumps(options, sort_keys=True))
+        if key not in results:
+            results[key] = _score(metric, **options)
+        return results[key]
+
+    return score
+
+
 @pytest.mark.parametrize("name", UPSTREAM)
-def test_scorer_loads_the_converted_weights_offline(fetched, name):
+def test_scorer_loads_the_converted_weights_offline(fetched, scored, name):
     metric, option, options = USES[name]
-    result, loaded = _score(metric, **({option: name} if option else {}), **options)  # None: loaded by its name
+    result, loaded = scored(metric, **({option: name} if option else {}), **options)  # None: loaded by its name
     assert len(result[f"{metric}_per_sample"]) == 2 and np.isfinite(result[f"{metric}_per_sample"]).all()
     assert fetched.directories[name] in loaded
 
 
 @pytest.mark.parametrize("name", ["pacs-clip-vit-b-32", "pacs-openclip-vit-l-14", "polos"])
-def test_scores_from_the_converted_official_file_equal_scores_from_the_source_weights(fetched, name):
+def test_scores_from_the_converted_official_file_equal_scores_from_the_source_weights(fetched, scored, name):
     metric, option, _ = USES[name]
-    converted, _ = _score(metric, **{option: name})
+    converted, _ = scored(metric, **{option: name})
     source, _ = _score(metric, **{option: str(fetched.tmp / "tiny" / name)})
     keys = [k for k in source if k.endswith("_per_sample")]
     assert keys == [k for k in converted if k.endswith("_per_sample")] and keys
@@ -526,16 +542,41 @@ def test_a_part_that_cannot_be_proven_the_same_version_is_downloaded_again(onlin
     assert online.requests[-1] == (PACS_FILE, None)  # the whole file, from the start
 
 
+def _one_waits_at_the_lock(processes, online, limit=6.0):
+    """Once the download has begun: return when one of ``processes`` sleeps in a timed wait (the lock's polling: the
+    downloader blocks on its socket, nothing before the lock sleeps), read from ``/proc/<pid>/wchan``; else after
+    ``limit`` seconds (where the kernel does not tell), once a process has ended, or after 600 s."""
+    deadline, give_up = None, time.monotonic() + 600
+    while all(process.poll() is None for process in processes) and time.monotonic() < give_up:
+        if deadline is None and any(name == PACS_FILE for name, _ in online.requests):
+            deadline = time.monotonic() + limit
+        if deadline is not None:
+            for process in processes:
+                try:
+                    if "nanosleep" in Path(f"/proc/{process.pid}/wchan").read_text():
+                        return
+                except OSError:
+                    pass
+            if time.monotonic() > deadline:
+                return
+        time.sleep(0.01)
+
+
 def test_two_concurrent_fetches_of_one_weight_both_succeed(online, tmp_path):
-    """Two ``capeval fetch`` processes of one weight while its download is slow: one downloads and converts, the
-    other waits for it and finds the weight converted; no "No such file … .part"."""
+    """Two ``capeval fetch`` processes of one weight while its download is held half-way until the other process
+    waits at the lock: one downloads and converts, the other waits for it and finds the weight converted; no "No
+    such file … .part"."""
     data, state = pacs_version(tmp_path, 0)
     online.files[PACS_FILE] = data
-    online.seconds = 6.0
+    online.held = threading.Event()
     env = {**os.environ, MIRROR_ENV: online.url}
     command = [sys.executable, "-m", "capeval.cli", "fetch", PACS]
     processes = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for _ in range(2)]
+    try:
+        _one_waits_at_the_lock(processes, online)
+    finally:
+        online.held.set()
     outputs = [process.communicate(timeout=600) for process in processes]
     for process, (out, err) in zip(processes, outputs):
         assert process.returncode == 0, err[-2000:]

@@ -13,6 +13,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -72,14 +73,20 @@ def two_systems(tmp_path_factory):
     return systems, references
 
 
-def assert_saved_scores_equal_rouge_alone(path, two_systems):
-    """``scores.json`` at ``path`` holds every image's ROUGE-L of each system, equal to the scorer run alone."""
+@pytest.fixture(scope="module")
+def rouge_alone(two_systems):
+    """Each system's per-image ROUGE-L from the scorer run alone (once for the module)."""
     systems, references = two_systems
-    saved = json.loads(Path(path).read_text())
     scorer = load_scorer("rouge_l")
-    for name, (_, captions) in systems.items():
-        assert saved["per_image"][name]["rouge_l"] == scorer.score(captions, references=references)[
-            "rouge_l_per_sample"], name
+    return {name: scorer.score(captions, references=references)["rouge_l_per_sample"]
+            for name, (_, captions) in systems.items()}
+
+
+def assert_saved_scores_equal_rouge_alone(path, rouge_alone):
+    """``scores.json`` at ``path`` holds every image's ROUGE-L of each system, equal to the scorer run alone."""
+    saved = json.loads(Path(path).read_text())
+    for name, expected in rouge_alone.items():
+        assert saved["per_image"][name]["rouge_l"] == expected, name
 
 
 def test_a_read_only_output_is_refused_before_any_model_loads(tmpfs, empty_weights_cache):
@@ -109,7 +116,7 @@ def test_evaluate_captions_refuses_a_read_only_output_before_any_model_loads(tmp
 
 
 def test_a_file_system_filling_up_while_the_report_is_written_saves_every_score_elsewhere(tmpfs, two_systems,
-                                                                                          tmp_path):
+                                                                                          rouge_alone, tmp_path):
     """The check's small file fits the 64 KiB file system, the report does not, nor does scores.json: one line
     names the scores.json written in a new folder of the temporary folder; the output holds nothing."""
     systems, _ = two_systems
@@ -125,11 +132,12 @@ def test_a_file_system_filling_up_while_the_report_is_written_saves_every_score_
     assert found, line
     saved = Path(found[1])
     assert saved.name == "scores.json" and saved.parent.parent == temporary, saved
-    assert_saved_scores_equal_rouge_alone(saved, two_systems)
+    assert_saved_scores_equal_rouge_alone(saved, rouge_alone)
     assert os.listdir(out.parent) == ["report"] and os.listdir(out) == []  # no report file, no partial scores.json
 
 
-def test_without_a_temporary_folder_the_scores_go_to_capevals_cache(tmpfs, two_systems, tmp_path, monkeypatch):
+def test_without_a_temporary_folder_the_scores_go_to_capevals_cache(tmpfs, two_systems, rouge_alone, tmp_path,
+                                                                   monkeypatch):
     from capeval.suite.run import evaluate_captions
 
     systems, _ = two_systems
@@ -141,7 +149,7 @@ def test_without_a_temporary_folder_the_scores_go_to_capevals_cache(tmpfs, two_s
                           output=out)
     saved = Path(str(failure.value).rsplit(" ", 1)[1])
     assert saved.name == "scores.json" and saved.parent.parent == tmp_path / "cache" / "scores", saved
-    assert_saved_scores_equal_rouge_alone(saved, two_systems)
+    assert_saved_scores_equal_rouge_alone(saved, rouge_alone)
     assert os.listdir(out) == [] and os.listdir(read_only) == []
 
     monkeypatch.setenv("CAPEVAL_CACHE", str(read_only / "cache"))  # and no cache can be written either
@@ -227,14 +235,22 @@ def report_set(folder):
     return {path.name: path.read_bytes() for path in sorted(Path(folder).iterdir())}
 
 
-@pytest.fixture
-def earlier_set(tmp_path):
-    """A folder holding a complete report of an earlier run (systems named stale*), and its bytes."""
-    out = tmp_path / "report"
+@pytest.fixture(scope="module")
+def earlier_run(tmp_path_factory):
+    """A complete report of an earlier run (systems named stale*), written once for the module."""
+    out = tmp_path_factory.mktemp("earlier") / "report"
     done = capeval(*karpathy_args("--metrics", "bleu", "rouge_l", "--resamples", "100", "--output", str(out),
                                   "--names", "stale0", "stale1", "stale2"))
     assert done.returncode == 0, done.stderr
     assert sorted(os.listdir(out)) == sorted(FILES.values())
+    return out
+
+
+@pytest.fixture
+def earlier_set(earlier_run, tmp_path):
+    """A folder of this test holding the earlier run's complete report, and its bytes."""
+    out = tmp_path / "report"
+    shutil.copytree(earlier_run, out)
     return out, report_set(out)
 
 
