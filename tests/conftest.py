@@ -151,6 +151,22 @@ def tiny_hub(tmp_path_factory):
         os.environ["HF_HUB_CACHE"] = old
 
 
+@pytest.fixture(scope="session")
+def pycocoevalcap_meteor():
+    """pycocoevalcap 1.2's own ``Meteor`` (its jar and options), started once per test process: each SCORE line is
+    answered from that line alone and each ``compute_score`` sends its own EVAL line, so tests can share it (its JVM starts in about 6-13 s)."""
+    from pycocoevalcap.meteor.meteor import Meteor
+
+    from capeval.text.coco_jars import require_java
+
+    require_java("the pycocoevalcap METEOR oracle")  # the jar is the oracle: no Java fails
+    meteor = Meteor()
+    yield meteor
+    meteor.meteor_p.stdin.close()
+    meteor.meteor_p.kill()
+    meteor.meteor_p.wait()
+
+
 @pytest.fixture
 def empty_weights_cache(tmp_path, monkeypatch):
     """An empty offline hub cache: any model load fails (with a ModelNotAvailableError naming the weights)."""

@@ -60,7 +60,7 @@ def files(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def theirs(files):
+def theirs(files, pycocoevalcap_meteor):
     """pycocoevalcap's COCOEvalCap (its jars; no SPICE: its CoreNLP jars cannot be downloaded here) on each system."""
     from pycocoevalcap import eval as pycoco_eval
     from pycocotools.coco import COCO
@@ -75,7 +75,7 @@ def theirs(files):
             return "SPICE"
 
     out = {}
-    meteor = pycoco_eval.Meteor()  # one jar for both runs (each SCORE line is answered from itself alone)
+    meteor = pycocoevalcap_meteor  # one jar for both runs (each SCORE line is answered from itself alone)
     spice, pycoco_eval.Spice = pycoco_eval.Spice, NoSpice
     pycoco_eval.Meteor = lambda: meteor
     try:

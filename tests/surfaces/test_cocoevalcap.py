@@ -50,7 +50,7 @@ class _NoSpice:
 
 
 @pytest.fixture(scope="module")
-def theirs(coco_files):
+def theirs(coco_files, pycocoevalcap_meteor):
     from pycocoevalcap import eval as pycoco_eval
     from pycocotools.coco import COCO
 
@@ -58,16 +58,17 @@ def theirs(coco_files):
     with contextlib.redirect_stdout(io.StringIO()):
         coco = COCO(str(annotation_file))
         coco_result = coco.loadRes(str(results_file))
-    spice = pycoco_eval.Spice
+    spice, meteor = pycoco_eval.Spice, pycoco_eval.Meteor
     if not spice_available():
         pycoco_eval.Spice = _NoSpice
+    pycoco_eval.Meteor = lambda: pycocoevalcap_meteor  # the process's jar (each SCORE line is answered from itself)
     try:
         evaluation = pycoco_eval.COCOEvalCap(coco, coco_result)
         evaluation.params["image_id"] = coco_result.getImgIds()
         with contextlib.redirect_stdout(io.StringIO()):
             evaluation.evaluate()
     finally:
-        pycoco_eval.Spice = spice
+        pycoco_eval.Spice, pycoco_eval.Meteor = spice, meteor
     if not spice_available():
         del evaluation.eval["SPICE"]
         for scores in evaluation.imgToEval.values():

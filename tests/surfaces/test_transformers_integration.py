@@ -271,11 +271,10 @@ def test_empty_predictions_raise_or_follow_the_empty_caption_policy(setup):
     assert {k: v for k, v in none_scored.items() if k != "hashcode"} == {"skipped_empty_captions": 3}
 
 
-def _pycocoevalcap(captions, references):
+def _pycocoevalcap(captions, references, meteor):
     """pycocoevalcap 1.2's corpus values (its PTB tokenizer and scorers, with their jars) as COCOEvalCap names them."""
     from pycocoevalcap.bleu.bleu import Bleu
     from pycocoevalcap.cider.cider import Cider
-    from pycocoevalcap.meteor.meteor import Meteor
     from pycocoevalcap.rouge.rouge import Rouge
     from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
 
@@ -287,20 +286,20 @@ def _pycocoevalcap(captions, references):
     res = tokenizer.tokenize({i: [{"caption": c}] for i, c in enumerate(captions)})
     bleu, _ = Bleu(4).compute_score(gts, res)
     values = {f"bleu_{n}": float(v) for n, v in enumerate(bleu, start=1)}
-    for key, scorer in (("meteor", Meteor()), ("rouge_l", Rouge()), ("cider", Cider())):
+    for key, scorer in (("meteor", meteor), ("rouge_l", Rouge()), ("cider", Cider())):
         values[key] = float(scorer.compute_score(gts, res)[0])
     return values
 
 
 @pytest.fixture(scope="module")
-def pycocoevalcap_values():
-    """``_pycocoevalcap``, each distinct input computed once for the module (its jars start once)."""
+def pycocoevalcap_values(pycocoevalcap_meteor):
+    """``_pycocoevalcap``, each distinct input computed once for the module (with the process's METEOR jar)."""
     computed = {}
 
     def values(captions, references):
         key = json.dumps([list(captions), [list(refs) for refs in references]])
         if key not in computed:
-            computed[key] = _pycocoevalcap(captions, references)
+            computed[key] = _pycocoevalcap(captions, references, pycocoevalcap_meteor)
         return dict(computed[key])
 
     return values

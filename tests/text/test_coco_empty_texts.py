@@ -40,11 +40,11 @@ def corpus(images: int = 60, seed: int = 3):
     return captions, references
 
 
-def pycocoevalcap_scores(captions, references):
-    """pycocoevalcap 1.2's PTB tokenizer, BLEU, METEOR, ROUGE-L and CIDEr-D (its jars), as COCOEvalCap calls them."""
+def pycocoevalcap_scores(captions, references, meteor):
+    """pycocoevalcap 1.2's PTB tokenizer, BLEU, METEOR (``meteor``: its jar's process), ROUGE-L and CIDEr-D, as
+    COCOEvalCap calls them."""
     from pycocoevalcap.bleu.bleu import Bleu
     from pycocoevalcap.cider.cider import Cider
-    from pycocoevalcap.meteor.meteor import Meteor
     from pycocoevalcap.rouge.rouge import Rouge
     from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
 
@@ -52,7 +52,7 @@ def pycocoevalcap_scores(captions, references):
     gts = tokenizer.tokenize({i: [{"caption": r} for r in refs] for i, refs in enumerate(references)})
     res = tokenizer.tokenize({i: [{"caption": c}] for i, c in enumerate(captions)})
     out = {}
-    for scorer, keys in ((Bleu(4), KEYS[:4]), (Meteor(), ("meteor",)), (Rouge(), ("rouge_l",)), (Cider(), ("cider",))):
+    for scorer, keys in ((Bleu(4), KEYS[:4]), (meteor, ("meteor",)), (Rouge(), ("rouge_l",)), (Cider(), ("cider",))):
         corpus_value, per_image = scorer.compute_score(gts, res)
         if len(keys) == 1:
             corpus_value, per_image = [corpus_value], [per_image]
@@ -62,10 +62,25 @@ def pycocoevalcap_scores(captions, references):
 
 
 @pytest.fixture(scope="module")
-def oracle():
+def pycocoevalcap(pycocoevalcap_meteor):
+    """``pycocoevalcap_scores`` on the shared METEOR jar, each distinct input computed once for the module: both
+    backends' tests compare with the same values."""
     require_java("the empty-text differential tests")  # the jars are the oracle: no Java fails, as the PTB tests do
+    computed = {}
+
+    def scores(captions, references):
+        key = json.dumps([list(captions), [list(refs) for refs in references]])
+        if key not in computed:
+            computed[key] = pycocoevalcap_scores(captions, references, pycocoevalcap_meteor)
+        return computed[key]
+
+    return scores
+
+
+@pytest.fixture(scope="module")
+def oracle(pycocoevalcap):
     captions, references = corpus()
-    return captions, references, pycocoevalcap_scores(captions, references)
+    return captions, references, pycocoevalcap(captions, references)
 
 
 def _as_floats(values):
@@ -85,12 +100,12 @@ def test_the_coco_group_scores_empty_texts_as_pycocoevalcap_bit_for_bit(oracle, 
 
 
 @pytest.mark.parametrize("backend", ["python", "java"])
-def test_several_systems_with_empty_captions_equal_each_alone(oracle, backend):
+def test_several_systems_with_empty_captions_equal_each_alone(oracle, pycocoevalcap, backend):
     captions, references, expected = oracle
     other = ["" if i % 9 == 4 else c for i, c in enumerate(reversed(captions))]
     first, second = score_coco_group([captions, other], references, metrics=["bleu", "meteor", "rouge_l", "cider"],
                                      coco_backend=backend)
-    alone = pycocoevalcap_scores(other, references)
+    alone = pycocoevalcap(other, references)
     for key in KEYS:
         assert (first[key].corpus, _as_floats(first[key].per_sample)) == expected[key]
         assert (second[key].corpus, _as_floats(second[key].per_sample)) == alone[key]

@@ -44,14 +44,7 @@ def tokenized(flickr):
 
 
 @pytest.fixture(scope="module")
-def meteor():
-    from pycocoevalcap.meteor.meteor import Meteor
-
-    return Meteor()
-
-
-@pytest.fixture(scope="module")
-def alone(tokenized, meteor):
+def alone(tokenized, pycocoevalcap_meteor):
     """pycocoevalcap's Bleu(4), Meteor, Rouge, Cider on each system alone: key -> (corpus, per-image)."""
     from pycocoevalcap.bleu.bleu import Bleu
     from pycocoevalcap.cider.cider import Cider
@@ -63,7 +56,7 @@ def alone(tokenized, meteor):
         with contextlib.redirect_stdout(io.StringIO()):
             bleu, bleu_per = Bleu(4).compute_score(gts, res, verbose=0)
         values = {f"bleu_{n + 1}": (bleu[n], bleu_per[n]) for n in range(4)}
-        values["meteor"] = meteor.compute_score(gts, res)
+        values["meteor"] = pycocoevalcap_meteor.compute_score(gts, res)
         values["rouge_l"] = Rouge().compute_score(gts, res)
         values["cider"] = Cider().compute_score(gts, res)
         out.append(values)
@@ -111,11 +104,28 @@ def test_statistics_reproduce_the_corpus_values(group):
         assert values["meteor"].statistics.per_unit.shape[0] == IMAGES
 
 
-def test_resampled_statistics_equal_pycocoevalcap_on_the_resampled_corpus(group, tokenized, meteor):
-    """A bootstrap resample through the statistics == pycocoevalcap's BLEU / METEOR recomputed on the corpus the
-    resample draws (images repeated as often as drawn)."""
+@pytest.fixture(scope="module")
+def resampled_pycocoevalcap(pycocoevalcap_meteor):
+    """pycocoevalcap's Bleu(4) and Meteor corpus values of a (resampled) tokenized corpus, each distinct corpus
+    computed once for the module: both backends' tests compare with the same values."""
     from pycocoevalcap.bleu.bleu import Bleu
 
+    computed = {}
+
+    def values(refs, res):
+        key = json.dumps([sorted(refs.items()), sorted(res.items())])
+        if key not in computed:
+            with contextlib.redirect_stdout(io.StringIO()):
+                bleu, _ = Bleu(4).compute_score(refs, res, verbose=0)
+            computed[key] = bleu, pycocoevalcap_meteor.compute_score(refs, res)[0]
+        return computed[key]
+
+    return values
+
+
+def test_resampled_statistics_equal_pycocoevalcap_on_the_resampled_corpus(group, tokenized, resampled_pycocoevalcap):
+    """A bootstrap resample through the statistics == pycocoevalcap's BLEU / METEOR recomputed on the corpus the
+    resample draws (images repeated as often as drawn)."""
     gts, systems = tokenized
     rng = np.random.default_rng(7)
     draws = rng.integers(0, IMAGES, size=(4, IMAGES))
@@ -128,24 +138,46 @@ def test_resampled_statistics_equal_pycocoevalcap_on_the_resampled_corpus(group,
         for r, drawn in enumerate(draws):
             res = {j: systems[s][i] for j, i in enumerate(drawn)}
             refs = {j: gts[i] for j, i in enumerate(drawn)}
-            with contextlib.redirect_stdout(io.StringIO()):
-                expected, _ = Bleu(4).compute_score(refs, res, verbose=0)
+            expected, expected_meteor = resampled_pycocoevalcap(refs, res)
             for n in range(4):
                 assert bleu[f"bleu_{n + 1}"][r] == expected[n], (s, r, n)
-            assert meteor_values[r] == meteor.compute_score(refs, res)[0], (s, r)
+            assert meteor_values[r] == expected_meteor, (s, r)
             per_image = np.array(values["rouge_l"].per_sample)[drawn]
             assert rouge[r] == pytest.approx(np.mean(per_image), abs=1e-12)
 
 
+@pytest.fixture(scope="module")
+def meteor_of_corpora(pycocoevalcap_meteor):
+    """pycocoevalcap's tokenization of a corpus, its Meteor corpus value, its jar's printed SCORE lines and its Meteor
+    of resampled corpora (``draws``), each distinct input computed once for the module: both backends' tests compare
+    with the same values."""
+    from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
+
+    meteor, computed = pycocoevalcap_meteor, {}
+
+    def values(captions, references, draws):
+        key = json.dumps([captions, references, draws.tolist()])
+        if key not in computed:
+            n = len(captions)
+            with contextlib.redirect_stdout(io.StringIO()):
+                gts = PTBTokenizer().tokenize({i: [{"caption": r} for r in refs] for i, refs in enumerate(references)})
+                res = PTBTokenizer().tokenize({i: [{"caption": c}] for i, c in enumerate(captions)})
+            printed = np.array([[float(v) for v in meteor._stat(res[i][0], gts[i]).split()] for i in range(n)])
+            resampled = [meteor.compute_score({j: gts[i] for j, i in enumerate(drawn)},
+                                              {j: res[i] for j, i in enumerate(drawn)})[0] for drawn in draws]
+            computed[key] = meteor.compute_score(gts, res)[0], printed, resampled
+        return computed[key]
+
+    return values
+
+
 @pytest.mark.parametrize("backend", ["python", "java"])
-def test_meteor_statistics_reproduce_the_jar_when_captions_equal_a_reference(flickr, meteor, backend):
+def test_meteor_statistics_reproduce_the_jar_when_captions_equal_a_reference(flickr, meteor_of_corpora, backend):
     """The printed METEOR is the jar's EVAL over every segment; a segment matched word for word in one chunk adds no
     chunk to that aggregate. One image in four captioned by its own first reference (and one in eight by a
     reference with two words swapped: all matched, two chunks or more): the statistics' corpus value and resampled
     values == pycocoevalcap's Meteor on the same (resampled) corpora; summing the printed lines unchanged does not
     give it."""
-    from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
-
     references, systems = flickr
     n = 60
     references = references[:n]
@@ -157,18 +189,14 @@ def test_meteor_statistics_reproduce_the_jar_when_captions_equal_a_reference(fli
         captions[i] = " ".join([words[1], words[0], *words[2:]])
     (value,) = [v["meteor"] for v in coco.score_coco_group([captions], references, metrics=["meteor"],
                                                            coco_backend=backend)]
-    with contextlib.redirect_stdout(io.StringIO()):
-        gts = PTBTokenizer().tokenize({i: [{"caption": r} for r in refs] for i, refs in enumerate(references)})
-        res = PTBTokenizer().tokenize({i: [{"caption": c}] for i, c in enumerate(captions)})
-    assert value.corpus == meteor.compute_score(gts, res)[0]
-    assert value.statistics.value() == value.corpus
-    printed = np.array([[float(v) for v in meteor._stat(res[i][0], gts[i]).split()] for i in range(n)])
-    assert coco_jars.combine_meteor(printed.sum(axis=0, keepdims=True))[0] != value.corpus  # the lines summed as printed
     draws = np.random.default_rng(3).integers(0, n, size=(3, n))
+    expected, printed, expected_resampled = meteor_of_corpora(captions, references, draws)
+    assert value.corpus == expected
+    assert value.statistics.value() == value.corpus
+    assert coco_jars.combine_meteor(printed.sum(axis=0, keepdims=True))[0] != value.corpus  # the lines summed as printed
     counts = np.stack([np.bincount(d, minlength=n) for d in draws]).astype(np.float64)
     for r, resampled in enumerate(value.statistics.resampled(counts)):
-        drawn = {j: res[i] for j, i in enumerate(draws[r])}
-        assert resampled == meteor.compute_score({j: gts[i] for j, i in enumerate(draws[r])}, drawn)[0], r
+        assert resampled == expected_resampled[r], r
 
 
 def test_blocks_are_tokenized_as_separate_pycocoevalcap_calls():
