@@ -163,6 +163,12 @@ def test_without_a_temporary_folder_the_scores_go_to_capevals_cache(tmpfs, two_s
                             f"{read_only / 'cache' / 'scores'}: Read-only file system)"), message
 
 
+def terminal_sigint():
+    """In a child process: SIGINT's default disposition, as under a terminal, even where this test process was started
+    ignoring SIGINT (a background job of a non-interactive shell), which Python would otherwise keep ignoring."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_mid_run_prints_one_line_exits_130_and_writes_no_report(tmp_path):
     """SIGINT to the process group, as a terminal's Ctrl-C sends it, while the systems are compared (the bootstrap's
     progress is on stderr: scoring is done, the report not yet written)."""
@@ -170,7 +176,8 @@ def test_ctrl_c_mid_run_prints_one_line_exits_130_and_writes_no_report(tmp_path)
     process = subprocess.Popen([sys.executable, "-m", "capeval.cli",
                                 *karpathy_args("--metrics", "bleu", "rouge_l", "cider", "--resamples", "200000",
                                                "--output", str(out))],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                               preexec_fn=terminal_sigint)
     stderr = bytearray()
 
     def read_stderr():
@@ -228,7 +235,7 @@ sys.exit(main(sys.argv[3:]))
 
 def interrupted_run(point, out, *args):
     return subprocess.run([sys.executable, "-c", INTERRUPTING, point, str(out), *args], capture_output=True,
-                          text=True, timeout=600)
+                          text=True, timeout=600, preexec_fn=terminal_sigint)
 
 
 def report_set(folder):
