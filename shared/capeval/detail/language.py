@@ -14,6 +14,7 @@ from __future__ import annotations
 import shutil
 import warnings
 import zipfile
+from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from typing import FrozenSet, List, Tuple
 
@@ -38,7 +39,6 @@ class NltkLanguage:
     """Sentences, tagged words, lemmas and WordNet synonyms, from the folders of the three fetched packages."""
 
     def __init__(self, punkt_root: Path, tagger_root: Path, wordnet_root: Path):
-        from nltk.corpus.reader.wordnet import WordNetCorpusReader
         from nltk.data import FileSystemPathPointer
         from nltk.tag.perceptron import PerceptronTagger
         from nltk.tokenize.destructive import NLTKWordTokenizer
@@ -53,7 +53,7 @@ class NltkLanguage:
         self.tagger.load_from_json(loc=FileSystemPathPointer(str(tagger_root / TAGGER_ENG)))
         with warnings.catch_warnings():  # "multilingual functions are not available": no Open Multilingual Wordnet
             warnings.filterwarnings("ignore", message="The multilingual functions")
-            self.wordnet = WordNetCorpusReader(FileSystemPathPointer(str(wordnet_root / WORDNET_DIR)), None)
+            self.wordnet = english_wordnet_reader()(FileSystemPathPointer(str(wordnet_root / WORDNET_DIR)), None)
 
     def sentences(self, text: str) -> List[str]:
         """``nltk.sent_tokenize(text)``."""
@@ -72,6 +72,20 @@ class NltkLanguage:
     def synonyms(self, word: str) -> FrozenSet[str]:
         """The lemma names of every synset of ``word`` (the official ``get_synonyms``)."""
         return frozenset(lemma.name() for synset in self.wordnet.synsets(word) for lemma in synset.lemmas())
+
+
+@lru_cache(maxsize=1)
+def english_wordnet_reader() -> type:
+    """NLTK's ``WordNetCorpusReader`` without the mapping to WordNet 3.0 it builds as it opens (``map_wn``: about 6 CPU
+    seconds), which only the Open Multilingual Wordnet's lookups read: with no OMW reader, every English lookup is
+    NLTK's own (``tests/detail/test_language.py``)."""
+    from nltk.corpus.reader.wordnet import WordNetCorpusReader
+
+    class EnglishWordNetReader(WordNetCorpusReader):
+        def map_wn(self, version: str = "wordnet") -> None:
+            return None
+
+    return EnglishWordNetReader
 
 
 def _allow_reading(root: Path) -> None:
