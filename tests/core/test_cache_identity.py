@@ -79,7 +79,6 @@ def test_persisted_text_features_are_keyed_by_the_fixed_shapes_and_the_device(tm
                                         text_encoder=str(tmp_path / "roberta")))
 
     def namespaces():
-        shapes.shapes_tag.cache_clear()
         return (MPNetEncoder(str(tmp_path / "mpnet"), device="cpu").text_cache.namespace,
                 SimcseEncoder(str(tmp_path / "roberta"), head, device=torch.device("cpu"),
                               dtype=torch.float32).text_cache.namespace,

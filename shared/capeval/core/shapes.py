@@ -8,7 +8,6 @@ import hashlib
 import inspect
 import math
 import sys
-from functools import lru_cache
 from typing import Callable, List, Optional, Sequence
 
 import torch
@@ -110,7 +109,6 @@ FIXED_SHAPE_CODE = ("IMAGE_ROWS_CPU", "IMAGE_TOKENS_CPU", "IMAGE_ROWS_ACCELERATO
                     "TEXT_TOKENS_ACCELERATOR", "text_width", "text_rows", "text_batch_size", "in_text_shapes")
 
 
-@lru_cache(maxsize=8)
 def shapes_tag(device_type: str) -> str:
     """A fingerprint of :data:`FIXED_SHAPE_CODE` (sources and values) and the device type: a feature's bits depend on
     both, so a persisted feature is keyed by it (a cache written under other shapes, or on another device, is not
