@@ -15,6 +15,8 @@ import pytest
 
 from capeval.testing import tiny_nltk
 
+from memo import memoised
+
 PARAGRAPH = "A man in a red jacket walks past St. Anne's church. Two dogs run beside him. The sky is clear and blue."
 SENTENCES = ["A man in a red jacket walks past St. Anne's church.", "Two dogs run beside him.",
              "The sky is clear and blue."]
@@ -55,14 +57,8 @@ def files_of(folder: Path):
 @pytest.fixture(scope="module")
 def written_folders(tmp_path_factory):
     """The nltk_data folder written with each wordnet choice, once per module (on first use)."""
-    folders = {}
-
-    def folder(choice: str) -> Path:
-        if choice not in folders:
-            folders[choice] = tiny_nltk.write_tiny_nltk_data(tmp_path_factory.mktemp(f"nltk-{choice}"), wordnet=choice)
-        return folders[choice]
-
-    return folder
+    return memoised(lambda choice: tiny_nltk.write_tiny_nltk_data(tmp_path_factory.mktemp(f"nltk-{choice}"),
+                                                                   wordnet=choice))
 
 
 @pytest.fixture(scope="module", params=["debian", "tiny"])

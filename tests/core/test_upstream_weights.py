@@ -31,6 +31,8 @@ from capeval.core.scoring import load_scorer
 from capeval.testing import TINY_BUILDERS, populate_tiny_hub_cache
 from capeval.testing.tiny_long_clip import tiny_long_clip_state_dict
 
+from memo import memoised
+
 UPSTREAM = sorted(name for name, spec in registered_weights().items() if spec.upstream is not None)
 PUBLISHED_SHA256 = {name: registered_weights()[name].upstream.sha256 for name in UPSTREAM}
 REGIONS = {"points_per_side": 4, "pred_iou_thresh": 0.0, "stability_score_thresh": 0.0, "max_regions": 3}
@@ -289,15 +291,7 @@ USES = {"pacs-clip-vit-b-32": ("pac_s", "weights", {}), "pacs-openclip-vit-l-14"
 @pytest.fixture(scope="module")
 def scored(fetched):
     """``_score`` once per metric and options for the module (the tests below ask for some of them twice)."""
-    results = {}
-
-    def score(metric, **options):
-        key = (metric, json.dumps(options, sort_keys=True))
-        if key not in results:
-            results[key] = _score(metric, **options)
-        return results[key]
-
-    return score
+    return memoised(_score)
 
 
 @pytest.mark.parametrize("name", UPSTREAM)

@@ -294,15 +294,10 @@ def _pycocoevalcap(captions, references, meteor):
 @pytest.fixture(scope="module")
 def pycocoevalcap_values(pycocoevalcap_meteor):
     """``_pycocoevalcap``, each distinct input computed once for the module (with the process's METEOR jar)."""
-    computed = {}
+    from memo import memoised  # (inside: the DDP workers import this module without the tests folder on their path)
 
-    def values(captions, references):
-        key = json.dumps([list(captions), [list(refs) for refs in references]])
-        if key not in computed:
-            computed[key] = _pycocoevalcap(captions, references, pycocoevalcap_meteor)
-        return dict(computed[key])
-
-    return values
+    values = memoised(lambda captions, references: _pycocoevalcap(captions, references, pycocoevalcap_meteor))
+    return lambda captions, references: values(list(captions), [list(refs) for refs in references])
 
 
 @pytest.mark.parametrize("metric", ["cider", ("bleu", "meteor", "rouge_l", "cider")])

@@ -13,6 +13,8 @@ from capeval.core.scoring import load_scorer
 from capeval.text.coco import score_coco_group
 from capeval.text.coco_jars import require_java
 
+from memo import memoised
+
 KEYS = ("bleu_1", "bleu_2", "bleu_3", "bleu_4", "meteor", "rouge_l", "cider")
 WORDS = ("a man dog cat woman child two three red blue small large runs sits stands on in near the with of grass "
          "street table field water beach park playing holding ball frisbee bike horse sofa").split()
@@ -66,15 +68,7 @@ def pycocoevalcap(pycocoevalcap_meteor):
     """``pycocoevalcap_scores`` on the shared METEOR jar, each distinct input computed once for the module: both
     backends' tests compare with the same values."""
     require_java("the empty-text differential tests")  # the jars are the oracle: no Java fails, as the PTB tests do
-    computed = {}
-
-    def scores(captions, references):
-        key = json.dumps([list(captions), [list(refs) for refs in references]])
-        if key not in computed:
-            computed[key] = pycocoevalcap_scores(captions, references, pycocoevalcap_meteor)
-        return computed[key]
-
-    return scores
+    return memoised(lambda captions, references: pycocoevalcap_scores(captions, references, pycocoevalcap_meteor))
 
 
 @pytest.fixture(scope="module")

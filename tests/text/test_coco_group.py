@@ -13,6 +13,8 @@ import pytest
 from capeval import InputError, ModelNotAvailableError
 from capeval.text import coco, coco_jars
 
+from memo import memoised
+
 IMAGES = 150
 SYSTEMS = 3
 
@@ -110,17 +112,12 @@ def resampled_pycocoevalcap(pycocoevalcap_meteor):
     computed once for the module: both backends' tests compare with the same values."""
     from pycocoevalcap.bleu.bleu import Bleu
 
-    computed = {}
-
     def values(refs, res):
-        key = json.dumps([sorted(refs.items()), sorted(res.items())])
-        if key not in computed:
-            with contextlib.redirect_stdout(io.StringIO()):
-                bleu, _ = Bleu(4).compute_score(refs, res, verbose=0)
-            computed[key] = bleu, pycocoevalcap_meteor.compute_score(refs, res)[0]
-        return computed[key]
+        with contextlib.redirect_stdout(io.StringIO()):
+            bleu, _ = Bleu(4).compute_score(refs, res, verbose=0)
+        return bleu, pycocoevalcap_meteor.compute_score(refs, res)[0]
 
-    return values
+    return memoised(values)
 
 
 def test_resampled_statistics_equal_pycocoevalcap_on_the_resampled_corpus(group, tokenized, resampled_pycocoevalcap):
@@ -153,22 +150,18 @@ def meteor_of_corpora(pycocoevalcap_meteor):
     with the same values."""
     from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
 
-    meteor, computed = pycocoevalcap_meteor, {}
+    meteor = pycocoevalcap_meteor
 
     def values(captions, references, draws):
-        key = json.dumps([captions, references, draws.tolist()])
-        if key not in computed:
-            n = len(captions)
-            with contextlib.redirect_stdout(io.StringIO()):
-                gts = PTBTokenizer().tokenize({i: [{"caption": r} for r in refs] for i, refs in enumerate(references)})
-                res = PTBTokenizer().tokenize({i: [{"caption": c}] for i, c in enumerate(captions)})
-            printed = np.array([[float(v) for v in meteor._stat(res[i][0], gts[i]).split()] for i in range(n)])
-            resampled = [meteor.compute_score({j: gts[i] for j, i in enumerate(drawn)},
-                                              {j: res[i] for j, i in enumerate(drawn)})[0] for drawn in draws]
-            computed[key] = meteor.compute_score(gts, res)[0], printed, resampled
-        return computed[key]
+        with contextlib.redirect_stdout(io.StringIO()):
+            gts = PTBTokenizer().tokenize({i: [{"caption": r} for r in refs] for i, refs in enumerate(references)})
+            res = PTBTokenizer().tokenize({i: [{"caption": c}] for i, c in enumerate(captions)})
+        printed = np.array([[float(v) for v in meteor._stat(res[i][0], gts[i]).split()] for i in range(len(captions))])
+        resampled = [meteor.compute_score({j: gts[i] for j, i in enumerate(drawn)},
+                                          {j: res[i] for j, i in enumerate(drawn)})[0] for drawn in draws]
+        return meteor.compute_score(gts, res)[0], printed, resampled
 
-    return values
+    return memoised(values)
 
 
 @pytest.mark.parametrize("backend", ["python", "java"])
